@@ -1,0 +1,238 @@
+"""The errors a user of fxport sees.
+
+Every failure fxport reports is a :class:`ConversionError` whose ``str()`` is one line:
+*what* went wrong, *where* in the user's code (``file:line``) when known, and *what to do*.
+The CLI prints exactly that line (the traceback only with ``--debug``) and maps the class to
+an exit code: :class:`UsageError` and its subclasses exit with 2, everything else with 1.
+
+Example::
+
+    >>> from fxport.errors import CaptureError, SourceLocation
+    >>> str(CaptureError("data-dependent branch", where=SourceLocation("net.py", 12),
+    ...                  hint="enable control-flow conversion"))
+    'data-dependent branch at net.py:12; enable control-flow conversion'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import traceback
+from types import TracebackType
+from typing import Iterable
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's source code."""
+
+    filename: str
+    lineno: int
+    function: str | None = None
+
+    def __str__(self) -> str:
+        return f"{_short_path(self.filename)}:{self.lineno}"
+
+    def to_dict(self) -> dict:
+        return {"file": self.filename, "line": self.lineno, "function": self.function}
+
+
+def _short_path(filename: str) -> str:
+    """Show a path relative to the working directory when it lies below it."""
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+class ConversionError(Exception):
+    """Base of every error fxport reports; ``str(err)`` is the one-line user message.
+
+    Attributes:
+        what: what went wrong.
+        where: the user's source location, when known.
+        hint: what the user can do about it.
+        stage: the pipeline stage that failed (``load``, ``capture``, ``rewrite``, ``lower``,
+            ``verify``, ``write``).
+    """
+
+    stage = "convert"
+    exit_code = 1
+
+    def __init__(self, what: str, *, where: SourceLocation | None = None, hint: str | None = None):
+        self.what = _one_line(what)
+        self.where = where
+        self.hint = _one_line(hint) if hint else None
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        text = self.what
+        if self.where is not None:
+            text += f" at {self.where}"
+        if self.hint:
+            text += f"; {self.hint}"
+        return text
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict:
+        return {
+            "error": type(self).__name__,
+            "stage": self.stage,
+            "message": self.message,
+            "where": self.where.to_dict() if self.where else None,
+        }
+
+
+class UsageError(ConversionError):
+    """The request itself is wrong: a bad target, input spec, option or rule file (exit 2)."""
+
+    stage = "load"
+    exit_code = 2
+
+
+class ModelLoadError(UsageError):
+    """The target could not be imported or instantiated."""
+
+
+class InputSpecError(UsageError):
+    """An input shape/dtype/dynamic-dimension specification is malformed or inconsistent."""
+
+
+class RuleError(UsageError):
+    """A rewrite rule is malformed, targets something that does not exist, or conflicts."""
+
+
+class EagerRunError(ConversionError):
+    """The model's own forward raised on the example inputs (the bug is in the user's code)."""
+
+    stage = "load"
+
+
+class CaptureError(ConversionError):
+    """torch.export could not capture the model (after all enabled rewrites)."""
+
+    stage = "capture"
+
+
+class ControlFlowError(CaptureError):
+    """Control flow the converter cannot express faithfully; names construct, variable, line."""
+
+    stage = "rewrite"
+
+
+class UnsupportedOpsError(ConversionError):
+    """Ops without an ONNX translation; lists all of them at once.
+
+    Attributes:
+        ops: one entry per missing op: ``(qualified op name, SourceLocation or None)``.
+    """
+
+    stage = "lower"
+
+    def __init__(self, ops: list[tuple[str, SourceLocation | None]], *, hint: str | None = None):
+        self.ops = ops
+        names = []
+        for op, where in ops:
+            names.append(f"{op} ({where})" if where else op)
+        super().__init__(
+            f"{len(ops)} op(s) have no ONNX translation: " + ", ".join(names),
+            hint=hint
+            or "write an @fxport.onnx_op rule for each (see `fxport ops TARGET` for skeletons)",
+        )
+
+
+class LoweringError(ConversionError):
+    """The dynamo exporter failed to translate the captured graph to ONNX."""
+
+    stage = "lower"
+
+
+class VerificationError(ConversionError):
+    """ONNX Runtime and eager PyTorch disagree (or the ONNX model cannot run).
+
+    Attributes:
+        report: the verification rows (``fxport.report.VerificationRow``) that were computed.
+    """
+
+    stage = "verify"
+
+    def __init__(self, what: str, *, report=None, where=None, hint=None):
+        self.report = list(report or [])
+        super().__init__(what, where=where, hint=hint)
+
+
+class OutputWriteError(ConversionError):
+    """The ONNX file could not be written; any existing file at the path is left untouched."""
+
+    stage = "write"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# --- locating the user's code -------------------------------------------------------------
+
+_LIBRARY_MARKERS = (
+    os.sep + "site-packages" + os.sep,
+    os.sep + "dist-packages" + os.sep,
+    os.sep + "lib" + os.sep + "python3",
+    "<frozen ",
+)
+_FXPORT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def is_user_file(filename: str | None) -> bool:
+    """True when ``filename`` is the user's code: not fxport, not torch, not any installed library.
+
+    Code generated by fxport's control-flow converter carries the user's filename, so it counts
+    as user code.
+    """
+    if not filename or filename.startswith("<"):
+        return False
+    path = os.path.abspath(filename)
+    if path.startswith(_FXPORT_DIR):
+        return False
+    return not any(marker in path for marker in _LIBRARY_MARKERS)
+
+
+def user_location_from_traceback(tb: TracebackType | None) -> SourceLocation | None:
+    """The innermost frame of ``tb`` that lies in the user's code, or None."""
+    found = None
+    for frame, lineno in traceback.walk_tb(tb):
+        code = frame.f_code
+        if is_user_file(code.co_filename):
+            found = SourceLocation(code.co_filename, lineno, code.co_name)
+    return found
+
+
+def user_location_from_exception(exc: BaseException) -> SourceLocation | None:
+    """Search ``exc`` and its causes/contexts for the innermost user frame."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        where = user_location_from_traceback(current.__traceback__)
+        if where is not None:
+            return where
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def user_location_from_stack(frames: Iterable[traceback.FrameSummary]) -> SourceLocation | None:
+    """The innermost user frame of an extracted stack (e.g. ``node.meta['stack_trace']``)."""
+    found = None
+    for frame in frames:
+        if is_user_file(frame.filename) and frame.lineno:
+            found = SourceLocation(frame.filename, frame.lineno, frame.name)
+    return found
+
+
+def here() -> SourceLocation | None:
+    """The innermost user frame of the current call stack."""
+    return user_location_from_stack(traceback.extract_stack(sys._getframe(1)))

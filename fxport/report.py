@@ -1,0 +1,148 @@
+"""The report stage: what a conversion produced, as data.
+
+A :class:`ConversionResult` is returned by :func:`fxport.convert` and serialised by the CLI
+(``--report``, ``--json``). Each rewrite that fired is an :class:`AppliedRewrite`; each
+verified input set is a :class:`VerificationRow`.
+
+Example::
+
+    >>> result = fxport.convert(Net(), (torch.randn(2, 3),))   # doctest: +SKIP
+    >>> result.verified, [r.rule for r in result.rewrites]      # doctest: +SKIP
+    (True, ['if-to-where'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import onnx
+
+from fxport.errors import SourceLocation
+
+
+@dataclasses.dataclass
+class AppliedRewrite:
+    """One rewrite that fired while converting the model.
+
+    Attributes:
+        rule: the rule's name (e.g. ``"if-to-where"``, ``"aten::erfinv"``).
+        tier: ``"control-flow"``, ``"patch"``, ``"op"`` or ``"graph"``.
+        location: where in the user's code it applied, when known.
+        detail: one line saying what was done and why (e.g. the where/cond choice).
+        data: rule-specific facts (carried variables, source before/after, node counts...).
+    """
+
+    rule: str
+    tier: str
+    location: SourceLocation | None = None
+    detail: str = ""
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "rule": self.rule,
+            "tier": self.tier,
+            "location": str(self.location) if self.location else None,
+            "detail": self.detail,
+            "data": _jsonable(self.data),
+        }
+
+
+@dataclasses.dataclass
+class VerificationRow:
+    """The comparison of eager PyTorch and ONNX Runtime on one input set."""
+
+    name: str
+    input_shapes: list[list[int]]
+    provider: str
+    max_abs_error: float
+    max_rel_error: float
+    cosine_similarity: float
+    passed: bool
+    mismatched_outputs: list[str] = dataclasses.field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return _jsonable(dataclasses.asdict(self))
+
+
+@dataclasses.dataclass
+class ConversionResult:
+    """Everything :func:`fxport.convert` produced.
+
+    Attributes:
+        model: the ONNX model.
+        output_path: where it was written, or None when kept in memory.
+        rewrites: the rewrites that fired, in the order they applied.
+        verification: one row per verified input set (empty when verification was off).
+        timings: seconds spent per pipeline stage.
+        opset: the ONNX default-domain opset of ``model``.
+        warnings: one-line notices the user should see (e.g. train mode switched to eval).
+    """
+
+    model: onnx.ModelProto
+    output_path: str | None = None
+    rewrites: list[AppliedRewrite] = dataclasses.field(default_factory=list)
+    verification: list[VerificationRow] = dataclasses.field(default_factory=list)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    opset: int | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        """True when verification ran and every input set passed."""
+        return bool(self.verification) and all(row.passed for row in self.verification)
+
+    def op_counts(self) -> dict[str, int]:
+        """ONNX op-type counts, including nodes inside If/Loop/Scan subgraphs."""
+        return count_ops(self.model.graph)
+
+    def to_dict(self) -> dict:
+        return {
+            "output_path": self.output_path,
+            "opset": self.opset,
+            "verified": self.verified,
+            "rewrites": [r.to_dict() for r in self.rewrites],
+            "verification": [row.to_dict() for row in self.verification],
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "op_counts": self.op_counts(),
+            "warnings": list(self.warnings),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+
+def iter_nodes(graph: onnx.GraphProto):
+    """Every node of ``graph`` and of its nested subgraphs (If/Loop/Scan bodies), depth first."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from iter_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from iter_nodes(sub)
+
+
+def count_ops(graph: onnx.GraphProto) -> dict[str, int]:
+    """Op-type counts of a graph including subgraphs, sorted by name for stable output."""
+    counts: dict[str, int] = {}
+    for node in iter_nodes(graph):
+        key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return str(value)
