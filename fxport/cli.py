@@ -44,6 +44,12 @@ class Device(str, enum.Enum):
     cuda = "cuda"
 
 
+class Precision(str, enum.Enum):
+    fp32 = "fp32"
+    fp16 = "fp16"
+    int8 = "int8"
+
+
 class OutputMode:
     """How much the CLI prints: normal, quiet (errors only) or json (one JSON document)."""
 
@@ -106,6 +112,9 @@ def convert(
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
     no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
     no_optimize: bool = typer.Option(False, "--no-optimize", help="skip ONNX graph optimisation"),
+    precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
+    calibrate: Optional[str] = typer.Option(None, "--calibrate", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
+    min_cosine: Optional[float] = typer.Option(None, "--min-cosine", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write the conversion report as JSON"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="print errors only"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document (for machines)"),
@@ -126,7 +135,7 @@ def convert(
             loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
             output=output, opset=opset, verify=not no_verify, device=device.value,
             optimize=not no_optimize, verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
-            progress=mode.progress,
+            progress=mode.progress, precision=precision.value, calibration=calibrate, min_cosine=min_cosine,
         )
         if report is not None:
             from fxport.pipeline import write_text_atomically
@@ -158,6 +167,9 @@ def print_summary(result) -> None:
         stdout.print(verification_table(result.verification))
     ops = ", ".join(f"{op}×{n}" for op, n in result.op_counts().items())
     stdout.print(f"ONNX ops (opset {result.opset}): {escape(ops)}", highlight=False)
+    if result.node_counts:
+        stages = " → ".join(f"{count} {stage}" for stage, count in result.node_counts.items())
+        stdout.print(f"Nodes ({result.precision}): {stages}", highlight=False)
     timings = "  ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.timings.items())
     stdout.print(f"Time: {timings}", highlight=False)
     verdict = "[green]verified[/green]" if result.verified else "[yellow]not verified[/yellow]"

@@ -28,8 +28,15 @@ def lower(
     opset: int | None = None,
     translation_table: dict[Callable, Callable] | None = None,
     optimize: bool = True,
+    node_counts: dict[str, int] | None = None,
 ) -> onnx.ModelProto:
-    """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError."""
+    """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError.
+
+    ``node_counts``, when given, receives the node count (subgraphs included) as exported and,
+    with ``optimize``, after ``ONNXProgram.optimize()`` (onnxscript's optimizer: constant
+    folding, dead-code elimination, common-subexpression elimination).
+    """
+    counts = node_counts if node_counts is not None else {}
     try:
         with quiet_torch():
             onnx_program = torch.onnx.export(
@@ -37,9 +44,13 @@ def lower(
                 dynamo=True,
                 opset_version=opset,
                 custom_translation_table=translation_table or None,
-                optimize=optimize,
+                optimize=False,
                 verbose=False,
             )
+            counts["exported"] = count_ir_nodes(onnx_program.model)
+            if optimize:
+                onnx_program.optimize()
+                counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc
     model = onnx_program.model_proto
@@ -49,6 +60,13 @@ def lower(
         raise LoweringError(f"the exported ONNX model is invalid: {str(exc).splitlines()[0]}",
                             hint="report this with --debug output") from exc
     return model
+
+
+def count_ir_nodes(model) -> int:
+    """Nodes of an onnx_ir model's main graph and every nested subgraph (If/Loop/Scan bodies)."""
+    import onnx_ir
+
+    return sum(1 for _ in onnx_ir.traversal.RecursiveGraphIterator(model.graph))
 
 
 def explain_lowering_failure(exc, program, translation_table, opset) -> Exception:

@@ -28,8 +28,10 @@ from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, run_eager, to_input_sets
 from fxport.lower import lower
-from fxport.report import AppliedRewrite, ConversionResult
-from fxport.verify import resolve_device, verify_model
+from fxport.precision import (check_precision, exported_at_precision, load_calibration, quantize_int8,
+                              verify_at_precision)
+from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
+from fxport.verify import resolve_device
 
 #: ``progress(stage, state)`` with state ``"start"`` or ``"done"``; the CLI draws it.
 ProgressCallback = Callable[[str, str], None]
@@ -49,6 +51,9 @@ def convert(
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
+    precision: str = "fp32",
+    calibration: Any = None,
+    min_cosine: float | None = None,
 ) -> ConversionResult:
     """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
 
@@ -66,6 +71,12 @@ def convert(
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
+        precision: ``"fp32"``, ``"fp16"`` (a float16 copy is exported; verified against eager
+            float32 with float16 tolerances and against eager float16) or ``"int8"``
+            (onnxruntime quantisation; accuracy vs float32 reported). See docs/precision.md.
+        calibration: int8 only: ``"FILE.py:FUNC"`` or a list of input sets; switches dynamic
+            quantisation to static (calibrated) quantisation.
+        min_cosine: int8 only: fail below this cosine similarity to eager float32 (default 0.99).
 
     Returns:
         A :class:`~fxport.report.ConversionResult`.
@@ -84,21 +95,30 @@ def convert(
     result_warnings: list[str] = []
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
+    check_precision(precision, calibration, min_cosine)
+    calibration_sets = load_calibration(calibration) if calibration is not None else None
+    node_counts: dict[str, int] = {}
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
             run_eager(model, example)
-        with timer("capture"), capture_rewrites(model, rewrites):
-            program = capture(model, example, dynamic_shapes, notes=result_warnings)
+        export_model, export_example = exported_at_precision(model, example, precision)
+        with timer("capture"), capture_rewrites(export_model, rewrites):
+            program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
         with timer("lower"):
-            onnx_model = lower(program, opset=opset, optimize=optimize)
+            onnx_model = float_model = lower(program, opset=opset, optimize=optimize, node_counts=node_counts)
+        if precision == "int8":
+            with timer("quantize"):
+                onnx_model = quantize_int8(float_model, calibration_sets)
+            node_counts["int8"] = sum(1 for _ in iter_nodes(onnx_model.graph))
         verification = []
         if verify:
             with timer("verify"):
-                verification = verify_model(
-                    model, onnx_model, [example, *extra_sets], device=verify_device,
+                verification = verify_at_precision(
+                    model, onnx_model, [example, *extra_sets], precision=precision,
+                    float_model=float_model, min_cosine=min_cosine, device=verify_device,
                     dynamic_axes=dynamic_axes_by_input(model, example, dynamic_shapes),
-                    bounds=dynamic_dim_bounds(program),
+                    bounds=dynamic_dim_bounds(program), notes=result_warnings,
                 )
     output_path = None
     if output is not None:
@@ -112,6 +132,8 @@ def convert(
         timings=timer.seconds,
         opset=default_opset(onnx_model),
         warnings=result_warnings,
+        precision=precision,
+        node_counts=node_counts,
     )
 
 

@@ -80,6 +80,9 @@ class ConversionResult:
         timings: seconds spent per pipeline stage.
         opset: the ONNX default-domain opset of ``model``.
         warnings: one-line notices the user should see (e.g. train mode switched to eval).
+        precision: ``"fp32"``, ``"fp16"`` or ``"int8"`` (see docs/precision.md).
+        node_counts: ONNX node count (subgraphs included) after each graph stage, in order:
+            ``exported``, ``optimized`` (unless ``optimize=False``), then ``int8`` when quantised.
     """
 
     model: onnx.ModelProto
@@ -89,6 +92,8 @@ class ConversionResult:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     opset: int | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    precision: str = "fp32"
+    node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -109,6 +114,8 @@ class ConversionResult:
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "op_counts": self.op_counts(),
             "warnings": list(self.warnings),
+            "precision": self.precision,
+            "node_counts": dict(self.node_counts),
         }
 
     def to_json(self) -> str:

@@ -16,8 +16,13 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from typing import Any, Sequence
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
@@ -45,12 +50,20 @@ class OnnxRunner:
         >>> outputs = runner.run(InputSet((x,)))                 # doctest: +SKIP
     """
 
-    def __init__(self, model: onnx.ModelProto, device: str = "cpu"):
+    def __init__(self, model: onnx.ModelProto, device: str = "cpu", *, profile_placement: bool | None = None):
         import onnxruntime as ort
 
         self.providers = select_providers(device)
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        #: Where each node ran, from a profile of the first run (on by default for CUDA, where ORT
+        #: silently places nodes without a CUDA kernel on CPU): provider → ["OpType(name)", ...].
+        self.placement: dict[str, list[str]] | None = None
+        self._profiling = device == "cuda" if profile_placement is None else profile_placement
+        if self._profiling:
+            self._profile_dir = tempfile.mkdtemp(prefix="fxport-ort-profile-")
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(self._profile_dir, "run")
         try:
             self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
         except Exception as exc:
@@ -60,6 +73,7 @@ class OnnxRunner:
                 "library or convert with --no-verify",
             ) from exc
         self.input_names = [i.name for i in self.session.get_inputs()]
+        self.input_dtypes = [_ORT_FLOAT_TYPES.get(i.type) for i in self.session.get_inputs()]
         self.provider = self.session.get_providers()[0]
 
     def run(self, inputs: InputSet) -> list[np.ndarray]:
@@ -77,14 +91,95 @@ class OnnxRunner:
                     f"was exported with {list(spec.shape)}",
                     hint="declare the varying axes dynamic (--dynamic NAME:AXIS=DIM or dynamic_shapes)",
                 )
-        feed = {name: _to_numpy(t) for name, t in zip(self.input_names, tensors)}
+        feed = {name: _to_numpy(_as_input_dtype(t, dtype))
+                for name, t, dtype in zip(self.input_names, tensors, self.input_dtypes)}
         try:
-            return self.session.run(None, feed)
+            outputs = self.session.run(None, feed)
         except Exception as exc:
             raise VerificationError(
                 f"ONNX Runtime failed on the {inputs.name} inputs: {_first_line(exc)}",
                 hint="run with --debug; the exported graph may not support these sizes",
             ) from exc
+        if self._profiling and self.placement is None:
+            self._read_placement()
+        return outputs
+
+    def _read_placement(self) -> None:
+        """End profiling after the first run and record where its nodes ran."""
+        path = self.session.end_profiling()
+        try:
+            with open(path) as handle:
+                self.placement = node_placement(json.load(handle))
+        finally:
+            shutil.rmtree(self._profile_dir, ignore_errors=True)
+        self.provider = describe_placement(self.placement, self.providers[0])
+
+
+#: onnxruntime input type strings → the torch dtype to feed.
+_ORT_FLOAT_TYPES = {
+    "tensor(float16)": torch.float16,
+    "tensor(float)": torch.float32,
+    "tensor(double)": torch.float64,
+    "tensor(bfloat16)": torch.bfloat16,
+}
+
+
+def _as_input_dtype(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """Cast a float tensor to the float type the session declares (e.g. fp32 → fp16 models)."""
+    if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+        return tensor.to(dtype)
+    return tensor
+
+
+def node_placement(profile_events: list[dict]) -> dict[str, list[str]]:
+    """Provider → nodes ("OpType(name)") from an onnxruntime profile (chrome-trace events).
+
+    Example::
+
+        >>> node_placement([{"cat": "Node", "name": "mm_kernel_time",
+        ...                  "args": {"op_name": "MatMul", "provider": "CUDAExecutionProvider"}}])
+        {'CUDAExecutionProvider': ['MatMul(mm)']}
+    """
+    placement: dict[str, list[str]] = {}
+    for event in profile_events:
+        name = event.get("name", "")
+        args = event.get("args") or {}
+        if event.get("cat") != "Node" or not name.endswith("_kernel_time") or "provider" not in args:
+            continue
+        node = f"{args.get('op_name', '?')}({name[:-len('_kernel_time')]})"
+        nodes = placement.setdefault(args["provider"], [])
+        if node not in nodes:
+            nodes.append(node)
+    return placement
+
+
+def describe_placement(placement: dict[str, list[str]], requested: str) -> str:
+    """The provider actually used, e.g. ``CUDAExecutionProvider (2 of 40 nodes on CPU: Erf, Shape)``.
+
+    When nothing ran on ``requested``, the provider that did run everything is returned.
+    """
+    total = sum(len(nodes) for nodes in placement.values())
+    if requested not in placement:
+        return next(iter(placement), requested)
+    elsewhere = {provider: nodes for provider, nodes in placement.items() if provider != requested}
+    if not elsewhere:
+        return requested
+    notes = []
+    for provider, nodes in elsewhere.items():
+        ops = sorted({node.split("(")[0] for node in nodes})
+        notes.append(f"{len(nodes)} of {total} nodes on {provider.replace('ExecutionProvider', '')}: {', '.join(ops)}")
+    return f"{requested} ({'; '.join(notes)})"
+
+
+def fallback_warning(placement: dict[str, list[str]] | None, requested: str) -> str | None:
+    """A one-line warning when some nodes did not run on ``requested`` (None when all did)."""
+    if not placement or set(placement) <= {requested}:
+        return None
+    description = describe_placement(placement, requested)
+    if requested not in placement:
+        return f"ONNX Runtime ran every node on {description}, not {requested}; the verification is a CPU result"
+    return (f"ONNX Runtime fell back to CPU for some nodes: {description.split(' (', 1)[1][:-1]} "
+            "(ops without a CUDA kernel, or shape arithmetic ORT keeps on CPU by design)")
 
 
 def select_providers(device: str) -> list[str]:
@@ -218,10 +313,20 @@ class OutputComparison:
     max_abs: float
     max_rel: float
     passed: bool
+    #: shapes agree and NaN/inf positions agree (what a cosine criterion still requires).
+    structural_ok: bool = True
 
 
-def compare_outputs(expected: Sequence[torch.Tensor], actual: Sequence[np.ndarray]) -> tuple[list[OutputComparison], float]:
-    """Compare flattened eager outputs with ONNX Runtime outputs; returns per-output results and cosine."""
+def compare_outputs(
+    expected: Sequence[torch.Tensor],
+    actual: Sequence[np.ndarray],
+    tolerance_dtype: torch.dtype | None = None,
+) -> tuple[list[OutputComparison], float]:
+    """Compare flattened eager outputs with ONNX Runtime outputs; returns per-output results and cosine.
+
+    Float outputs use ``TOLERANCES`` of the eager output's dtype, or of ``tolerance_dtype`` when
+    given (a float16 model checked against float32 eager uses the float16 tolerances).
+    """
     results = []
     dots = norm_e = norm_a = 0.0
     for index, (ref, got) in enumerate(zip(expected, actual)):
@@ -229,14 +334,14 @@ def compare_outputs(expected: Sequence[torch.Tensor], actual: Sequence[np.ndarra
         name = f"output[{index}]"
         if ref_np.shape != got.shape:
             results.append(OutputComparison(f"{name} shape {list(got.shape)} != {list(ref_np.shape)}",
-                                            float("inf"), float("inf"), False))
+                                            float("inf"), float("inf"), False, structural_ok=False))
             continue
         if not (ref.dtype.is_floating_point or ref.dtype.is_complex):
             equal = bool(np.array_equal(ref_np, got))
             diff = float(np.abs(ref_np.astype(np.float64) - got.astype(np.float64)).max()) if ref_np.size else 0.0
             results.append(OutputComparison(name, diff, diff, equal))
             continue
-        atol, rtol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
+        atol, rtol = TOLERANCES.get(tolerance_dtype or ref.dtype, TOLERANCES[torch.float32])
         r, g = ref_np.astype(np.float64), got.astype(np.float64)
         same_special = np.array_equal(np.isnan(r), np.isnan(g)) and np.array_equal(np.isinf(r) & (r > 0), np.isinf(g) & (g > 0)) \
             and np.array_equal(np.isinf(r) & (r < 0), np.isinf(g) & (g < 0))
@@ -246,12 +351,13 @@ def compare_outputs(expected: Sequence[torch.Tensor], actual: Sequence[np.ndarra
         close = bool(np.all(abs_err <= atol + rtol * np.abs(r[finite])))
         max_abs = float(abs_err.max()) if abs_err.size else 0.0
         max_rel = float(rel_err.max()) if rel_err.size else 0.0
-        results.append(OutputComparison(name, max_abs, max_rel, same_special and close))
+        results.append(OutputComparison(name, max_abs, max_rel, same_special and close, structural_ok=same_special))
         dots += float((r[finite] * g[finite]).sum())
         norm_e += float((r[finite] ** 2).sum())
         norm_a += float((g[finite] ** 2).sum())
     if len(expected) != len(actual):
-        results.append(OutputComparison(f"output count {len(actual)} != {len(expected)}", float("inf"), float("inf"), False))
+        results.append(OutputComparison(f"output count {len(actual)} != {len(expected)}", float("inf"), float("inf"),
+                                        False, structural_ok=False))
     cosine = dots / np.sqrt(norm_e * norm_a) if norm_e > 0 and norm_a > 0 else (1.0 if norm_e == norm_a else 0.0)
     return results, float(cosine)
 
@@ -260,6 +366,21 @@ def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
     """Eager outputs flattened the way the exporter flattens them (tensors only)."""
     flat, _ = torch.utils._pytree.tree_flatten(outputs)
     return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Acceptance:
+    """How a verification row passes.
+
+    Attributes:
+        tolerance_dtype: compare float outputs with ``TOLERANCES[tolerance_dtype]`` instead of
+            the eager output's dtype (float16 models against float32 eager).
+        min_cosine: when set, a row passes on cosine similarity ≥ ``min_cosine`` (with matching
+            shapes and NaN/inf positions) instead of element tolerances: quantised models.
+    """
+
+    tolerance_dtype: torch.dtype | None = None
+    min_cosine: float | None = None
 
 
 def verify_model(
@@ -272,33 +393,62 @@ def verify_model(
     generate: bool = True,
     seed: int = 1234,
     bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
+    acceptance: Acceptance = Acceptance(),
+    prepare_inputs: Callable[[InputSet], InputSet] | None = None,
+    label: str = "",
+    optional_reference: bool = False,
+    notes: list[str] | None = None,
 ) -> list[VerificationRow]:
-    """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch."""
+    """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
+
+    ``module`` is copied, never moved, when ``device`` is not the CPU. ``prepare_inputs``
+    transforms each input set before both runs (e.g. cast to float16 for an eager float16
+    reference); ``label`` is appended to row names; with ``optional_reference`` an eager failure
+    (e.g. an op without a float16 CPU kernel) skips the row instead of raising. ``notes``
+    receives one-line warnings (nodes ONNX Runtime placed on CPU instead of CUDA).
+    """
     runner = OnnxRunner(model, device)
     candidates = list(input_sets)
     if generate:
         candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed, bounds)
-    module_on_device = module.to(device) if device != "cpu" else module
+    module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []
     for inputs in candidates:
-        on_device = inputs.to(device) if device != "cpu" else inputs
+        prepared = prepare_inputs(inputs) if prepare_inputs else inputs
+        if label:
+            prepared = dataclasses.replace(prepared, name=inputs.name + label)
+        on_device = prepared.to(device) if device != "cpu" else prepared
         try:
-            rows.append(verify_one(module_on_device, runner, on_device))
+            rows.append(verify_one(module_on_device, runner, on_device, acceptance))
         except EagerRunError as exc:
-            if id(inputs) not in generated:
+            if id(inputs) not in generated and not optional_reference:
                 raise
-            rows.append(skipped_row(inputs, runner.provider, f"skipped: eager rejects these inputs ({exc.what})"))
+            rows.append(skipped_row(prepared, runner.provider, f"skipped: eager rejects these inputs ({exc.what})"))
+    warning = fallback_warning(runner.placement, runner.providers[0])
+    if warning and notes is not None and warning not in notes:
+        notes.append(warning)
     failed = [row for row in rows if not row.passed]
     if failed:
         worst = failed[0]
+        criterion = (f"cosine {worst.cosine_similarity:.4f} < {acceptance.min_cosine}"
+                     if acceptance.min_cosine is not None else f"max abs error {worst.max_abs_error:.3g}")
         raise VerificationError(
             f"ONNX Runtime differs from eager PyTorch on {len(failed)} of {len(rows)} input sets "
-            f"(first: {worst.name}, {', '.join(worst.mismatched_outputs)}, max abs error {worst.max_abs_error:.3g})",
+            f"(first: {worst.name}, {', '.join(worst.mismatched_outputs) or 'outputs'}, {criterion})",
             report=rows,
-            hint="run with --debug, or report the model; fxport never ships a mismatching model",
+            hint=_failure_hint(acceptance),
         )
     return rows
+
+
+def _failure_hint(acceptance: Acceptance) -> str:
+    if acceptance.min_cosine is not None:
+        return ("the quantised model is less accurate than --min-cosine allows; calibrate with "
+                "representative inputs (--calibrate), lower --min-cosine, or use --precision fp16")
+    if acceptance.tolerance_dtype == torch.float16:
+        return "float16 loses too much accuracy for this model; use --precision fp32, or report the model"
+    return "run with --debug, or report the model; fxport never ships a mismatching model"
 
 
 def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
@@ -307,11 +457,15 @@ def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
                            float("nan"), float("nan"), float("nan"), True, [], note)
 
 
-def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet) -> VerificationRow:
+def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
+               acceptance: Acceptance = Acceptance()) -> VerificationRow:
     shapes = [list(t.shape) for t in inputs.tensors()]
     expected = flatten_outputs(run_eager(module, inputs))
     actual = runner.run(inputs)
-    comparisons, cosine = compare_outputs(expected, actual)
+    comparisons, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype)
+    if acceptance.min_cosine is not None:
+        good_cosine = cosine >= acceptance.min_cosine
+        comparisons = [dataclasses.replace(c, passed=c.structural_ok and good_cosine) for c in comparisons]
     return VerificationRow(
         name=inputs.name,
         input_shapes=shapes,

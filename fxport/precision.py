@@ -1,0 +1,224 @@
+"""Reduced precision: half-precision export and int8 quantisation.
+
+``fp16`` exports a half-precision *copy* of the module (``copy.deepcopy(model).half()``, float
+inputs cast to half) through the normal capture → lower path, so inputs, outputs, initializers
+and constants all come out float16 from the exporter itself, and the ops the exporter's
+translations keep in float32 for accuracy (softmax, log-softmax, layer-norm statistics) carry
+their own casts. The user's module is never converted. (Measured alternative:
+``onnxruntime.transformers.float16.convert_float_to_float16`` on the float32 ONNX emits a graph
+that redeclares a value when a graph input feeds two blocked ops — see docs/precision.md.)
+
+``int8`` quantises the float32 ONNX with ``onnxruntime.quantization``: dynamic quantisation by
+default (weights int8, activations quantised at run time), static QDQ quantisation when
+calibration inputs are given. Accuracy is reported against eager float32 (max abs error,
+cosine similarity) and fails only below ``min_cosine``.
+
+Example::
+
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    >>> half = half_copy(net)
+    >>> half[0].weight.dtype, net[0].weight.dtype
+    (torch.float16, torch.float32)
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from typing import Any
+
+import onnx
+import torch
+
+from fxport.errors import ConversionError, UsageError
+from fxport.load import InputSet, load_inputs_fn, to_input_sets
+from fxport.quiet import quiet_torch
+
+#: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept.
+PRECISIONS = ("fp32", "fp16", "int8")
+
+#: Default acceptance threshold for int8: cosine similarity of ONNX vs eager float32 outputs.
+DEFAULT_MIN_COSINE = 0.99
+
+
+def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None) -> None:
+    """Raise UsageError for an unknown precision or options that do not apply to it."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision {precision!r}", hint="use fp32, fp16 or int8")
+    if calibration is not None and precision != "int8":
+        raise UsageError("calibration inputs only apply to --precision int8",
+                         hint="add --precision int8 or drop --calibrate")
+    if min_cosine is not None and not 0.0 <= min_cosine <= 1.0:
+        raise UsageError(f"--min-cosine {min_cosine} is outside [0, 1]", hint="use e.g. 0.99")
+
+
+# --- fp16 -----------------------------------------------------------------------------------
+
+def half_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A float16 deep copy of ``module`` (integer buffers untouched); ``module`` is not changed."""
+    return copy.deepcopy(module).half()
+
+
+def half_inputs(inputs: InputSet) -> InputSet:
+    """``inputs`` with every float32/float64 tensor cast to float16 (others untouched).
+
+    Example::
+
+        >>> half_inputs(InputSet((torch.ones(2), torch.ones(2, dtype=torch.int64)))).args[0].dtype
+        torch.float16
+    """
+    def cast(value):
+        if isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.float64):
+            return value.half()
+        return value
+
+    args, kwargs = torch.utils._pytree.tree_map(cast, (inputs.args, inputs.kwargs))
+    return InputSet(args, kwargs, inputs.name)
+
+
+# --- int8 -----------------------------------------------------------------------------------
+
+def load_calibration(spec_or_value: Any) -> list[InputSet]:
+    """Calibration input sets from ``FILE.py:FUNC`` (``--calibrate``) or a list of input sets."""
+    if isinstance(spec_or_value, str):
+        sets = load_inputs_fn(spec_or_value)
+    else:
+        sets = to_input_sets(list(spec_or_value), "calibration inputs")
+    return sets
+
+
+def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = None) -> onnx.ModelProto:
+    """Quantise a float32 ONNX model to int8 with onnxruntime.quantization.
+
+    Without ``calibration``: dynamic quantisation (MatMul/Gemm → MatMulInteger, Conv →
+    ConvInteger; activation scales computed at run time). With it: static QDQ quantisation,
+    activation ranges calibrated (MinMax) on those input sets.
+
+    Example::
+
+        >>> int8_model = quantize_int8(result.model)                 # doctest: +SKIP
+    """
+    source = without_value_info(model)
+    reader = CalibrationReader(source, calibration) if calibration else None
+    with tempfile.TemporaryDirectory(prefix="fxport-int8-") as workdir:
+        target = os.path.join(workdir, "model.int8.onnx")
+        try:
+            with quiet_torch():  # the quantiser logs advice through the root logger
+                _run_quantizer(source, target, reader)
+            return onnx.load(target)
+        except Exception as exc:
+            kind = "static" if reader else "dynamic"
+            raise ConversionError(
+                f"onnxruntime {kind} int8 quantisation failed: {type(exc).__name__}: {_first_line(exc)}",
+                hint="try --precision fp16, or the other quantisation mode (--calibrate for static)",
+            ) from exc
+
+
+def _run_quantizer(source: onnx.ModelProto, target: str, reader: "CalibrationReader | None") -> None:
+    from onnxruntime.quantization import QuantFormat, quantize_dynamic, quantize_static
+
+    if reader is None:
+        quantize_dynamic(source, target)
+    else:
+        quantize_static(source, target, reader, quant_format=QuantFormat.QDQ)
+
+
+def without_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` without intermediate value_info.
+
+    The exporter records the shape of every intermediate value; the quantiser rewrites Gemm
+    weights (transposes them) and then trips over those stale shapes in its own shape inference.
+    """
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(model)
+    del stripped.graph.value_info[:]
+    return stripped
+
+
+class CalibrationReader:
+    """onnxruntime ``CalibrationDataReader`` over fxport input sets (one feed per set)."""
+
+    def __init__(self, model: onnx.ModelProto, input_sets: list[InputSet]):
+        initializers = {init.name for init in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in initializers]
+        self.feeds = [self._feed(s) for s in input_sets]
+        self.position = 0
+
+    def _feed(self, inputs: InputSet) -> dict[str, Any]:
+        tensors = inputs.tensors()
+        if len(tensors) != len(self.input_names):
+            raise UsageError(
+                f"calibration set {inputs.name!r} has {len(tensors)} tensors but the model takes "
+                f"{len(self.input_names)} ({', '.join(self.input_names)})",
+                hint="return input sets shaped like the example inputs from the --calibrate function",
+            )
+        return {name: t.detach().cpu().float().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+                for name, t in zip(self.input_names, tensors)}
+
+    def get_next(self) -> dict[str, Any] | None:
+        if self.position >= len(self.feeds):
+            return None
+        self.position += 1
+        return self.feeds[self.position - 1]
+
+    def rewind(self) -> None:
+        self.position = 0
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+# --- verification ---------------------------------------------------------------------------
+
+def verify_at_precision(
+    module: torch.nn.Module,
+    onnx_model: onnx.ModelProto,
+    input_sets: list[InputSet],
+    *,
+    precision: str = "fp32",
+    float_model: onnx.ModelProto | None = None,
+    min_cosine: float | None = None,
+    **verify_options: Any,
+) -> list:
+    """Verify ``onnx_model`` against eager ``module`` the way ``precision`` calls for.
+
+    - fp32: element tolerances of each output's dtype.
+    - fp16: against eager float32 with float16 tolerances, then against an eager float16 copy
+      (rows labelled ``vs eager fp16``; skipped where the device lacks a float16 kernel).
+    - int8: ``float_model`` (the float32 export) with float32 tolerances first, so exporter and
+      quantiser errors stay apart; then the int8 model against eager float32, reporting max abs
+      error and cosine similarity and failing only below ``min_cosine`` (default 0.99).
+
+    ``verify_options`` go to :func:`fxport.verify.verify_model` (device, dynamic_axes, bounds, notes).
+
+    Example::
+
+        >>> rows = verify_at_precision(net, fp16_model, [InputSet((x,))], precision="fp16")  # doctest: +SKIP
+    """
+    from fxport.verify import Acceptance, verify_model
+
+    if precision == "fp16":
+        rows = verify_model(module, onnx_model, input_sets,
+                            acceptance=Acceptance(tolerance_dtype=torch.float16), **verify_options)
+        rows += verify_model(half_copy(module), onnx_model, input_sets, prepare_inputs=half_inputs,
+                             label=" vs eager fp16", optional_reference=True, **verify_options)
+        return rows
+    if precision == "int8":
+        rows = verify_model(module, float_model if float_model is not None else onnx_model, input_sets,
+                            label=" fp32", **verify_options)
+        threshold = DEFAULT_MIN_COSINE if min_cosine is None else min_cosine
+        rows += verify_model(module, onnx_model, input_sets, acceptance=Acceptance(min_cosine=threshold),
+                             label=" int8", **verify_options)
+        return rows
+    return verify_model(module, onnx_model, input_sets, **verify_options)
+
+
+def exported_at_precision(module: torch.nn.Module, example: InputSet, precision: str) -> tuple[torch.nn.Module, InputSet]:
+    """The module and example inputs to capture: a float16 copy for fp16, the originals otherwise."""
+    if precision == "fp16":
+        return half_copy(module), half_inputs(example)
+    return module, example
