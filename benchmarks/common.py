@@ -42,12 +42,16 @@ class Section:
     note: str
     header: list[str]
     rows: list[list[str]]
+    #: lines printed under the table (e.g. a linearity verdict).
+    footer: list[str] = dataclasses.field(default_factory=list)
 
     def markdown(self) -> str:
         lines = [f"## {self.title}", "", self.note, "",
                  "| " + " | ".join(self.header) + " |",
                  "| " + " | ".join("---" for _ in self.header) + " |"]
         lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        if self.footer:
+            lines += [""] + self.footer
         return "\n".join(lines) + "\n"
 
 
@@ -60,8 +64,69 @@ def print_section(section: Section) -> None:
         table.add_column(column)
     for row in section.rows:
         table.add_row(*row)
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
+    for line in section.footer:
+        console.print(line, highlight=False)
 
 
 def ratio(numerator: float, denominator: float) -> str:
     return f"{numerator / denominator:.2f}×" if denominator > 0 else "n/a"
+
+
+def paired_medians(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int,
+                   warmup: int = 3) -> tuple[float, float]:
+    """Median wall times of ``fn_a`` and ``fn_b`` measured alternately, call by call.
+
+    Alternating keeps a shared machine's load drift out of the ratio.
+    """
+    for _ in range(warmup):
+        fn_a()
+        fn_b()
+    samples_a, samples_b = [], []
+    for _ in range(rounds):
+        for fn, samples in ((fn_a, samples_a), (fn_b, samples_b)):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples_a), statistics.median(samples_b)
+
+
+def ort_session(model, device: str = "cpu", threads: int = 1):
+    """An onnxruntime session for a ModelProto (single-threaded by default: stable timings)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+    return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+
+
+def ort_runner(session, tensors) -> Callable[[], object]:
+    """A no-argument callable running ``session`` on ``tensors`` (positional, CPU numpy feed)."""
+    feed = {spec.name: t.detach().cpu().numpy() for spec, t in zip(session.get_inputs(), tensors)}
+    return lambda: session.run(None, feed)
+
+
+def eager_runner(module, args) -> Callable[[], object]:
+    """A no-argument callable running ``module(*args)`` without autograd."""
+    def run():
+        with torch.no_grad():
+            return module(*args)
+    return run
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f}"
+
+
+def adaptive_rounds(fn: Callable[[], object], minimum: int = 30, budget_s: float = 2.0,
+                    maximum: int = 2000) -> int:
+    """How many timed calls of ``fn`` fit in about ``budget_s`` (at least ``minimum``)."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-6)
+    return max(minimum, min(maximum, int(budget_s / once)))
