@@ -28,7 +28,7 @@ from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, run_eager, to_input_sets
 from fxport.lower import lower
-from fxport.precision import (check_precision, exported_at_precision, load_calibration, quantize_int8,
+from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
                               verify_at_precision)
 from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
 from fxport.verify import resolve_device
@@ -107,10 +107,10 @@ def convert(
             program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
         with timer("lower"):
             onnx_model = float_model = lower(program, opset=opset, optimize=optimize, node_counts=node_counts)
-        if precision == "int8":
-            with timer("quantize"):
-                onnx_model = quantize_int8(float_model, calibration_sets)
-            node_counts["int8"] = sum(1 for _ in iter_nodes(onnx_model.graph))
+        if precision != "fp32":
+            with timer(precision):
+                onnx_model = apply_precision(float_model, precision, calibration_sets)
+            node_counts[precision] = sum(1 for _ in iter_nodes(onnx_model.graph))
         verification = []
         if verify:
             with timer("verify"):

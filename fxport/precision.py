@@ -2,9 +2,9 @@
 
 ``fp16`` exports a half-precision *copy* of the module (``copy.deepcopy(model).half()``, float
 inputs cast to half) through the normal capture → lower path, so inputs, outputs, initializers
-and constants all come out float16 from the exporter itself, and the ops the exporter's
-translations keep in float32 for accuracy (softmax, log-softmax, layer-norm statistics) carry
-their own casts. The user's module is never converted. (Measured alternative:
+and constants all come out float16 from the exporter itself; then the accuracy-sensitive ops in
+:data:`FLOAT32_OPS` (softmax, reductions, exp/log/pow) run in float32 between Casts
+(:func:`keep_ops_in_float32`). The user's module is never converted. (Measured alternative:
 ``onnxruntime.transformers.float16.convert_float_to_float16`` on the float32 ONNX emits a graph
 that redeclares a value when a graph input feeds two blocked ops — see docs/precision.md.)
 
@@ -217,8 +217,109 @@ def verify_at_precision(
     return verify_model(module, onnx_model, input_sets, **verify_options)
 
 
+def apply_precision(model: onnx.ModelProto, precision: str, calibration: list[InputSet] | None = None) -> onnx.ModelProto:
+    """The graph-level step of ``precision`` on a lowered model, checked by the ONNX checker.
+
+    fp16: float32 islands for :data:`FLOAT32_OPS`; int8: :func:`quantize_int8`; fp32: unchanged.
+    """
+    if precision == "fp16":
+        model = keep_ops_in_float32(model)
+    elif precision == "int8":
+        model = quantize_int8(model, calibration)
+    else:
+        return model
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise ConversionError(f"the {precision} model is invalid: {str(exc).splitlines()[0]}",
+                              hint="report this with --debug output; --precision fp32 works meanwhile") from exc
+    return model
+
+
 def exported_at_precision(module: torch.nn.Module, example: InputSet, precision: str) -> tuple[torch.nn.Module, InputSet]:
     """The module and example inputs to capture: a float16 copy for fp16, the originals otherwise."""
     if precision == "fp16":
         return half_copy(module), half_inputs(example)
     return module, example
+
+
+# --- float32 islands in a float16 graph -------------------------------------------------------
+
+#: Ops computed in float32 inside float16 models: long reductions and exponentials, where float16
+#: loses accuracy or overflows (softmax sums, means, variances, norms). Consecutive ones stay in
+#: float32 together; LayerNormalization needs no entry (its statistics are float32 already).
+FLOAT32_OPS = frozenset({
+    "Softmax", "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceLogSumExp",
+    "ReduceL2", "ReduceProd", "Pow", "Exp", "Log", "CumSum",
+})
+
+
+def keep_ops_in_float32(model: onnx.ModelProto, op_types: frozenset[str] = FLOAT32_OPS) -> onnx.ModelProto:
+    """Run ``op_types`` nodes of a float16 model in float32, with Casts at the region borders.
+
+    A float16 input of such a node is cast to float32; its float16 outputs become float32 and are
+    cast back for consumers outside the region (and for graph outputs, which keep their names
+    and float16 type). Main graph only; If/Loop bodies are left as exported.
+
+    Example::
+
+        >>> fp16 = keep_ops_in_float32(fp16)                       # doctest: +SKIP
+        >>> [n.op_type for n in fp16.graph.node]                   # doctest: +SKIP
+        ['Cast', 'Softmax', 'Cast']
+    """
+    import onnx_ir as ir
+
+    ir_model = ir.from_proto(model)
+    graph = ir_model.graph
+    for node in list(graph):
+        if node.op_type in op_types and node.domain in ("", "ai.onnx") and _all_float16(node):
+            _cast_inputs_to_float32(graph, node)
+            _cast_outputs_back_to_float16(graph, node, op_types)
+    return ir.to_proto(ir_model)
+
+
+def _all_float16(node) -> bool:
+    import onnx_ir as ir
+
+    floats = [v for v in [*node.inputs, *node.outputs] if v is not None and v.dtype is not None and v.dtype.is_floating_point()]
+    return bool(floats) and all(v.dtype == ir.DataType.FLOAT16 for v in node.outputs if v is not None) \
+        and all(v.dtype in (ir.DataType.FLOAT16, ir.DataType.FLOAT) for v in floats)
+
+
+def _cast_inputs_to_float32(graph, node) -> None:
+    import onnx_ir as ir
+
+    for index, value in enumerate(node.inputs):
+        if value is not None and value.dtype == ir.DataType.FLOAT16:
+            cast = ir.Node("", "Cast", [value], [ir.AttrInt64("to", ir.DataType.FLOAT)],
+                           name=f"{node.name}_to_fp32_{index}")
+            cast.outputs[0].name = f"{value.name}_fp32_for_{node.name}"
+            cast.outputs[0].dtype = ir.DataType.FLOAT
+            cast.outputs[0].shape = value.shape
+            graph.insert_before(node, cast)
+            node.replace_input_with(index, cast.outputs[0])
+
+
+def _cast_outputs_back_to_float16(graph, node, op_types) -> None:
+    import onnx_ir as ir
+
+    for output in node.outputs:
+        if output is None or output.dtype != ir.DataType.FLOAT16:
+            continue
+        output.dtype = ir.DataType.FLOAT
+        outside = [(user, index) for user, index in output.uses() if user.op_type not in op_types]
+        if not outside and not output.is_graph_output():
+            continue
+        back = ir.Node("", "Cast", [output], [ir.AttrInt64("to", ir.DataType.FLOAT16)], name=f"{node.name}_to_fp16")
+        restored = back.outputs[0]
+        restored.dtype, restored.shape = ir.DataType.FLOAT16, output.shape
+        graph.insert_after(node, back)
+        for user, index in outside:
+            user.replace_input_with(index, restored)
+        if output.is_graph_output():
+            name = output.name
+            output.name = f"{name}_fp32"
+            restored.name = name
+            graph.outputs[:] = [restored if v is output else v for v in graph.outputs]
+        else:
+            restored.name = f"{output.name}_fp16"

@@ -66,6 +66,33 @@ def test_fp16_model_is_half_throughout_and_type_checks(mlp_fp16):
     assert result.precision == "fp16"
 
 
+def test_fp16_softmax_runs_in_float32_between_casts(mlp_fp16):
+    _, result = mlp_fp16
+    nodes = list(result.model.graph.node)
+    producer = {out: node for node in nodes for out in node.output}
+    softmax = next(node for node in nodes if node.op_type == "Softmax")
+    feeding = producer[softmax.input[0]]
+    assert feeding.op_type == "Cast" and feeding.attribute[0].i == onnx.TensorProto.FLOAT
+    consumers = [node for node in nodes if softmax.output[0] in node.input]
+    assert [(c.op_type, c.attribute[0].i) for c in consumers] == [("Cast", FLOAT16)]
+    assert result.node_counts["fp16"] == result.node_counts["optimized"] + 2
+
+
+def test_float32_islands_keep_graph_output_names_and_types():
+    from fxport.precision import keep_ops_in_float32
+
+    class SoftmaxOut(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x * 2, -1)
+
+    half = fxport.convert(SoftmaxOut(), (torch.randn(2, 5),), precision="fp16", verify=False).model
+    again = keep_ops_in_float32(half)  # idempotent: the Softmax now runs in float32 already
+    for model in (half, again):
+        onnx.shape_inference.infer_shapes(model, strict_mode=True, check_type=True)
+        assert [(o.name, o.type.tensor_type.elem_type) for o in model.graph.output] == [("softmax", FLOAT16)]
+    assert len(again.graph.node) == len(half.graph.node)
+
+
 def test_fp16_verified_against_eager_fp32_and_eager_fp16(mlp_fp16):
     _, result = mlp_fp16
     names = [row.name for row in result.verification]
