@@ -100,7 +100,7 @@ def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = N
 
         >>> int8_model = quantize_int8(result.model)                 # doctest: +SKIP
     """
-    source = without_value_info(model)
+    source = unshare_transposed_gemm_weights(without_value_info(model))
     reader = CalibrationReader(source, calibration) if calibration else None
     with tempfile.TemporaryDirectory(prefix="fxport-int8-") as workdir:
         target = os.path.join(workdir, "model.int8.onnx")
@@ -323,3 +323,41 @@ def _cast_outputs_back_to_float16(graph, node, op_types) -> None:
             graph.outputs[:] = [restored if v is output else v for v in graph.outputs]
         else:
             restored.name = f"{output.name}_fp16"
+
+
+def unshare_transposed_gemm_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give every ``Gemm(transB=1)`` whose weight has other users its own copy of the weight.
+
+    onnxruntime's dynamic quantiser rewrites ``Gemm(transB=1)`` as ``MatMul`` by transposing
+    the weight initializer *in place*, "assuming B is not used by any other node": a weight
+    shared by two Gemms (a Linear called twice, or in both branches of an If) is transposed twice
+    and the model silently computes garbage; a weight tied to a Gather (embeddings) is corrupted
+    for the Gather. Copies keep each use intact. Returns a new model.
+    """
+    from fxport.report import iter_nodes
+
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    initializers = {init.name: init for init in fixed.graph.initializer}
+    nodes = list(iter_nodes(fixed.graph))
+    uses: dict[str, int] = {}
+    for node in nodes:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
+    copies = 0
+    for node in nodes:
+        if node.op_type != "Gemm" or len(node.input) < 2 or not _transposes_b(node):
+            continue
+        weight = node.input[1]
+        if weight in initializers and uses[weight] > 1:
+            copies += 1
+            own = onnx.TensorProto()
+            own.CopyFrom(initializers[weight])
+            own.name = f"{weight}__gemm{copies}"
+            fixed.graph.initializer.append(own)
+            node.input[1] = own.name
+    return fixed
+
+
+def _transposes_b(node: onnx.NodeProto) -> bool:
+    return any(attr.name == "transB" and attr.i == 1 for attr in node.attribute)
