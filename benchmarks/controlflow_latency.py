@@ -115,7 +115,7 @@ def convert_naturally(module, args):
 
 def run(repeats: int = 3) -> Section:
     rows = []
-    pending = False
+    reasons: list[str] = []
     for name, natural, by_hand, args in cases():
         with quiet_torch():
             hand_model = torch.onnx.export(by_hand, args, dynamo=True, verbose=False).model_proto
@@ -125,11 +125,9 @@ def run(repeats: int = 3) -> Section:
         rounds = adaptive_rounds(run_hand, minimum=10 * repeats)
         ours_model, failure = convert_naturally(natural, args)
         if ours_model is None:
-            pending = True
             hand_s, eager_s = paired_medians(run_hand, run_eager, rounds)
-            reason = "pending: " + ("control-flow converter not on this branch"
-                                    if isinstance(failure, fxport.CaptureError) else str(failure)[:80])
-            rows.append([name, ms(hand_s), reason, "pending", ms(eager_s), "pending", str(rounds)])
+            reasons.append(f"{name}: {failure}")
+            rows.append([name, ms(hand_s), "pending", "pending", ms(eager_s), "pending", str(rounds)])
             continue
         run_ours = ort_runner(ort_session(ours_model), args)
         ours_s, hand_s = paired_medians(run_ours, run_hand, rounds)
@@ -140,11 +138,14 @@ def run(repeats: int = 3) -> Section:
             "model written with plain Python control flow; the stock exporter converts the same model "
             "written by hand with torch.cond / while_loop; eager runs the plain model. "
             "Targets: fxport / hand-written ≤ 1.10×; fxport / eager reported.")
-    if pending:
-        note += " Rows marked pending: fxport.convert does not yet convert that control flow on this build."
+    footer = []
+    if reasons:
+        note += " Rows marked pending: fxport.convert does not convert that control flow on this build yet."
+        footer = ["Why pending (fxport's one-line error):", ""] + [f"- {reason}" for reason in reasons]
     return Section(
         "Control-flow latency: fxport vs hand-written torch.cond / while_loop, and vs eager",
         note,
         ["case", "hand-written ms", "fxport ms", "fxport / hand", "eager ms", "fxport / eager", "calls each"],
         rows,
+        footer,
     )

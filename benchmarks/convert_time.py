@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 import fxport
-from benchmarks.common import Section, median_seconds, ratio
+from benchmarks.common import Section, paired_medians, ratio
 from fxport.capture import normalize_dynamic_shapes
 from fxport.load import InputSet
 from fxport.quiet import quiet_torch
@@ -59,14 +59,13 @@ def run(repeats: int = 3) -> Section:
         def ours():
             fxport.convert(module, args, dynamic_shapes=dynamic, verify=False)
 
-        stock_s = median_seconds(stock, repeats)
-        ours_s = median_seconds(ours, repeats)
+        stock_s, ours_s = paired_medians(stock, ours, repeats, warmup=1)
         verified = fxport.convert(module, args, dynamic_shapes=dynamic)
         rows.append([name, f"{stock_s:.2f}", f"{ours_s:.2f}", ratio(ours_s, stock_s),
                      f"{verified.timings['verify']:.2f}", str(len(verified.rewrites))])
     return Section(
         "Conversion time: fxport vs torch.onnx.export(dynamo=True)",
-        f"Median of {repeats} runs after a warm-up, same process, same models. fxport without "
+        f"Median of {repeats} runs after a warm-up, same process, same models, the two exporters called alternately. fxport without "
         "verification (same work as the stock exporter); its verification time is listed apart. "
         "Target: ratio ≤ 1.10× when no rewrite fires.",
         ["model", "stock export s", "fxport s", "ratio", "fxport verify s", "rewrites"],
