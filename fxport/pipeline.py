@@ -26,7 +26,7 @@ import torch
 
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.errors import OutputWriteError, UsageError
-from fxport.load import InputSet, run_eager, to_input_sets
+from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower
 from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
                               verify_at_precision)
@@ -101,7 +101,7 @@ def convert(
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
-            run_eager(model, example)
+            register_output_dataclasses(run_eager(model, example))
         export_model, export_example = exported_at_precision(model, example, precision)
         with timer("capture"), capture_rewrites(export_model, rewrites):
             program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
