@@ -5,8 +5,9 @@ inputs cast to half) through the normal capture → lower path, so inputs, outpu
 and constants all come out float16 from the exporter itself; then the accuracy-sensitive ops in
 :data:`FLOAT32_OPS` (softmax, reductions, exp/log/pow) run in float32 between Casts
 (:func:`keep_ops_in_float32`). The user's module is never converted. (Measured alternative:
-``onnxruntime.transformers.float16.convert_float_to_float16`` on the float32 ONNX emits a graph
-that redeclares a value when a graph input feeds two blocked ops — see docs/precision.md.)
+``onnxruntime.transformers.float16.convert_float_to_float16`` on the float32 ONNX produced
+graphs that fail the ONNX checker or that ONNX Runtime refuses on 2 of 3 models —
+``python3 -m benchmarks.fp16_methods``, docs/precision.md.)
 
 ``int8`` quantises the float32 ONNX with ``onnxruntime.quantization``: dynamic quantisation by
 default (weights int8, activations quantised at run time), static QDQ quantisation when
@@ -50,6 +51,9 @@ def check_precision(precision: str, calibration: Any = None, min_cosine: float |
     if calibration is not None and precision != "int8":
         raise UsageError("calibration inputs only apply to --precision int8",
                          hint="add --precision int8 or drop --calibrate")
+    if min_cosine is not None and precision != "int8":
+        raise UsageError("--min-cosine only applies to --precision int8",
+                         hint="fp32 and fp16 are checked with element tolerances; drop --min-cosine")
     if min_cosine is not None and not 0.0 <= min_cosine <= 1.0:
         raise UsageError(f"--min-cosine {min_cosine} is outside [0, 1]", hint="use e.g. 0.99")
 

@@ -254,6 +254,7 @@ def test_quantize_int8_on_a_conv_model():
     ({"precision": "fp8"}, "unknown precision"),
     ({"precision": "fp16", "calibration": [(torch.randn(2, 32),)]}, "only apply to --precision int8"),
     ({"precision": "int8", "min_cosine": 1.5}, "outside"),
+    ({"precision": "fp16", "min_cosine": 0.9}, "only applies to --precision int8"),
 ])
 def test_precision_usage_errors(options, message):
     with pytest.raises(UsageError, match=message):
