@@ -71,6 +71,8 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
             root = _root_name(sub.value)
             if root:
                 found.add(root)
+        elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
+            found.add(sub.target.id)  # `t += 1` is in place for tensors
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
             name = sub.func.attr
             if name.endswith("_") and not name.endswith("__"):

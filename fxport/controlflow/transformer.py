@@ -60,6 +60,7 @@ class StatementInfo:
     side_effects: tuple[str, ...] = ()  # effects the converter cannot carry
     function: "FunctionSource | None" = None
     break_flag: str | None = None
+    exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
     branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)
     children: list = dataclasses.field(default_factory=list)  # statements nested in this one
 
@@ -155,11 +156,41 @@ class ExpressionConverter(ast.NodeTransformer):
         meta = ast.Subscript(value=_name(META), slice=ast.Constant(index), ctx=ast.Load())
         return ast.copy_location(_call(_rt("ifexp"), node.test, _lambda(node.body), _lambda(node.orelse), meta), node)
 
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and not _is_static_index(node.slice):
+            return ast.copy_location(_call(_rt("getitem"), node.value, _index_expr(node.slice)), node)
+        return node
+
+    def visit_Assign(self, node):
+        target = node.targets[0]
+        if len(node.targets) == 1 and _is_dynamic_item_store(target):
+            self.generic_visit(node.value)
+            node.value = self.visit(node.value)
+            index = _index_expr(self.visit(target.slice))
+            value = _call(_rt("setitem"), _name(target.value.id), index, node.value)
+            return ast.copy_location(ast.Assign(targets=[_name(target.value.id, True)], value=value), node)
+        self.generic_visit(node)
+        return node
+
+    def visit_AugAssign(self, node):
+        target = node.target
+        if _is_dynamic_item_store(target):
+            load = ast.Subscript(value=_name(target.value.id), slice=copy.deepcopy(target.slice), ctx=ast.Load())
+            combined = ast.copy_location(ast.BinOp(left=load, op=node.op, right=node.value), node)
+            assign = ast.Assign(targets=[target], value=combined)
+            return self.visit_Assign(ast.copy_location(assign, node))
+        self.generic_visit(node)
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
         func = node.func
         if _is_torch_attr(func, ("stack", "cat", "concat", "concatenate")) and node.args:
             node.func = _rt(func.attr if func.attr in ("stack", "cat") else "cat")
+            return node
+        if isinstance(func, ast.Name) and func.id == "int" and len(node.args) == 1 and not node.keywords:
+            node.func = ast.copy_location(_rt("int_"), func)
             return node
         if not self._may_be_user_function(func):
             return node
@@ -177,6 +208,20 @@ class ExpressionConverter(ast.NodeTransformer):
         if root == self.converter.self_name:
             return True
         return root not in self.converter.local_names and root not in _PLAIN_CALL_ROOTS
+
+
+def _index_expr(index: ast.expr) -> ast.expr:
+    """The index of a subscript as an ordinary expression (``a:b`` → ``slice(a, b, None)``)."""
+    if isinstance(index, ast.Slice):
+        parts = [p if p is not None else ast.Constant(None) for p in (index.lower, index.upper, index.step)]
+        return ast.copy_location(_call(_name("slice"), *parts), index)
+    if isinstance(index, ast.Tuple):
+        return ast.copy_location(_tuple([_index_expr(e) for e in index.elts]), index)
+    return index
+
+
+def _is_dynamic_item_store(target: ast.expr) -> bool:
+    return isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and not _is_static_index(target.slice)
 
 
 def _is_torch_attr(func: ast.expr, attrs: tuple[str, ...]) -> bool:
@@ -299,10 +344,12 @@ class FunctionConverter:
 
     def convert_if(self, node: ast.If, defined: set[str]) -> list[ast.stmt]:
         """``if test: body else: orelse`` → branch functions + ``_fx.if_stmt``."""
-        modified = _state_names(analysis.writes(node.body + node.orelse))
+        appended = _appended_lists(node.body + node.orelse) - analysis.writes(node.body + node.orelse)
+        modified = _state_names(analysis.writes(node.body + node.orelse)) | appended
         live_after = getattr(node, "_fx_live_out", set())
-        outputs = tuple(sorted(modified & live_after))
-        params = tuple(sorted(modified))
+        outputs = tuple(sorted((modified & live_after) | appended))
+        free = self._free_locals(node.body + node.orelse, defined) - modified
+        params = tuple(sorted(modified)) + tuple(sorted(free))
         info = StatementInfo(
             "if",
             self.location(node),
@@ -310,6 +357,7 @@ class FunctionConverter:
             params=params,
             mutated=tuple(sorted(analysis.mutated(node.body + node.orelse) & set(params))),
             expensive=tuple(_expensive_reasons(node.body + node.orelse)),
+            appended=tuple(sorted(appended)),
             side_effects=tuple(_side_effects(node.body + node.orelse, set(params))),
             branch_writes=(frozenset(analysis.writes(node.body)), frozenset(analysis.writes(node.orelse))),
         )
@@ -331,21 +379,31 @@ class FunctionConverter:
 
     def convert_while(self, node: ast.While, defined: set[str]) -> list[ast.stmt]:
         """``while test: body`` → test/body functions + ``_fx.while_stmt``."""
-        state, info, index = self._loop_info("while", node, analysis.reads(node.test))
-        inner_defined = set(defined) | set(state)
+        state, info, index = self._loop_info("while", node, analysis.reads(node.test), defined)
+        params = info.params
+        inner_defined = set(defined) | set(params)
         self.parents.append(info)
         body = self.convert_block(node.body, set(inner_defined))
         self.parents.pop()
         returns = _tuple([_name(n) for n in state])
-        test_fn = self._outline(f"_fx_test_{index}", state, [], node.test, node)
-        body_fn = self._outline(f"_fx_body_{index}", state, body, returns, node)
-        args = _tuple([self._state_value(p, defined) for p in state])
+        test_fn = self._outline(f"_fx_test_{index}", params, [], node.test, node)
+        body_fn = self._outline(f"_fx_body_{index}", params, body, returns, node)
+        args = _tuple([self._state_value(p, defined) for p in params])
         call = _call(_rt("while_stmt"), _name(test_fn.name), _name(body_fn.name), args, self._meta(index))
         defined |= set(state)
         out = [test_fn, body_fn, self._assign_outputs(state, call, node)]
         return out + self.convert_block(node.orelse, defined)
 
-    def _loop_info(self, kind, node, head_reads):
+    def _free_locals(self, stmts, defined: set[str]) -> set[str]:
+        """Local variables a block reads from the enclosing function (passed as parameters).
+
+        Passing them explicitly (instead of through closures) lets torch.cond/while_loop lift
+        them as inputs; dynamo cannot lift closed-over tensors with symbolic strides.
+        """
+        reads = analysis.reads(list(stmts))
+        return {n for n in reads & defined & self.local_names if not n.startswith("_fx_")} - analysis.writes(list(stmts))
+
+    def _loop_info(self, kind, node, head_reads, defined):
         modified = _state_names(analysis.writes(node.body))
         if isinstance(node, ast.For):
             modified -= analysis.writes(node.target)
@@ -358,13 +416,16 @@ class FunctionConverter:
             state.add(flag)
         state = tuple(sorted(state))
         mutated = analysis.mutated(node.body) & set(state)
+        free = self._free_locals(node.body + ([node.test] if isinstance(node, ast.While) else []), defined)
+        free -= set(state) | (analysis.writes(node.target) if isinstance(node, ast.For) else set())
         info = StatementInfo(
             kind,
             self.location(node),
             state,
-            params=state,
+            params=state + tuple(sorted(free)),
             mutated=tuple(sorted(mutated - appended)),
             appended=tuple(sorted(appended)),
+            exact_appends=tuple(sorted(_top_level_appends(node.body) & appended)),
             side_effects=tuple(_side_effects(node.body, set(state) | analysis.writes(node.body), allow_append=True)),
             break_flag=flag,
         )
@@ -375,23 +436,23 @@ class FunctionConverter:
 
     def convert_for(self, node: ast.For, defined: set[str]) -> list[ast.stmt]:
         """``for target in iter: body`` → body function + ``_fx.for_stmt``."""
-        state, info, index = self._loop_info("for", node, analysis.reads(node.iter))
+        state, info, index = self._loop_info("for", node, analysis.reads(node.iter), defined)
         target = node.target
         if isinstance(target, ast.Name):
             item_param, unpack = target.id, []
         else:
             item_param = "_fx_item"
             unpack = [ast.copy_location(ast.Assign(targets=[target], value=_name("_fx_item")), node)]
-        inner_defined = set(defined) | set(state) | analysis.writes(target)
+        inner_defined = set(defined) | set(info.params) | analysis.writes(target)
         self.parents.append(info)
         body = unpack + self.convert_block(node.body, set(inner_defined))
         self.parents.pop()
         returns = _tuple([_name(n) for n in state])
-        body_fn = self._outline(f"_fx_body_{index}", (item_param,) + state, body, returns, node)
+        body_fn = self._outline(f"_fx_body_{index}", (item_param,) + info.params, body, returns, node)
         iterable = node.iter
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
             iterable = ast.copy_location(_call(_rt("range_"), *iterable.args), iterable)
-        args = _tuple([self._state_value(p, defined) for p in state])
+        args = _tuple([self._state_value(p, defined) for p in info.params])
         call = _call(_rt("for_stmt"), iterable, _name(body_fn.name), args, self._meta(index))
         defined |= set(state) | analysis.writes(target)
         out = [body_fn, self._assign_outputs(state, call, node)]
@@ -413,6 +474,17 @@ def _appended_lists(stmts) -> set[str]:
         ):
             found.add(node.func.value.id)
     return found
+
+
+def _top_level_appends(stmts) -> set[str]:
+    """Lists appended to exactly once by a statement at the top level of a loop body."""
+    counts: dict[str, int] = {}
+    for stmt in stmts:
+        if isinstance(stmt, ast.Expr) and _appended_lists([stmt]):
+            for name in _appended_lists([stmt]):
+                counts[name] = counts.get(name, 0) + 1
+    nested = _appended_lists([s for s in stmts if not isinstance(s, ast.Expr)])
+    return {n for n, c in counts.items() if c == 1 and n not in nested}
 
 
 def _expensive_reasons(stmts) -> list[str]:
