@@ -48,6 +48,28 @@ def session(strategy: str, records: list):
         _SESSION.pop()
 
 
+_COVERAGE: list[list] = []
+
+
+@contextlib.contextmanager
+def coverage():
+    """Collect ``(location, outcome)`` for statements run as plain Python (eager), e.g. in tests.
+
+    Outcome is ``True``/``False`` for an ``if`` and the trip count for a loop.
+    """
+    seen: list = []
+    _COVERAGE.append(seen)
+    try:
+        yield seen
+    finally:
+        _COVERAGE.pop()
+
+
+def _note(info, outcome) -> None:
+    if _COVERAGE and info is not None:
+        _COVERAGE[-1].append((info.kind, info.location, outcome))
+
+
 def _strategy() -> str:
     return _SESSION[-1].strategy if _SESSION else "auto"
 
@@ -170,6 +192,7 @@ def not_(value):
 def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
     """``a if c else b``."""
     if not _is_traced(pred):
+        _note(info, bool(pred))
         return true_thunk() if pred else false_thunk()
     (out,) = if_stmt(pred, lambda: (true_thunk(),), lambda: (false_thunk(),), (), info)
     return out
@@ -178,6 +201,7 @@ def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
 def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     """Run an outlined ``if``: plain Python, ``torch.where`` or ``torch.cond`` (see module doc)."""
     if not _is_traced(pred):
+        _note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
     _check_side_effects(info, "if")
     pred = _predicate(pred, info)
@@ -618,13 +642,16 @@ def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info):
     """Run an outlined ``while``: a Python loop, or ``while_loop`` once the test is traced."""
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
+    trips = 0
     while True:
         test = test_fn(*state, *free)
         if _is_traced(test):
             return _tensor_loop(info, state, free, test_fn=test_fn, body_fn=body_fn)
         if not test:
+            _note(info, trips)
             return state
         state = tuple(body_fn(*state, *free))
+        trips += 1
 
 
 def for_stmt(iterable, body_fn: Callable, args: tuple, info):
@@ -637,6 +664,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         rows = TensorRange(0, iterable.shape[0], 1)
         return _tensor_loop(info, state, free + (iterable,), body_fn=body_fn, rng=rows, item_from_rows=True)
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
+    trips = 0
     for position, item in enumerate(iterable):
         if flag_slot is not None:
             flag = state[flag_slot]
@@ -645,6 +673,8 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
             if flag:
                 break
         state = tuple(body_fn(item, *state, *free))
+        trips += 1
+    _note(info, trips)
     return state
 
 

@@ -144,6 +144,21 @@ class ExpressionConverter(ast.NodeTransformer):
             result = _call(_rt(op), _lambda(value), _lambda(result))
         return ast.copy_location(result, node)
 
+    def visit_Compare(self, node):
+        """``a < b < c`` → ``_fx.and_(lambda: a < b, lambda: b < c)`` (Python calls bool() in between)."""
+        self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        operands = [node.left] + node.comparators
+        pairs = [
+            ast.copy_location(ast.Compare(left=operands[i], ops=[op], comparators=[copy.deepcopy(operands[i + 1])]), node)
+            for i, op in enumerate(node.ops)
+        ]
+        result = pairs[-1]
+        for pair in reversed(pairs[:-1]):
+            result = _call(_rt("and_"), _lambda(pair), _lambda(result))
+        return ast.copy_location(result, node)
+
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, ast.Not):
@@ -497,7 +512,9 @@ def _expensive_reasons(stmts) -> list[str]:
             reasons.append(f"nested if at line {node.lineno}")
         elif isinstance(node, ast.Call):
             text = ast.unparse(node.func)
-            if text.startswith("self.") or text.startswith("_fx.call(self."):
+            if text == "_fx.getitem" and len(node.args) == 2:
+                reasons.append(f"indexing with {ast.unparse(node.args[1])} at line {node.lineno} may be out of range on the other path")
+            elif text.startswith("self.") or text.startswith("_fx.call(self."):
                 reasons.append(f"calls {text.replace('_fx.call(', '').rstrip(')')} at line {node.lineno}")
             elif text.endswith((".item", ".tolist", ".nonzero")) or text in ("torch.nonzero", "torch.linalg.inv", "torch.inverse"):
                 reasons.append(f"{text} at line {node.lineno} may fail on the other path")
