@@ -134,6 +134,8 @@ def _live_in_stmt(stmt: ast.stmt, live_out: set[str]) -> set[str]:
 
 def _live_in_loop(stmt: ast.While | ast.For, live_out: set[str]) -> set[str]:
     head_reads = reads(stmt.test) if isinstance(stmt, ast.While) else reads(stmt.iter)
+    if getattr(stmt, "_fx_break_flag", None):
+        head_reads = head_reads | {stmt._fx_break_flag}  # the runtime checks it before each iteration
     after = live_in(stmt.orelse, live_out) | live_out
     body_in: set[str] = set()
     for _ in range(3):  # fixed point: what the body needs may be live around the back edge

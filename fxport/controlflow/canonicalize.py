@@ -51,6 +51,7 @@ class _ReturnInLoop(ast.NodeTransformer):
     def __init__(self):
         self.depth = 0
         self.used = False
+        self.replaced = 0  # returns rewritten so far
 
     def visit_FunctionDef(self, node):  # nested scopes keep their own returns
         return node
@@ -59,11 +60,11 @@ class _ReturnInLoop(ast.NodeTransformer):
 
     def _visit_loop(self, node):
         self.depth += 1
+        before = self.replaced
         self.generic_visit(node)
         self.depth -= 1
-        if not contains(node.body, ast.Return) and not getattr(node, "_fx_had_return", False):
+        if self.replaced == before:
             return node
-        node._fx_had_return = True
         self.used = True
         exit_stmt = ast.Return(value=_name(RETVAL)) if self.depth == 0 else ast.Break()
         after = ast.copy_location(ast.If(test=_name(DO_RETURN), body=[ast.copy_location(exit_stmt, node)], orelse=[]), node)
@@ -74,6 +75,7 @@ class _ReturnInLoop(ast.NodeTransformer):
     def visit_Return(self, node):
         if self.depth == 0:
             return node
+        self.replaced += 1
         value = node.value if node.value is not None else _const(None)
         return [_assign(RETVAL, value, node), _assign(DO_RETURN, _const(True), node), ast.copy_location(ast.Break(), node)]
 

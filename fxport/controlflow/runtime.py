@@ -90,7 +90,9 @@ def _record(info, rule: str, detail: str, **data) -> None:
         AppliedRewrite(rule=rule, tier="control-flow", location=info.location, detail=detail, data=payload)
     )
     for child in getattr(info, "children", ()):
-        _record(child, f"{child.kind}-in-traced-body", f"dispatched inside the {rule.split('-to-')[-1]} body of line {info.location.lineno}")
+        outer = rule.split("-to-")[-1]
+        _record(child, f"{child.kind}-in-traced-body", f"dispatched inside the {outer} body of line {info.location.lineno}",
+                lowering=f"decided while {outer} traced its body (where/while_loop)", carried=list(child.names))
 
 
 # --- values -----------------------------------------------------------------------------------
@@ -148,12 +150,24 @@ def _predicate(pred, info):
     return pred if pred.dtype == torch.bool else pred != 0
 
 
+def _scalar(value, dtype=None):
+    """A 0-d tensor for a Python/Sym number, built with ``full`` (a pure op, unlike as_tensor)."""
+    if dtype is None:
+        if isinstance(value, (bool, torch.SymBool)):
+            dtype = torch.bool
+        elif isinstance(value, (int, torch.SymInt)):
+            dtype = torch.int64
+        else:
+            dtype = torch.get_default_dtype()
+    return torch.full((), value, dtype=dtype)
+
+
 def _as_bool_tensor(pred):
     if isinstance(pred, torch.SymBool):
         return torch.full((), pred, dtype=torch.bool)
     if isinstance(pred, torch.Tensor):
         return pred.reshape(()).to(torch.bool) if pred.dtype != torch.bool else pred.reshape(())
-    return torch.tensor(bool(pred))
+    return torch.full((), bool(pred), dtype=torch.bool)
 
 
 # --- boolean operators ------------------------------------------------------------------------
@@ -211,6 +225,8 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     reason = None
     if any(isinstance(a, _Appender) for a in args):
         strategy = "where"  # appends under a condition: select buffer and length
+    elif torch.compiler.is_dynamo_compiling() and strategy != "where":
+        return _if_in_loop_body(pred, true_fn, false_fn, args, info)
     if strategy == "where" or (strategy == "auto" and not info.expensive):
         outs = _if_where(pred, true_fn, false_fn, args, info, forced=strategy == "where")
         if not isinstance(outs, str):
@@ -228,6 +244,20 @@ def _check_side_effects(info, construct: str) -> None:
         _fail(f"{construct} on a tensor condition has a side effect the converter cannot carry "
               f"({info.side_effects[0]})", info,
               "move the side effect out of the branch or make the condition a Python value")
+
+
+def _if_in_loop_body(pred, true_fn, false_fn, args, info):
+    """Inside a traced cond/while_loop body: select with where.
+
+    torch.onnx (2.13) cannot export a cond nested in a while_loop body, so nested ifs are
+    lowered with where whenever the branches have the same shape.
+    """
+    outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
+                     detail="where: nested in a traced cond/while_loop body (torch.onnx cannot export If inside Loop)")
+    if isinstance(outs, str):
+        _fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,
+              "make both branches produce the same shape (torch.onnx cannot export If nested in Loop)")
+    return outs
 
 
 def _check_appends(args: tuple, info) -> None:
@@ -266,7 +296,7 @@ def _fresh(args: tuple, info) -> list:
     return fresh
 
 
-def _if_where(pred, true_fn, false_fn, args, info, forced: bool):
+def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | None = None):
     true_out = true_fn(*_fresh(args, info))
     false_out = false_fn(*_fresh(args, info))
     leaves_t, spec_t = pytree.tree_flatten(true_out)
@@ -286,7 +316,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool):
                       "use strategy='auto' or 'cond'")
             return f"{name!r} has shape {shape_problem}"
         selected.append(_select(mask, a, b))
-    detail = "where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape"
+    detail = detail or ("where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape")
     _record(info, "if-to-where", detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
 
@@ -322,6 +352,11 @@ def _check_pair(name: str, a, b, info) -> None:
     if ta != tb and not (_is_number(a) or _is_number(b)):
         _fail(f"if: {name!r} is a tensor in one branch and {type(b if ta else a).__name__} in the other", info,
               "give both branches a tensor")
+    if ta != tb:
+        tensor, number = (a, b) if ta else (b, a)
+        if isinstance(number, (float, torch.SymFloat)) and not tensor.dtype.is_floating_point:
+            _fail(f"if: {name!r} is {_dtype(tensor)} in one branch but a Python {type(number).__name__} in the other", info,
+                  "use the same dtype in both branches")
     if not ta and not tb and not (_is_number(a) and _is_number(b)) and a is not b and a != b:
         _fail(f"if: {name!r} is a Python {type(a).__name__} that differs between the branches", info,
               "make it a tensor or keep it the same in both branches")
@@ -350,12 +385,22 @@ def _same_size(x, y) -> bool:
 
 
 def _select(mask, a, b):
+    """``torch.where(mask, a, b)``; bool values use logic ops (onnxruntime has no bool Where)."""
     if a is b:
         return a
-    if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
-        if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) or isinstance(b, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            return torch.where(mask, torch.as_tensor(a), torch.as_tensor(b))
-        return a if a == b else torch.where(mask, a, b)
+    a_is_tensor, b_is_tensor = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+    if not a_is_tensor and not b_is_tensor:
+        symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
+        if not isinstance(a, symbolic) and not isinstance(b, symbolic) and a == b and type(a) is type(b):
+            return a
+        a, b = _scalar(a), _scalar(b)
+        a, b = a.to(torch.promote_types(a.dtype, b.dtype)), b.to(torch.promote_types(a.dtype, b.dtype))
+    elif not a_is_tensor:
+        a = _scalar(a, b.dtype)
+    elif not b_is_tensor:
+        b = _scalar(b, a.dtype)
+    if a.dtype == torch.bool:
+        return torch.logical_or(torch.logical_and(mask, a), torch.logical_and(torch.logical_not(mask), b))
     return torch.where(mask, a, b)
 
 
@@ -398,7 +443,7 @@ def _cond_leaf(name, leaf, inputs, info, side):
     if leaf is None:
         _fail(f"if: {name!r} is None in the {side} branch", info, "give both branches a tensor value")
     if _is_number(leaf):
-        return torch.as_tensor(leaf) if not isinstance(leaf, torch.SymBool) else torch.full((), leaf, dtype=torch.bool)
+        return _scalar(leaf)
     if not isinstance(leaf, torch.Tensor):
         _fail(f"if: {name!r} is a {type(leaf).__name__}, which torch.cond cannot return", info,
               "return tensors from data-dependent branches")
@@ -495,7 +540,7 @@ def setitem(target, index, value):
     """``target[index] = value``; with a traced 0-d index the tensor is updated functionally."""
     if isinstance(target, torch.Tensor) and _is_traced_index(index):
         position = torch.where(index < 0, index + target.shape[0], index).reshape(1).to(torch.int64)
-        value = torch.as_tensor(value, dtype=target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
+        value = _scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
         return torch.index_put(target, (position,), value.unsqueeze(0) if value.dim() else value)
     target[index] = value
     return target
@@ -525,12 +570,14 @@ def _as_int64(value):
         return value.reshape(()).to(torch.int64)
     if isinstance(value, torch.SymInt):
         return torch.full((), value, dtype=torch.int64)
-    return torch.tensor(int(value), dtype=torch.int64)
+    return torch.full((), int(value), dtype=torch.int64)
 
 
 def int_(value):
     """``int(t)``: a traced tensor gives a SymInt (``t.item()``) instead of a guard on its value."""
     if isinstance(value, torch.Tensor) and _is_traced(value) and value.numel() == 1:
+        if torch.compiler.is_dynamo_compiling():  # inside a traced body: keep it a tensor
+            return value.reshape(()).to(torch.int64)
         return value.reshape(()).to(torch.int64).item()
     return int(value)
 
@@ -555,7 +602,7 @@ class _Appender:
         self.probe: list = []
 
     def append(self, value):
-        value = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        value = value if isinstance(value, torch.Tensor) else _scalar(value)
         if self.buf is None:  # probing: learn the element type
             self.probe.append(value)
             return
@@ -573,6 +620,12 @@ class _Appender:
         raise ControlFlowError(
             f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
             hint="stack or concatenate it right after the loop",
+        )
+
+    def __bool__(self):
+        raise ControlFlowError(
+            f"truth value of list {self.name!r} grown in a data-dependent loop is not known while exporting",
+            hint="make the list non-empty on every path (e.g. append before the break)",
         )
 
     def __len__(self):
@@ -663,6 +716,9 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
     if isinstance(iterable, torch.Tensor) and _is_traced(iterable) and iterable.dim() > 0 and _is_dynamic(iterable.shape[0]):
         rows = TensorRange(0, iterable.shape[0], 1)
         return _tensor_loop(info, state, free + (iterable,), body_fn=body_fn, rng=rows, item_from_rows=True)
+    if info.break_flag and info.appended and isinstance(iterable, range) and torch.compiler.is_exporting():
+        # a data-dependent break would leave appends under a tensor condition: loop on tensors
+        return _tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(iterable.start, iterable.stop, iterable.step))
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
     trips = 0
     for position, item in enumerate(iterable):
@@ -829,7 +885,7 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows):
             final.append(_allocate(before, after, rng, info))
             continue
         if isinstance(before, torch.Tensor) and _is_number(original):
-            after_t = after if isinstance(after, torch.Tensor) else torch.as_tensor(after)
+            after_t = after if isinstance(after, torch.Tensor) else _scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
         _check_carry(name, before, after, info)
         final.append(before)
@@ -844,7 +900,7 @@ def _number_to_tensor(value):
     if isinstance(value, torch.SymFloat):
         return torch.full((), value, dtype=torch.get_default_dtype())
     if _is_number(value):
-        return torch.as_tensor(value)
+        return _scalar(value)
     return value
 
 
@@ -868,7 +924,7 @@ def _check_carry(name, before, after, info):
         if isinstance(after, Undefined) or after is None:
             _fail(f"{info.kind}: loop variable {name!r} has no value after an iteration", info,
                   f"assign {name!r} on every path of the loop body")
-        after_t = after if isinstance(after, torch.Tensor) else torch.as_tensor(after)
+        after_t = after if isinstance(after, torch.Tensor) else _scalar(after)
         if after_t.dtype != before.dtype:
             _fail(f"{info.kind}: loop variable {name!r} changes dtype from {_dtype(before)} to {_dtype(after_t)}",
                   info, f"cast {name!r} to one dtype before the loop")
@@ -940,7 +996,7 @@ def _number_tensor(name, value, dtype, info):
         return torch.full((), value, dtype=dtype)
     if isinstance(value, (torch.SymInt, torch.SymFloat)):
         return torch.full((), value, dtype=dtype)
-    return torch.as_tensor(value, dtype=dtype)
+    return _scalar(value, dtype)
 
 
 def _dtype_name(dtype) -> str:
@@ -951,6 +1007,6 @@ def _finish_appenders(values, info):
     finished = []
     for value in values:
         if isinstance(value, _Appender):
-            value.exact = info.kind == "for" and value.name in info.exact_appends
+            value.exact = info.kind == "for" and value.name in info.exact_appends and not info.break_flag
         finished.append(value)
     return finished
