@@ -143,7 +143,7 @@ def _predicate(pred, info):
         return pred
     if isinstance(pred, (torch.SymInt, torch.SymFloat)):
         return pred != 0
-    if pred.numel() != 1 if not isinstance(pred.numel(), torch.SymInt) else False:
+    if pred.dim() > 0 and not all(isinstance(s, int) and s == 1 for s in pred.shape):
         _fail(f"{info.kind} condition is a tensor of shape {tuple(pred.shape)}, not a single value", info,
               "reduce it with .any()/.all() or compare a single element")
     pred = pred.reshape(())
@@ -317,7 +317,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | N
             return f"{name!r} has shape {shape_problem}"
         selected.append(_select(mask, a, b))
     detail = detail or ("where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape")
-    _record(info, "if-to-where", detail, lowering="torch.where")
+    _record(info, f"{info.kind}-to-where", detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
 
 
@@ -428,7 +428,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
         if inner is not None:
             raise inner from None
         raise
-    _record(info, "if-to-cond", f"cond: {reason}", lowering="torch.cond")
+    _record(info, f"{info.kind}-to-cond", f"cond: {reason}", lowering="torch.cond")
     return tuple(outs)
 
 
@@ -772,7 +772,7 @@ def _tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_fro
     def keep_going(counter, values, stop):
         ok = None
         if rng is not None:
-            ok = counter < stop if rng.step > 0 else counter > stop
+            ok = _in_range(counter, stop, rng.step)
         if flag_slot is not None:
             ok = _and(ok, not_(values[flag_slot]))
         if test_fn is not None:
@@ -829,6 +829,11 @@ def _dense(tensor):
     """A fresh contiguous copy: no aliasing, and static strides (dynamo cannot lift a view with
     symbolic strides into a higher-order op)."""
     return tensor.clone(memory_format=torch.contiguous_format)
+
+
+def _in_range(counter, stop, step: int):
+    """The loop test of ``range``: the counter has not reached ``stop``."""
+    return counter < stop if step > 0 else counter > stop
 
 
 def _and(a, b):

@@ -331,6 +331,42 @@ class InfSafeSelect(nn.Module):
         return y
 
 
+class Scaler(nn.Module):
+    def forward(self, x):
+        if x.max() > 1:
+            return x / x.max()
+        return x
+
+
+class UsesUserSubmodule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = Scaler()
+
+    def forward(self, x):
+        return self.scale(x) + 1
+
+
+class MultiElementPredicate(nn.Module):
+    def forward(self, x):
+        if x > 0:
+            x = x + 1
+        return x
+
+
+class Base(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class CallsSuper(Base):
+    def forward(self, x):
+        y = super().forward(x)
+        if y.sum() > 0:
+            y = y + 1
+        return y
+
+
 # --- unconvertible patterns (line numbers asserted by tests) -------------------------------
 
 

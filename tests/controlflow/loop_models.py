@@ -237,6 +237,17 @@ class ReturnInPythonLoop(nn.Module):
         return x
 
 
+class ConditionBecomesTensor(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while steps < 2 or x.sum() > 1:
+            x = x * 0.5
+            steps += 1
+            if steps > 50:
+                break
+        return x, steps
+
+
 # --- unconvertible patterns ------------------------------------------------------------------
 
 

@@ -68,6 +68,8 @@ CASES = {
     "negative_step": Case(m.NegativeStep, (X, n(2)), [(X, n(k)) for k in (0, 1, 2, 6)], {0, 1, 2, 6}),
     "start_stop_range": Case(m.StartStopRange, (X, n(1), n(3)), [(X, n(a), n(b)) for a, b in ((3, 3), (5, 2), (2, 3), (1, 3), (-2, 4))],
                              {0, 1, 2, 6}),
+    "while_test_becomes_tensor": Case(m.ConditionBecomesTensor, (X * 8,), [(X * 0.1,), (X * 3,), (X * 9,), (X * 1e20,)], {2, 3, 5, 51},
+                                      dynamic=({0: D},)),
     "static_range_unrolled": Case(m.StaticRange, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "module_list_unrolled": Case(m.ModuleListIteration, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "return_in_python_loop": Case(m.ReturnInPythonLoop, (X,), [(rand(5, 4),)], {2}, loops=0, dynamic=({0: D},)),
@@ -158,3 +160,14 @@ def test_unconvertible_loop_reports_line(name):
     assert match, message
     assert int(match.group(1)) == _line_of(cls.forward, "# error-line")
     assert "forward" not in model.__dict__
+
+
+def test_off_by_one_in_the_loop_test_is_caught(monkeypatch):
+    """The differential test is sharp: a loop that runs one extra iteration fails it."""
+    from fxport.controlflow import runtime
+
+    monkeypatch.setattr(runtime, "_in_range", lambda counter, stop, step: counter <= stop)
+    model = m.ForRangeInt()
+    exported = export_to_ort(model, (X, n(3)), ({0: D}, None))
+    with pytest.raises(AssertionError):
+        assert_matches_eager(model, exported, [(X, n(k)) for k in (0, 1, 2)])
