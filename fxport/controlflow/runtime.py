@@ -542,6 +542,14 @@ def setitem(target, index, value):
         position = torch.where(index < 0, index + target.shape[0], index).reshape(1).to(torch.int64)
         value = _scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
         return torch.index_put(target, (position,), value.unsqueeze(0) if value.dim() else value)
+    if not isinstance(target, torch.Tensor) and (_is_traced(index) or _is_traced(value)) and torch.compiler.is_dynamo_compiling():
+        from fxport.errors import here
+
+        raise ControlFlowError(
+            f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
+            where=here(),
+            hint="use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it",
+        )
     target[index] = value
     return target
 
