@@ -44,14 +44,25 @@ def converted_function(fn: Callable) -> Callable | None:
     """
     if fn in _CONVERTED:
         return _CONVERTED[fn]
-    if not isinstance(fn, types.FunctionType) or not is_user_file(_code_file(fn)) or fn.__name__ == "<lambda>":
-        _CONVERTED[fn] = None
+    original = fn
+    fn = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+    if not _convertible(fn):
+        _CONVERTED[original] = None
         return None
-    _CONVERTED[fn] = None  # recursion guard: a recursive call site uses the original meanwhile
+    _CONVERTED[original] = None  # recursion guard: a recursive call site uses the original meanwhile
     converted = _build(fn)
-    _CONVERTED[fn] = converted
+    _CONVERTED[original] = _CONVERTED[fn] = converted
     _prewarm(fn)
     return converted
+
+
+def _convertible(fn) -> bool:
+    """User-defined plain functions; not lambdas, generators or coroutines."""
+    if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
+        return False
+    if fn.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return False
+    return is_user_file(_code_file(fn))
 
 
 def _build(fn: types.FunctionType) -> Callable:
@@ -91,11 +102,17 @@ def _prewarm(fn: types.FunctionType) -> None:
             converted_function(target)
 
 
-def _prewarm_methods(module: torch.nn.Module, fn: types.FunctionType) -> None:
+def _prewarm_methods(module: torch.nn.Module, fn: types.FunctionType, seen: set | None = None) -> None:
+    """Convert the methods ``fn`` calls on ``self`` (and theirs) before tracing starts."""
+    seen = seen if seen is not None else {fn}
     for name in fn.__code__.co_names:
         target = inspect.getattr_static(type(module), name, None)
-        if isinstance(target, types.FunctionType) and target is not fn:
-            converted_function(target)
+        if isinstance(target, (staticmethod, classmethod)):
+            target = target.__func__
+        if isinstance(target, types.FunctionType) and target not in seen:
+            seen.add(target)
+            if converted_function(target) is not None:
+                _prewarm_methods(module, target, seen)
 
 
 def converted_source(fn: Callable) -> str:
@@ -117,7 +134,7 @@ def _user_modules(root: torch.nn.Module) -> Iterator[torch.nn.Module]:
         forward = inspect.getattr_static(type(module), "forward", None)
         if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType):
             continue
-        if is_user_file(_code_file(forward)):
+        if is_user_file(_code_file(inspect.unwrap(forward))):
             yield module
 
 
@@ -142,7 +159,7 @@ def convert_control_flow(module: torch.nn.Module, strategy: str = "auto") -> Ite
         for sub in _user_modules(module):
             forward = inspect.getattr_static(type(sub), "forward")
             converted = converted_function(forward)
-            _prewarm_methods(sub, forward)
+            _prewarm_methods(sub, inspect.unwrap(forward))
             if converted is not None:
                 sub.__dict__["forward"] = types.MethodType(converted, sub)
                 installed.append(sub)

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
 import dataclasses
 from typing import Any, Callable
@@ -476,7 +477,8 @@ def call(f):
     """The converted version of a user function/method ``f`` (lazily), else ``f`` itself."""
     if isinstance(f, types.MethodType):
         converted = _lookup(f.__func__)
-        return types.MethodType(converted, f.__self__) if converted is not None else f
+        # functools.partial rather than MethodType: dynamo traces partial, not method construction
+        return functools.partial(converted, f.__self__) if converted is not None else f
     if isinstance(f, types.FunctionType):
         converted = _lookup(f)
         return converted if converted is not None else f
@@ -866,6 +868,9 @@ def _loop_entry_state(state, info, rng):
         if name in info.appended:
             if not isinstance(value, list):
                 _fail(f"{info.kind}: {name!r} is appended to but is not a list", info, "use a list")
+            if torch.compiler.is_dynamo_compiling():
+                _fail(f"{info.kind}: list {name!r} is appended to in a data-dependent loop nested in another traced body",
+                      info, "preallocate a buffer before the outer loop and write buf[i] = ...")
             if rng is None:
                 _fail(f"{info.kind}: list {name!r} grows without bound in a while loop with a data-dependent condition",
                       info, "loop over range(max_steps) with a break, or preallocate a buffer and write buf[i] = ...")

@@ -367,6 +367,30 @@ class CallsSuper(Base):
         return y
 
 
+class DecoratedWithHelpers(nn.Module):
+    """A decorated forward calling a method that calls another method, inside a cond branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def inner(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    def outer(self, x):
+        return self.inner(self.lin(x)) + 1
+
+    @torch.no_grad()
+    def forward(self, x):
+        if x.mean() > 0.5:
+            y = self.outer(x)
+        else:
+            y = x
+        return y
+
+
 # --- unconvertible patterns (line numbers asserted by tests) -------------------------------
 
 

@@ -78,6 +78,8 @@ CASES = {
     "forced_cond": Case(m.IfElse, rows(1.0)[0], rows(1.0, -1.0) + sizes(5), "If", BATCH, strategy="cond"),
     "user_submodule_with_if": Case(m.UsesUserSubmodule, rows(1.0)[0], rows(2.0, 0.1) + sizes(5, scales=(2.0, 0.1)), "Where", BATCH),
     "calls_super": Case(m.CallsSuper, rows(1.0)[0], rows(1.0, -1.0) + sizes(5), "Where", BATCH),
+    "decorated_with_helpers": Case(m.DecoratedWithHelpers, rows(1.0)[0], rows(2.0, 0.1) + sizes(5, scales=(2.0, 0.1)), "If", BATCH,
+                                   check_coverage=False),
     "forced_where": Case(m.SelectSubmodule, rows(1.0)[0], rows(1.0, 0.2) + sizes(6), "Where", BATCH, strategy="where"),
 }
 
