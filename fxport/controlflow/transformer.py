@@ -23,11 +23,11 @@ Example::
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import dataclasses
 import inspect
 import textwrap
-from typing import Any
 
 from fxport.controlflow import analysis
 from fxport.controlflow.canonicalize import (
@@ -43,7 +43,7 @@ _GENERATED_PREFIXES = ("_fx_true_", "_fx_false_", "_fx_test_", "_fx_body_", "_fx
 _PLAIN_CALL_ROOTS = {
     "torch", "F", "nn", "math", "np", "numpy", "operator", "functools", "itertools", RUNTIME,
 }
-_BUILTINS = set(dir(__builtins__)) if isinstance(__builtins__, dict) is False else set(__builtins__)
+_BUILTINS = set(dir(builtins))
 
 
 @dataclasses.dataclass
@@ -63,10 +63,6 @@ class StatementInfo:
     exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
     branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)
     children: list = dataclasses.field(default_factory=list)  # statements nested in this one
-
-    @property
-    def where(self) -> SourceLocation:
-        return self.location
 
 
 @dataclasses.dataclass
