@@ -535,6 +535,8 @@ def _side_effects(stmts, local_names: set[str], *, allow_append: bool = False) -
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, (ast.Attribute,)) and isinstance(node.ctx, ast.Store):
             found.append(f"assignment to {ast.unparse(node)} at line {node.lineno}")
+        elif isinstance(node, (ast.Raise, ast.Assert)):
+            found.append(f"{type(node).__name__.lower()} at line {node.lineno}")
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             found.append(f"{type(node).__name__.lower()} {', '.join(node.names)} at line {node.lineno}")
         elif isinstance(node, ast.Call):

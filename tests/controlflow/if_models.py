@@ -440,3 +440,10 @@ class AppendsOuterList(nn.Module):
         if x.sum() > 0:  # error-line
             found.append(x)
         return x, found
+
+
+class RaisesOnTensorCondition(nn.Module):
+    def forward(self, x):
+        if x.sum() < -100:  # error-line
+            raise ValueError("input too negative")
+        return x
