@@ -67,8 +67,8 @@ def assert_matches_eager(model, exported: Exported, inputs: list[tuple], atol=1e
     """Eager PyTorch (the user's unconverted module) vs ONNX Runtime on every input set."""
     assert "forward" not in model.__dict__, "module still patched after the with block"
     for args in inputs:
-        with torch.no_grad():
-            expected = _flat_outputs(model(*args))
+        with torch.no_grad():  # the model may change its inputs in place: give it copies
+            expected = _flat_outputs(model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
         got = run_ort(exported, args)
         shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
         assert len(got) == len(expected), f"{len(got)} ONNX outputs vs {len(expected)} eager for {shapes}"

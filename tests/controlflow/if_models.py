@@ -391,6 +391,28 @@ class DecoratedWithHelpers(nn.Module):
         return y
 
 
+class MixedElif(nn.Module):
+    """A Python condition, then tensor elifs with in-place updates, then ifs in an unrolled loop."""
+
+    def __init__(self, flag=False):
+        super().__init__()
+        self.flag = flag
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, x, scale: float = 2.0):
+        if self.flag:
+            x = x * 100
+        elif x.sum() > 0:
+            x += scale
+        else:
+            x -= 1
+        for layer in self.layers:
+            h = layer(x)
+            if h.mean() > 0:
+                x = h
+        return x
+
+
 # --- unconvertible patterns (line numbers asserted by tests) -------------------------------
 
 

@@ -80,6 +80,8 @@ CASES = {
     "calls_super": Case(m.CallsSuper, rows(1.0)[0], rows(1.0, -1.0) + sizes(5), "Where", BATCH),
     "decorated_with_helpers": Case(m.DecoratedWithHelpers, rows(1.0)[0], rows(2.0, 0.1) + sizes(5, scales=(2.0, 0.1)), "If", BATCH,
                                    check_coverage=False),
+    "mixed_python_and_tensor_elif": Case(m.MixedElif, rows(1.0)[0], sizes(1, 3, 6, scales=(1.0, -1.0, 5.0)), "Where", BATCH,
+                                         check_coverage=False),
     "forced_where": Case(m.SelectSubmodule, rows(1.0)[0], rows(1.0, 0.2) + sizes(6), "Where", BATCH, strategy="where"),
 }
 
