@@ -248,6 +248,22 @@ class ConditionBecomesTensor(nn.Module):
         return x, steps
 
 
+class TinyRNN(nn.Module):
+    """Per-step outputs over a dynamic time axis: x[:, t] with a traced t, stacked on dim 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(3, 5)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], 5)
+        outs = []
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+            outs.append(h)
+        return torch.stack(outs, dim=1), h
+
+
 # --- unconvertible patterns ------------------------------------------------------------------
 
 

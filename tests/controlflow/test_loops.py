@@ -70,6 +70,8 @@ CASES = {
                              {0, 1, 2, 6}),
     "while_test_becomes_tensor": Case(m.ConditionBecomesTensor, (X * 8,), [(X * 0.1,), (X * 3,), (X * 9,), (X * 1e20,)], {2, 3, 5, 51},
                                       dynamic=({0: D},)),
+    "rnn_append_stack_dim1": Case(m.TinyRNN, (rand(2, 4, 3),), [(rand(b, k, 3, seed=k),) for b in (1, 3) for k in (1, 2, 7)], {1, 2, 7},
+                                  dynamic=({0: D, 1: D},)),
     "static_range_unrolled": Case(m.StaticRange, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "module_list_unrolled": Case(m.ModuleListIteration, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "return_in_python_loop": Case(m.ReturnInPythonLoop, (X,), [(rand(5, 4),)], {2}, loops=0, dynamic=({0: D},)),
