@@ -30,6 +30,7 @@ from fxport.errors import (
     UsageError,
     VerificationError,
 )
+from fxport.pipeline import convert
 from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
 
 __version__ = "0.1.0"
@@ -52,4 +53,5 @@ __all__ = [
     "VerificationError",
     "VerificationRow",
     "__version__",
+    "convert",
 ]

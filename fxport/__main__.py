@@ -1,0 +1,5 @@
+"""``python -m fxport`` is the ``fxport`` command."""
+
+from fxport.cli import main
+
+main()

@@ -1,0 +1,147 @@
+"""The capture stage: torch.export of the (rewritten) model, with failures classified.
+
+Dynamic shapes come in two spellings. The torch.export format (``Dim`` objects, ``Dim.AUTO``,
+per-argument dicts or tuples) passes through unchanged. The simple form names the axes:
+``{"x": {0: "batch", 2: "height"}}``; axes with the same name share one ``Dim``.
+
+Example::
+
+    >>> ep = capture(model, InputSet((torch.randn(2, 3),)), {"x": {0: "batch"}})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from fxport.errors import CaptureError, InputSpecError, user_location_from_exception
+from fxport.load import InputSet, forward_parameters
+from fxport.quiet import quiet_torch
+
+
+def normalize_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, inputs: InputSet) -> Any:
+    """Turn the simple ``{name: {axis: "dim"}}`` form into torch.export's, keyed by parameter.
+
+    Strings become ``Dim`` objects shared by name; everything else passes through unchanged.
+    Inputs of ``forward`` that are not mentioned get ``None`` (static).
+    """
+    if dynamic_shapes is None or not isinstance(dynamic_shapes, dict):
+        return dynamic_shapes
+    parameters = forward_parameters(module)
+    unknown = [name for name in dynamic_shapes if name not in parameters]
+    if unknown:
+        raise InputSpecError(
+            f"dynamic shapes name {', '.join(map(str, unknown))}, which forward does not take",
+            hint=f"forward's parameters are: {', '.join(parameters)}",
+        )
+    dims: dict[str, Dim] = {}
+
+    def to_dim(value):
+        if isinstance(value, str):
+            if not value.isidentifier():
+                raise InputSpecError(f"dynamic dimension name {value!r} is not an identifier",
+                                     hint="use names like batch, seq, height")
+            return dims.setdefault(value, Dim(value))
+        if isinstance(value, dict):
+            return {int(axis): to_dim(v) for axis, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(to_dim(v) for v in value)
+        return value
+
+    return {name: to_dim(dynamic_shapes.get(name)) for name in bound_parameter_names(module, inputs)}
+
+
+def bound_parameter_names(module: torch.nn.Module, inputs: InputSet) -> list[str]:
+    """The names of the forward parameters that ``inputs`` binds, in signature order."""
+    names = list(forward_parameters(module))
+    positional = names[: len(inputs.args)]
+    return positional + [n for n in names[len(inputs.args):] if n in inputs.kwargs]
+
+
+def dynamic_axes_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: Any) -> dict[int, dict[int, str]]:
+    """Map flattened tensor input index → {axis: dim name} for the dynamic axes.
+
+    Used by verification to vary exactly those sizes; dims sharing a name vary together.
+    """
+    if dynamic_shapes is None:
+        return {}
+    names = list(forward_parameters(module))
+    bound = dict(zip(names, inputs.args))
+    bound.update(inputs.kwargs)
+    per_name = dynamic_shapes if isinstance(dynamic_shapes, dict) else dict(zip(names, dynamic_shapes))
+    result: dict[int, dict[int, str]] = {}
+    index = 0
+    for name in names:
+        if name not in bound:
+            continue
+        value = bound[name]
+        spec = per_name.get(name)
+        if isinstance(value, torch.Tensor):
+            if isinstance(spec, dict):
+                result[index] = {axis % max(value.dim(), 1): _dim_name(d, name, axis) for axis, d in spec.items() if d is not None}
+            elif isinstance(spec, (list, tuple)):
+                result[index] = {axis: _dim_name(d, name, axis) for axis, d in enumerate(spec) if d is not None}
+            index += 1
+        else:
+            flat, _ = torch.utils._pytree.tree_flatten(value)
+            index += sum(isinstance(t, torch.Tensor) for t in flat)
+    return {i: axes for i, axes in result.items() if axes}
+
+
+def _dim_name(dim: Any, input_name: str, axis: int) -> str:
+    if isinstance(dim, str):
+        return dim
+    name = getattr(dim, "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else f"{input_name}_{axis}"
+
+
+def capture(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
+    """``torch.export.export`` (non-strict) with failures turned into one-line CaptureErrors."""
+    try:
+        with quiet_torch():
+            return torch.export.export(
+                module, inputs.args, inputs.kwargs or None,
+                dynamic_shapes=normalize_dynamic_shapes(module, dynamic_shapes, inputs), strict=False,
+            )
+    except InputSpecError:
+        raise
+    except Exception as exc:
+        raise classify_capture_failure(exc) from exc
+
+
+def classify_capture_failure(exc: BaseException) -> CaptureError:
+    """Name the kind of failure and the user's file:line; failures are data, not strings."""
+    where = user_location_from_exception(exc)
+    text = str(exc)
+    first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    if _is_data_dependent(exc, text):
+        return CaptureError(
+            "data-dependent control flow (a Python branch or loop on a tensor value) cannot be captured",
+            where=where,
+            hint="leave control-flow conversion on (the default), or rewrite it with torch.where/torch.cond",
+        )
+    if "Constraints violated" in text or "specialized" in text.lower() and "dim" in text.lower():
+        return CaptureError(
+            f"a dimension declared dynamic was specialised by the model: {first_line}",
+            where=where,
+            hint="drop that axis from the dynamic shapes, or use an example size other than 0/1",
+        )
+    return CaptureError(f"torch.export failed: {type(exc).__name__}: {first_line}", where=where,
+                        hint="run with --debug for the full trace")
+
+
+def _is_data_dependent(exc: BaseException, text: str) -> bool:
+    names = {type(e).__name__ for e in _exception_chain(exc)}
+    return bool(names & {"GuardOnDataDependentSymNode", "DataDependentOutputException"}) or (
+        "data-dependent" in text.lower() or "data dependent" in text.lower()
+    )
+
+
+def _exception_chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__

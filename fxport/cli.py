@@ -1,0 +1,192 @@
+"""The ``fxport`` command line: a thin layer over :func:`fxport.convert` and friends.
+
+Exit codes: 0 converted and verified, 1 conversion or verification failed, 2 usage error.
+
+Example::
+
+    $ fxport convert examples/gated_mlp.py:GatedMLP -o gated.onnx
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fxport.errors import ConversionError, UsageError
+
+app = typer.Typer(
+    name="fxport",
+    help="Get PyTorch models into ONNX correctly: rewrite what the exporter refuses, verify the result.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: Tables keep their columns when piped (rich would otherwise assume 80 columns).
+_PIPE_WIDTH = 140
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
+
+
+class Device(str, enum.Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class OutputMode:
+    """How much the CLI prints: normal, quiet (errors only) or json (one JSON document)."""
+
+    def __init__(self, quiet: bool, as_json: bool, debug: bool):
+        self.quiet = quiet or as_json
+        self.as_json = as_json
+        self.debug = debug
+
+    def progress(self, stage: str, state: str) -> None:
+        if self.quiet:
+            return
+        if state == "start":
+            self.started = time.perf_counter()
+        else:
+            stderr.print(f"[green]✓[/green] {stage} ({time.perf_counter() - self.started:.2f}s)", highlight=False)
+
+
+def run_guarded(mode: OutputMode, action):
+    """Run ``action``; map ConversionError to its one-line message and exit code."""
+    try:
+        return action()
+    except ConversionError as exc:
+        if mode.debug:
+            traceback.print_exc()
+        if mode.as_json:
+            stdout.print_json(json.dumps({"ok": False, **exc.to_dict()}))
+        else:
+            stderr.print(f"[bold red]error:[/bold red] {escape(exc.message)}", highlight=False)
+            rows = getattr(exc, "report", None)
+            if rows:
+                stderr.print(verification_table(rows))
+        raise typer.Exit(exc.exit_code)
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a bug in fxport or a library: still one line unless --debug
+        if mode.debug:
+            traceback.print_exc()
+        message = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if mode.as_json:
+            stdout.print_json(json.dumps({"ok": False, "error": type(exc).__name__, "message": message}))
+        else:
+            stderr.print(f"[bold red]error:[/bold red] {escape(message)}; rerun with --debug and report it",
+                         highlight=False)
+        raise typer.Exit(1)
+
+
+@app.callback()
+def root() -> None:
+    """fxport: PyTorch → ONNX, with data-dependent control flow and missing ops rewritten."""
+
+
+@app.command()
+def convert(
+    target: str = typer.Argument(..., help="path/to/file.py:Name or package.module:Name"),
+    inputs: List[str] = typer.Option([], "--input", "-i", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
+    dynamic: List[str] = typer.Option([], "--dynamic", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], e.g. x:0=batch,2=h"),
+    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="where to write the ONNX model"),
+    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
+    device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
+    no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
+    no_optimize: bool = typer.Option(False, "--no-optimize", help="skip ONNX graph optimisation"),
+    report: Optional[Path] = typer.Option(None, "--report", help="write the conversion report as JSON"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="print errors only"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document (for machines)"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """Convert a model to ONNX and verify it against eager PyTorch."""
+    mode = OutputMode(quiet, as_json, debug)
+
+    def action():
+        from fxport.load import load_model
+        from fxport.pipeline import convert as convert_model
+
+        if opset is not None and not 7 <= opset <= 30:
+            raise UsageError(f"--opset {opset} is out of range", hint="use an opset between 7 and 30, e.g. 18")
+        loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
+        example, *extra = loaded.input_sets
+        result = convert_model(
+            loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
+            output=output, opset=opset, verify=not no_verify, device=device.value,
+            optimize=not no_optimize, verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
+            progress=mode.progress,
+        )
+        if report is not None:
+            from fxport.pipeline import write_text_atomically
+
+            write_text_atomically(result.to_json(), report)
+        return result
+
+    result = run_guarded(mode, action)
+    if mode.as_json:
+        stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
+    elif not mode.quiet:
+        print_summary(result)
+
+
+def print_summary(result) -> None:
+    """The result table the CLI prints after a conversion."""
+    for warning in result.warnings:
+        stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    if result.rewrites:
+        table = Table(title="Applied rewrites", title_justify="left")
+        for column in ("rule", "tier", "where", "what"):
+            table.add_column(column)
+        for rewrite in result.rewrites:
+            table.add_row(escape(rewrite.rule), rewrite.tier, escape(str(rewrite.location or "")), escape(rewrite.detail))
+        stdout.print(table)
+    else:
+        stdout.print("No rewrites were needed.")
+    if result.verification:
+        stdout.print(verification_table(result.verification))
+    ops = ", ".join(f"{op}×{n}" for op, n in result.op_counts().items())
+    stdout.print(f"ONNX ops (opset {result.opset}): {escape(ops)}", highlight=False)
+    timings = "  ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.timings.items())
+    stdout.print(f"Time: {timings}", highlight=False)
+    verdict = "[green]verified[/green]" if result.verified else "[yellow]not verified[/yellow]"
+    where = f"wrote {result.output_path}" if result.output_path else "kept in memory (no -o given)"
+    stdout.print(f"{verdict}; {escape(where)}", highlight=False)
+
+
+def verification_table(rows) -> Table:
+    table = Table(title="Verification: ONNX Runtime vs eager PyTorch", title_justify="left")
+    for column in ("input set", "shapes", "provider", "max abs err", "max rel err", "cosine", "result"):
+        table.add_column(column)
+    for row in rows:
+        shapes = " ".join("x".join(map(str, s)) or "scalar" for s in row.input_shapes)
+        if row.note:
+            verdict = f"[dim]{escape(row.note)}[/dim]"
+        else:
+            verdict = "[green]pass[/green]" if row.passed else f"[red]FAIL[/red] {', '.join(row.mismatched_outputs)}"
+        table.add_row(escape(row.name), shapes, row.provider.replace("ExecutionProvider", ""),
+                      f"{row.max_abs_error:.2e}", f"{row.max_rel_error:.2e}", f"{row.cosine_similarity:.6f}", verdict)
+    return table
+
+
+def main() -> None:
+    """Console-script entry point; usage errors exit with 2, conversion failures with 1."""
+    try:
+        app(standalone_mode=True)
+    except SystemExit as exit_:
+        sys.exit(exit_.code)
+
+
+if __name__ == "__main__":
+    main()

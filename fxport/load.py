@@ -1,0 +1,402 @@
+"""The load stage: from a target string and input options to a module and example inputs.
+
+A target is ``path/to/file.py:Name`` or ``package.module:Name`` where ``Name`` is an
+``nn.Module`` subclass (built with no arguments), a factory function returning a module, or a
+module instance. A module may carry its own example inputs so that no ``-i`` is needed:
+
+- ``example_inputs()`` method or ``example_args`` attribute: a tuple of positional inputs, a
+  dict of keyword inputs, or a list of such input sets (the first is exported, all are verified);
+- ``example_dynamic_shapes`` attribute: dynamic axes in the simple form
+  ``{"x": {0: "batch"}}``.
+
+Example::
+
+    >>> spec = load_target("examples/gated_mlp.py:GatedMLP")     # doctest: +SKIP
+    >>> spec.module, spec.input_sets[0].args                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from typing import Any, Callable
+
+import torch
+
+from fxport.errors import (
+    EagerRunError,
+    InputSpecError,
+    ModelLoadError,
+    user_location_from_exception,
+)
+
+
+@dataclasses.dataclass
+class InputSet:
+    """One set of model inputs: positional ``args`` and keyword ``kwargs``."""
+
+    args: tuple
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    name: str = "example"
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The tensors in the order the exported ONNX model takes them (flattened, no None)."""
+        flat, _ = torch.utils._pytree.tree_flatten((self.args, self.kwargs))
+        return [t for t in flat if isinstance(t, torch.Tensor)]
+
+    def to(self, device: str) -> "InputSet":
+        moved = torch.utils._pytree.tree_map(
+            lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, (self.args, self.kwargs)
+        )
+        return InputSet(moved[0], moved[1], self.name)
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    """A model and the inputs to export and verify it with."""
+
+    module: torch.nn.Module
+    input_sets: list[InputSet]
+    dynamic_shapes: Any = None
+    source: str = ""
+
+
+_DTYPES = {
+    "float32": torch.float32, "float": torch.float32, "f32": torch.float32,
+    "float16": torch.float16, "half": torch.float16, "f16": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float64": torch.float64, "double": torch.float64, "f64": torch.float64,
+    "int64": torch.int64, "long": torch.int64, "i64": torch.int64,
+    "int32": torch.int32, "int": torch.int32, "i32": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+
+
+# --- targets ------------------------------------------------------------------------------
+
+def resolve_target(target: str) -> Any:
+    """Import ``file.py:Name`` or ``pkg.module:Name`` and return the named object."""
+    location, sep, name = target.rpartition(":")
+    if not sep or not location or not name:
+        raise ModelLoadError(
+            f"target {target!r} is not of the form path/to/file.py:Name or package.module:Name",
+            hint="name the module class, factory or instance after a colon",
+        )
+    module = _import_location(location)
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            available = sorted(n for n, v in vars(module).items() if _is_model_like(v))
+            raise ModelLoadError(
+                f"{location} has no attribute {name!r}",
+                hint=f"models found there: {', '.join(available) or 'none'}",
+            )
+        obj = getattr(obj, part)
+    return obj
+
+
+def _import_location(location: str):
+    if location.endswith(".py") or os.sep in location or "/" in location:
+        path = os.path.abspath(location)
+        if not os.path.isfile(path):
+            raise ModelLoadError(f"file {location} does not exist", hint="check the path")
+        module_name = "_fxport_target_" + re.sub(r"\W", "_", os.path.splitext(path)[0])
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        sys.path.insert(0, os.path.dirname(path))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file failed to import
+            sys.modules.pop(module_name, None)
+            raise ModelLoadError(
+                f"importing {location} raised {type(exc).__name__}: {exc}",
+                where=user_location_from_exception(exc),
+                hint="fix the error in the file",
+            ) from exc
+        finally:
+            sys.path.remove(os.path.dirname(path))
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as exc:
+        raise ModelLoadError(
+            f"module {location} cannot be imported ({exc})",
+            hint="check the module path, or give a file path ending in .py",
+        ) from exc
+    except Exception as exc:
+        raise ModelLoadError(
+            f"importing {location} raised {type(exc).__name__}: {exc}",
+            where=user_location_from_exception(exc),
+            hint="fix the error in the module",
+        ) from exc
+
+
+def _is_model_like(value: Any) -> bool:
+    return isinstance(value, torch.nn.Module) or (
+        isinstance(value, type) and issubclass(value, torch.nn.Module)
+    )
+
+
+def instantiate(obj: Any, target: str) -> torch.nn.Module:
+    """Turn a module class, factory function or instance into a module instance."""
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if isinstance(obj, type) and not issubclass(obj, torch.nn.Module):
+        raise ModelLoadError(f"{target} is a class but not a torch.nn.Module subclass",
+                             hint="point the target at an nn.Module")
+    if not callable(obj):
+        raise ModelLoadError(f"{target} is a {type(obj).__name__}, not a module, class or factory",
+                             hint="point the target at an nn.Module")
+    required = _required_parameters(obj)
+    if required:
+        raise ModelLoadError(
+            f"{target} needs constructor arguments ({', '.join(required)})",
+            hint="give defaults, or point the target at a no-argument factory function",
+        )
+    try:
+        module = obj()
+    except Exception as exc:
+        raise ModelLoadError(
+            f"building {target} raised {type(exc).__name__}: {exc}",
+            where=user_location_from_exception(exc),
+            hint="fix the constructor",
+        ) from exc
+    if not isinstance(module, torch.nn.Module):
+        raise ModelLoadError(
+            f"{target}() returned a {type(module).__name__}, not a torch.nn.Module",
+            hint="the factory must return a module",
+        )
+    return module
+
+
+def _required_parameters(fn: Callable) -> list[str]:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    return [
+        name for name, p in signature.parameters.items()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+
+# --- input specifications -----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """``NAME=SHAPE[:DTYPE]`` from the command line."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def parse_input_spec(text: str) -> TensorSpec:
+    """Parse ``x=1x3x224x224``, ``ids=2x8:int64`` or ``n=scalar:int64``.
+
+    >>> parse_input_spec("x=2x3:float16")
+    TensorSpec(name='x', shape=(2, 3), dtype=torch.float16)
+    """
+    name, sep, rest = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise InputSpecError(f"input spec {text!r} is not NAME=SHAPE[:DTYPE]",
+                             hint="e.g. -i x=1x3x224x224 or -i ids=2x8:int64")
+    shape_text, _, dtype_text = rest.partition(":")
+    dtype = torch.float32
+    if dtype_text:
+        if dtype_text.lower() not in _DTYPES:
+            raise InputSpecError(f"unknown dtype {dtype_text!r} in input spec {text!r}",
+                                 hint=f"use one of {', '.join(sorted(set(_DTYPES)))}")
+        dtype = _DTYPES[dtype_text.lower()]
+    if shape_text in ("scalar", "", "()", "[]"):
+        return TensorSpec(name, (), dtype)
+    try:
+        shape = tuple(int(d) for d in shape_text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or any(d < 0 for d in shape):
+        raise InputSpecError(f"bad shape {shape_text!r} in input spec {text!r}",
+                             hint="write dimensions as non-negative integers joined by x, e.g. 1x3x32x32")
+    return TensorSpec(name, shape, dtype)
+
+
+def parse_dynamic_spec(text: str) -> dict[str, dict[int, str]]:
+    """Parse ``x:0=batch,2=height`` into ``{"x": {0: "batch", 2: "height"}}``.
+
+    >>> parse_dynamic_spec("x:0=batch,2=h")
+    {'x': {0: 'batch', 2: 'h'}}
+    """
+    name, sep, axes_text = text.partition(":")
+    if not sep or not name.isidentifier() or not axes_text:
+        raise InputSpecError(f"dynamic spec {text!r} is not NAME:AXIS=DIMNAME[,AXIS=DIMNAME...]",
+                             hint="e.g. --dynamic x:0=batch,2=height")
+    axes: dict[int, str] = {}
+    for item in axes_text.split(","):
+        axis_text, eq, dim_name = item.partition("=")
+        if not eq or not dim_name.isidentifier() or not axis_text.lstrip("-").isdigit():
+            raise InputSpecError(f"bad axis {item!r} in dynamic spec {text!r}",
+                                 hint="write AXIS=DIMNAME, e.g. 0=batch")
+        axes[int(axis_text)] = dim_name
+    return {name: axes}
+
+
+def make_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """A random tensor with values in a sensible range for ``dtype``."""
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    return torch.randint(0, 8, shape, generator=generator).to(dtype)
+
+
+def inputs_from_specs(module: torch.nn.Module, specs: list[TensorSpec], seed: int = 0) -> InputSet:
+    """Build example inputs for ``module.forward`` from command-line specs, matched by name."""
+    parameters = forward_parameters(module)
+    by_name = {spec.name: spec for spec in specs}
+    unknown = [name for name in by_name if name not in parameters]
+    if unknown:
+        raise InputSpecError(
+            f"input(s) {', '.join(unknown)} are not parameters of {type(module).__name__}.forward",
+            hint=f"its parameters are: {', '.join(parameters) or 'none'}",
+        )
+    generator = torch.Generator().manual_seed(seed)
+    args = []
+    for name in parameters:
+        spec = by_name.get(name)
+        if spec is None:
+            if parameters[name].default is inspect.Parameter.empty:
+                raise InputSpecError(f"no input given for parameter {name!r} of forward",
+                                     hint=f"add -i {name}=SHAPE[:DTYPE]")
+            break
+        args.append(make_tensor(spec.shape, spec.dtype, generator))
+    return InputSet(tuple(args))
+
+
+def forward_parameters(module: torch.nn.Module) -> dict[str, inspect.Parameter]:
+    """The named parameters of ``module.forward`` (no ``self``, no ``*args``/``**kwargs``)."""
+    signature = inspect.signature(module.forward)
+    return {
+        name: p for name, p in signature.parameters.items()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+def to_input_sets(value: Any, origin: str) -> list[InputSet]:
+    """Normalise what an inputs function or ``example_inputs()`` returned into input sets.
+
+    Accepted: a tensor, a tuple of positional inputs, a dict of keyword inputs, or a list of
+    those (several input sets; the first is the export example).
+    """
+    if isinstance(value, list):
+        if not value:
+            raise InputSpecError(f"{origin} returned an empty list", hint="return at least one input set")
+        sets = [_one_input_set(v, origin) for v in value]
+        for i, s in enumerate(sets):
+            s.name = "example" if i == 0 else f"user-{i}"
+        return sets
+    return [_one_input_set(value, origin)]
+
+
+def _one_input_set(value: Any, origin: str) -> InputSet:
+    if isinstance(value, torch.Tensor):
+        return InputSet((value,))
+    if isinstance(value, tuple):
+        return InputSet(value)
+    if isinstance(value, dict):
+        return InputSet((), dict(value))
+    raise InputSpecError(
+        f"{origin} returned a {type(value).__name__}",
+        hint="return a tuple of inputs, a dict of keyword inputs, or a list of those",
+    )
+
+
+def load_inputs_fn(spec: str) -> list[InputSet]:
+    """Call ``FILE.py:FUNC`` (``--inputs-fn``) and normalise its result."""
+    fn = resolve_target(spec)
+    if not callable(fn):
+        raise InputSpecError(f"{spec} is not callable", hint="point --inputs-fn at a function")
+    try:
+        value = fn()
+    except Exception as exc:
+        raise InputSpecError(
+            f"{spec} raised {type(exc).__name__}: {exc}",
+            where=user_location_from_exception(exc),
+            hint="fix the inputs function",
+        ) from exc
+    return to_input_sets(value, spec)
+
+
+def inputs_carried_by(module: torch.nn.Module) -> list[InputSet] | None:
+    """Example inputs the module carries (``example_inputs()`` or ``example_args``), if any."""
+    if callable(getattr(module, "example_inputs", None)):
+        origin = f"{type(module).__name__}.example_inputs()"
+        try:
+            value = module.example_inputs()
+        except Exception as exc:
+            raise InputSpecError(
+                f"{origin} raised {type(exc).__name__}: {exc}",
+                where=user_location_from_exception(exc),
+                hint="fix example_inputs()",
+            ) from exc
+        return to_input_sets(value, origin)
+    if hasattr(module, "example_args"):
+        return to_input_sets(module.example_args, f"{type(module).__name__}.example_args")
+    return None
+
+
+def load_model(
+    target: str,
+    *,
+    input_specs: list[str] = (),
+    dynamic_specs: list[str] = (),
+    inputs_fn: str | None = None,
+) -> LoadedModel:
+    """Resolve a CLI target and its input options into a :class:`LoadedModel` (in eval mode).
+
+    Precedence for inputs: ``--inputs-fn``, then ``-i`` specs, then what the module carries.
+    """
+    module = instantiate(resolve_target(target), target)
+    module.eval()
+    specs = [parse_input_spec(s) for s in input_specs]
+    if inputs_fn:
+        input_sets = load_inputs_fn(inputs_fn)
+    elif specs:
+        input_sets = [inputs_from_specs(module, specs)]
+    else:
+        input_sets = inputs_carried_by(module)
+        if input_sets is None:
+            names = " ".join(f"-i {n}=SHAPE" for n in forward_parameters(module))
+            raise InputSpecError(
+                f"no example inputs for {target}",
+                hint=f"pass {names or '-i NAME=SHAPE'}, --inputs-fn FILE.py:FUNC, "
+                "or give the module an example_inputs() method",
+            )
+    dynamic = {}
+    for text in dynamic_specs:
+        for name, axes in parse_dynamic_spec(text).items():
+            dynamic.setdefault(name, {}).update(axes)
+    if not dynamic:
+        dynamic = getattr(module, "example_dynamic_shapes", None) or {}
+    return LoadedModel(module, input_sets, dynamic or None, source=target)
+
+
+def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
+    """Run the model eagerly; a failure is the user's bug and is reported at their file:line."""
+    try:
+        with torch.no_grad():
+            return module(*inputs.args, **inputs.kwargs)
+    except Exception as exc:
+        raise EagerRunError(
+            f"the model raised {type(exc).__name__} on the {inputs.name} inputs: {exc}",
+            where=user_location_from_exception(exc),
+            hint="check the input shapes and dtypes against what forward expects",
+        ) from exc

@@ -1,0 +1,73 @@
+"""The lower stage: captured program → ONNX with the dynamo exporter.
+
+``torch.onnx.export(exported_program, dynamo=True)`` does the translation; fxport adds the
+translations contributed by rules (``custom_translation_table``), optional optimisation
+(``ONNXProgram.optimize()``: constant folding, dead code, common subexpressions), the ONNX
+checker, and one-line errors. When an op has no translation, every missing op is listed at once.
+
+Example::
+
+    >>> onnx_model = lower(exported_program, opset=18)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import onnx
+import torch
+
+from fxport.coverage import find_missing_ops
+from fxport.errors import LoweringError, UnsupportedOpsError
+from fxport.quiet import quiet_torch
+
+
+def lower(
+    program: torch.export.ExportedProgram,
+    *,
+    opset: int | None = None,
+    translation_table: dict[Callable, Callable] | None = None,
+    optimize: bool = True,
+) -> onnx.ModelProto:
+    """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError."""
+    try:
+        with quiet_torch():
+            onnx_program = torch.onnx.export(
+                program,
+                dynamo=True,
+                opset_version=opset,
+                custom_translation_table=translation_table or None,
+                optimize=optimize,
+                verbose=False,
+            )
+    except Exception as exc:
+        raise explain_lowering_failure(exc, program, translation_table, opset) from exc
+    model = onnx_program.model_proto
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise LoweringError(f"the exported ONNX model is invalid: {str(exc).splitlines()[0]}",
+                            hint="report this with --debug output") from exc
+    return model
+
+
+def explain_lowering_failure(exc, program, translation_table, opset) -> Exception:
+    """Turn an exporter failure into UnsupportedOpsError (listing all ops) or LoweringError."""
+    try:
+        with quiet_torch():
+            missing = find_missing_ops(program, translation_table, opset)
+    except Exception:  # the scan itself failed: report the exporter's error instead
+        missing = []
+    if missing:
+        return UnsupportedOpsError([(m.op, m.location) for m in missing])
+    summary = _exporter_summary(exc)
+    return LoweringError(f"the ONNX exporter failed: {summary}", hint="run with --debug for the full trace")
+
+
+def _exporter_summary(exc: BaseException) -> str:
+    """The innermost meaningful line of a torch.onnx exporter exception."""
+    innermost = exc
+    while innermost.__cause__ is not None:
+        innermost = innermost.__cause__
+    lines = [line.strip() for line in str(innermost).splitlines() if line.strip()]
+    return f"{type(innermost).__name__}: {lines[0] if lines else ''}"[:300]

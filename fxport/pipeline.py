@@ -1,0 +1,196 @@
+"""The pipeline: load → capture (with rewrites) → lower → verify → write → report.
+
+:func:`convert` is fxport's Python entry point; the CLI is a thin layer over it.
+
+Example::
+
+    >>> import torch, fxport
+    >>> class Net(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return torch.tanh(x) + 1
+    >>> result = fxport.convert(Net(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: "batch"}})
+    >>> result.verified, sorted(result.op_counts())
+    (True, ['Add', 'Tanh'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from typing import Any, Callable, Iterator
+
+import onnx
+import torch
+
+from fxport.capture import capture, dynamic_axes_by_input
+from fxport.errors import OutputWriteError, UsageError
+from fxport.load import InputSet, run_eager, to_input_sets
+from fxport.lower import lower
+from fxport.report import AppliedRewrite, ConversionResult
+from fxport.verify import resolve_device, verify_model
+
+#: ``progress(stage, state)`` with state ``"start"`` or ``"done"``; the CLI draws it.
+ProgressCallback = Callable[[str, str], None]
+
+
+def convert(
+    model: torch.nn.Module,
+    args: Any = (),
+    *,
+    kwargs: dict[str, Any] | None = None,
+    dynamic_shapes: Any = None,
+    output: str | os.PathLike | None = None,
+    opset: int | None = None,
+    verify: bool = True,
+    device: str = "auto",
+    rules: Any = None,
+    optimize: bool = True,
+    verify_inputs: list[Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> ConversionResult:
+    """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
+
+    Args:
+        model: the module to convert; it is not modified (a module in train mode is exported in
+            eval mode, with a warning, and switched back afterwards).
+        args, kwargs: example inputs used for capture.
+        dynamic_shapes: torch.export's format (``Dim`` objects) or ``{"x": {0: "batch"}}``.
+        output: where to write the model (atomically); None keeps it in memory.
+        opset: ONNX opset; None lets the exporter choose.
+        verify: compare ONNX Runtime with eager PyTorch on the example, fresh values and other
+            sizes along dynamic dimensions (plus ``verify_inputs``).
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for verification.
+        rules: extra rewrite rules (see docs/rules.md).
+        optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
+        verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
+        progress: called as ``progress(stage, "start"|"done")``.
+
+    Returns:
+        A :class:`~fxport.report.ConversionResult`.
+
+    Raises:
+        fxport.ConversionError: a subclass naming the stage, the user's file:line and a fix.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"model is a {type(model).__name__}, not a torch.nn.Module",
+                         hint="pass an nn.Module instance")
+    example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+    extra_sets = to_input_sets(list(verify_inputs), "verify_inputs") if verify_inputs else []
+    for index, input_set in enumerate(extra_sets, start=1):
+        input_set.name = f"user-{index}"
+    timer = StageTimer(progress)
+    result_warnings: list[str] = []
+    rewrites: list[AppliedRewrite] = []
+    verify_device = resolve_device(device)
+
+    with eval_mode(model, result_warnings):
+        with timer("eager"):
+            run_eager(model, example)
+        with timer("capture"), capture_rewrites(model, rewrites):
+            program = capture(model, example, dynamic_shapes)
+        with timer("lower"):
+            onnx_model = lower(program, opset=opset, optimize=optimize)
+        verification = []
+        if verify:
+            with timer("verify"):
+                verification = verify_model(
+                    model, onnx_model, [example, *extra_sets], device=verify_device,
+                    dynamic_axes=dynamic_axes_by_input(model, example, dynamic_shapes),
+                )
+    output_path = None
+    if output is not None:
+        with timer("write"):
+            output_path = write_atomically(onnx_model, output)
+    return ConversionResult(
+        model=onnx_model,
+        output_path=output_path,
+        rewrites=rewrites,
+        verification=verification,
+        timings=timer.seconds,
+        opset=default_opset(onnx_model),
+        warnings=result_warnings,
+    )
+
+
+@contextlib.contextmanager
+def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite]) -> Iterator[None]:
+    """Install the source-level rewrites for the duration of capture; ``records`` collects them."""
+    yield
+
+
+class StageTimer:
+    """Times pipeline stages and reports them to a progress callback."""
+
+    def __init__(self, progress: ProgressCallback | None = None):
+        self.seconds: dict[str, float] = {}
+        self.progress = progress
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        if self.progress:
+            self.progress(stage, "start")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+        if self.progress:
+            self.progress(stage, "done")
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module, warnings_out: list[str]) -> Iterator[None]:
+    """Run the block with every submodule in eval mode, restoring each one's flag afterwards."""
+    training = {name: m.training for name, m in model.named_modules()}
+    if any(training.values()):
+        warnings_out.append(
+            f"{type(model).__name__} is in train mode; exported and verified in eval mode "
+            "(dropout off, batch-norm running statistics), and switched back afterwards"
+        )
+        model.eval()
+    try:
+        yield
+    finally:
+        for name, m in model.named_modules():
+            m.training = training.get(name, m.training)
+
+
+def write_atomically(model: onnx.ModelProto, path: str | os.PathLike) -> str:
+    """Write ``model`` to ``path`` through a temporary file and a rename.
+
+    A failure leaves no partial file and never clobbers an existing one.
+    """
+    return write_bytes_atomically(model.SerializeToString(), path)
+
+
+def write_text_atomically(text: str, path: str | os.PathLike) -> str:
+    """Write ``text`` (UTF-8) to ``path`` atomically, like :func:`write_atomically`."""
+    return write_bytes_atomically(text.encode("utf-8"), path)
+
+
+def write_bytes_atomically(data: bytes, path: str | os.PathLike) -> str:
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputWriteError(f"cannot write {path}: directory {directory} does not exist",
+                               hint="create the directory or choose another path")
+    try:
+        fd, temp_path = tempfile.mkstemp(prefix=".fxport-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write {path}: {exc.strerror}",
+                               hint="choose a writable path") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp_path, path)
+    except (OSError, ValueError) as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_path)
+        raise OutputWriteError(f"cannot write {path}: {exc}", hint="choose a writable path") from exc
+    return path
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)

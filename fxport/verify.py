@@ -1,0 +1,310 @@
+"""The verify stage: ONNX Runtime against eager PyTorch on inputs the export never saw.
+
+Input sets checked: the example; fresh random values of the same shapes and dtypes (drawn from
+the example's value range, never the example itself); for every dynamic dimension, a larger
+and a smaller size (dimensions sharing a name change together); and any user-supplied sets.
+Floating outputs are compared with dtype-aware tolerances, integer and bool outputs exactly,
+NaN/inf positions must agree. A mismatch is a :class:`~fxport.errors.VerificationError`
+carrying the table, never a warning.
+
+Example::
+
+    >>> rows = verify_model(module, onnx_model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}})  # doctest: +SKIP
+    >>> all(r.passed for r in rows)                                                             # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+import torch
+
+from fxport.errors import ConversionError, EagerRunError, VerificationError
+from fxport.load import InputSet, run_eager
+from fxport.report import VerificationRow
+
+#: (absolute, relative) tolerance per output dtype.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-6),
+    torch.float32: (1e-4, 1e-3),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+
+
+class OnnxRunner:
+    """An onnxruntime session fed with fxport input sets.
+
+    Example::
+
+        >>> runner = OnnxRunner(onnx_model, device="cpu")        # doctest: +SKIP
+        >>> outputs = runner.run(InputSet((x,)))                 # doctest: +SKIP
+    """
+
+    def __init__(self, model: onnx.ModelProto, device: str = "cpu"):
+        import onnxruntime as ort
+
+        self.providers = select_providers(device)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+        except Exception as exc:
+            raise VerificationError(
+                f"ONNX Runtime cannot load the model: {_first_line(exc)}",
+                hint="the model uses an op or domain ONNX Runtime lacks; register its custom-op "
+                "library or convert with --no-verify",
+            ) from exc
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.provider = self.session.get_providers()[0]
+
+    def run(self, inputs: InputSet) -> list[np.ndarray]:
+        tensors = [t.detach().cpu() for t in inputs.tensors()]
+        if len(tensors) != len(self.input_names):
+            raise VerificationError(
+                f"the ONNX model takes {len(self.input_names)} inputs but {len(tensors)} tensors were given",
+                hint="non-tensor inputs are baked into the model as constants; pass tensors for values that vary",
+            )
+        feed = {name: _to_numpy(t) for name, t in zip(self.input_names, tensors)}
+        try:
+            return self.session.run(None, feed)
+        except Exception as exc:
+            raise VerificationError(
+                f"ONNX Runtime failed on the {inputs.name} inputs: {_first_line(exc)}",
+                hint="run with --debug; the exported graph may not support these sizes",
+            ) from exc
+
+
+def select_providers(device: str) -> list[str]:
+    """ONNX Runtime providers for ``device`` ("cpu", "cuda"); cuda needs onnxruntime-gpu."""
+    import onnxruntime as ort
+
+    if device == "cuda":
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise ConversionError(
+                "--device cuda needs onnxruntime's CUDAExecutionProvider, which is not installed",
+                hint="pip install 'fxport[cuda]' (onnxruntime-gpu), or use --device cpu",
+            )
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU and onnxruntime has the CUDA provider, else ``cpu``."""
+    if device not in ("auto", "cpu", "cuda"):
+        from fxport.errors import UsageError
+
+        raise UsageError(f"unknown device {device!r}", hint="use auto, cpu or cuda")
+    if device == "auto":
+        import onnxruntime as ort
+
+        has_cuda = torch.cuda.is_available() and "CUDAExecutionProvider" in ort.get_available_providers()
+        return "cuda" if has_cuda else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConversionError("--device cuda was asked for but torch sees no CUDA device",
+                              hint="use --device cpu or auto")
+    return device
+
+
+# --- generating input sets ----------------------------------------------------------------
+
+def generate_input_sets(
+    example: InputSet,
+    dynamic_axes: dict[int, dict[int, str]] | None = None,
+    seed: int = 1234,
+) -> list[InputSet]:
+    """Fresh random values of the example's shapes, then larger/smaller dynamic sizes."""
+    generator = torch.Generator().manual_seed(seed)
+    sets = [_with_new_values(example, {}, generator, "random")]
+    sizes = example_dim_sizes(example, dynamic_axes or {})
+    if sizes:
+        larger = {name: size + max(1, size // 2) for name, size in sizes.items()}
+        smaller = {name: max(2, size // 2) for name, size in sizes.items()}
+        for label, new_sizes in (("larger", larger), ("smaller", smaller)):
+            if new_sizes != sizes:
+                desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
+                sets.append(_with_new_values(example, _axis_sizes(example, dynamic_axes, new_sizes),
+                                             generator, f"{label}[{desc}]"))
+    return sets
+
+
+def example_dim_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]]) -> dict[str, int]:
+    tensors = example.tensors()
+    sizes: dict[str, int] = {}
+    for index, axes in dynamic_axes.items():
+        for axis, name in axes.items():
+            sizes.setdefault(name, tensors[index].shape[axis])
+    return sizes
+
+
+def _axis_sizes(example, dynamic_axes, new_sizes) -> dict[int, dict[int, int]]:
+    return {index: {axis: new_sizes[name] for axis, name in axes.items()}
+            for index, axes in dynamic_axes.items()}
+
+
+def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], generator, name: str) -> InputSet:
+    flat, spec = torch.utils._pytree.tree_flatten((example.args, example.kwargs))
+    tensor_index = 0
+    new_flat = []
+    for value in flat:
+        if isinstance(value, torch.Tensor):
+            shape = list(value.shape)
+            for axis, size in axis_sizes.get(tensor_index, {}).items():
+                shape[axis] = size
+            new_flat.append(random_like(value, tuple(shape), generator))
+            tensor_index += 1
+        else:
+            new_flat.append(value)
+    args, kwargs = torch.utils._pytree.tree_unflatten(new_flat, spec)
+    return InputSet(args, kwargs, name)
+
+
+def random_like(example: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Random values of ``example``'s dtype drawn from its value range (wider for scalars)."""
+    dtype, device = example.dtype, example.device
+    values = example.detach().cpu()
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool().to(device)
+    if values.numel() == 0:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    if dtype.is_floating_point:
+        low, high = values.float().min().item(), values.float().max().item()
+        if values.numel() == 1 or high - low < 1e-6:
+            spread = max(abs(low), 1.0)
+            low, high = low - 2 * spread, high + 2 * spread
+        drawn = torch.rand(shape, generator=generator) * (high - low) + low
+        return drawn.to(dtype).to(device)
+    low, high = int(values.min()), int(values.max())
+    if values.numel() == 1:
+        low, high = min(0, low), max(2 * high, 2)
+    return torch.randint(low, high + 1, shape, generator=generator).to(dtype).to(device)
+
+
+# --- comparing ------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class OutputComparison:
+    name: str
+    max_abs: float
+    max_rel: float
+    passed: bool
+
+
+def compare_outputs(expected: Sequence[torch.Tensor], actual: Sequence[np.ndarray]) -> tuple[list[OutputComparison], float]:
+    """Compare flattened eager outputs with ONNX Runtime outputs; returns per-output results and cosine."""
+    results = []
+    dots = norm_e = norm_a = 0.0
+    for index, (ref, got) in enumerate(zip(expected, actual)):
+        ref_np = _to_numpy(ref.detach().cpu())
+        name = f"output[{index}]"
+        if ref_np.shape != got.shape:
+            results.append(OutputComparison(f"{name} shape {list(got.shape)} != {list(ref_np.shape)}",
+                                            float("inf"), float("inf"), False))
+            continue
+        if not (ref.dtype.is_floating_point or ref.dtype.is_complex):
+            equal = bool(np.array_equal(ref_np, got))
+            diff = float(np.abs(ref_np.astype(np.float64) - got.astype(np.float64)).max()) if ref_np.size else 0.0
+            results.append(OutputComparison(name, diff, diff, equal))
+            continue
+        atol, rtol = TOLERANCES.get(ref.dtype, TOLERANCES[torch.float32])
+        r, g = ref_np.astype(np.float64), got.astype(np.float64)
+        same_special = np.array_equal(np.isnan(r), np.isnan(g)) and np.array_equal(np.isinf(r) & (r > 0), np.isinf(g) & (g > 0)) \
+            and np.array_equal(np.isinf(r) & (r < 0), np.isinf(g) & (g < 0))
+        finite = np.isfinite(r) & np.isfinite(g)
+        abs_err = np.abs(r - g)[finite]
+        rel_err = abs_err / np.maximum(np.abs(r[finite]), 1e-12)
+        close = bool(np.all(abs_err <= atol + rtol * np.abs(r[finite])))
+        max_abs = float(abs_err.max()) if abs_err.size else 0.0
+        max_rel = float(rel_err.max()) if rel_err.size else 0.0
+        results.append(OutputComparison(name, max_abs, max_rel, same_special and close))
+        dots += float((r[finite] * g[finite]).sum())
+        norm_e += float((r[finite] ** 2).sum())
+        norm_a += float((g[finite] ** 2).sum())
+    if len(expected) != len(actual):
+        results.append(OutputComparison(f"output count {len(actual)} != {len(expected)}", float("inf"), float("inf"), False))
+    cosine = dots / np.sqrt(norm_e * norm_a) if norm_e > 0 and norm_a > 0 else (1.0 if norm_e == norm_a else 0.0)
+    return results, float(cosine)
+
+
+def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
+    """Eager outputs flattened the way the exporter flattens them (tensors only)."""
+    flat, _ = torch.utils._pytree.tree_flatten(outputs)
+    return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+def verify_model(
+    module: torch.nn.Module,
+    model: onnx.ModelProto,
+    input_sets: list[InputSet],
+    *,
+    device: str = "cpu",
+    dynamic_axes: dict[int, dict[int, str]] | None = None,
+    generate: bool = True,
+    seed: int = 1234,
+) -> list[VerificationRow]:
+    """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch."""
+    runner = OnnxRunner(model, device)
+    candidates = list(input_sets)
+    if generate:
+        candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed)
+    module_on_device = module.to(device) if device != "cpu" else module
+    generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
+    rows = []
+    for inputs in candidates:
+        on_device = inputs.to(device) if device != "cpu" else inputs
+        try:
+            rows.append(verify_one(module_on_device, runner, on_device))
+        except EagerRunError as exc:
+            if id(inputs) not in generated:
+                raise
+            rows.append(skipped_row(inputs, runner.provider, f"skipped: eager rejects these inputs ({exc.what})"))
+    failed = [row for row in rows if not row.passed]
+    if failed:
+        worst = failed[0]
+        raise VerificationError(
+            f"ONNX Runtime differs from eager PyTorch on {len(failed)} of {len(rows)} input sets "
+            f"(first: {worst.name}, {', '.join(worst.mismatched_outputs)}, max abs error {worst.max_abs_error:.3g})",
+            report=rows,
+            hint="run with --debug, or report the model; fxport never ships a mismatching model",
+        )
+    return rows
+
+
+def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
+    """A generated input set the model itself cannot run (e.g. a size it does not support)."""
+    return VerificationRow(inputs.name, [list(t.shape) for t in inputs.tensors()], provider,
+                           float("nan"), float("nan"), float("nan"), True, [], note)
+
+
+def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet) -> VerificationRow:
+    shapes = [list(t.shape) for t in inputs.tensors()]
+    expected = flatten_outputs(run_eager(module, inputs))
+    actual = runner.run(inputs)
+    comparisons, cosine = compare_outputs(expected, actual)
+    return VerificationRow(
+        name=inputs.name,
+        input_shapes=shapes,
+        provider=runner.provider,
+        max_abs_error=max((c.max_abs for c in comparisons), default=0.0),
+        max_rel_error=max((c.max_rel for c in comparisons), default=0.0),
+        cosine_similarity=cosine,
+        passed=all(c.passed for c in comparisons),
+        mismatched_outputs=[c.name for c in comparisons if not c.passed],
+    )
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.float().numpy().astype(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(exc).__name__
