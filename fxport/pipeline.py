@@ -29,6 +29,7 @@ from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, run_eager, to_input_sets
 from fxport.lower import lower
 from fxport.report import AppliedRewrite, ConversionResult
+from fxport.rules import resolve as resolve_rules
 from fxport.verify import resolve_device, verify_model
 
 #: ``progress(stage, state)`` with state ``"start"`` or ``"done"``; the CLI draws it.
@@ -46,6 +47,7 @@ def convert(
     verify: bool = True,
     device: str = "auto",
     rules: Any = None,
+    disable_rules: Any = (),
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
@@ -62,7 +64,9 @@ def convert(
         verify: compare ONNX Runtime with eager PyTorch on the example, fresh values and other
             sizes along dynamic dimensions (plus ``verify_inputs``).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for verification.
-        rules: extra rewrite rules (see docs/rules.md).
+        rules: extra rewrite rules (see docs/rules.md): decorated functions/classes, modules,
+            rule-file paths, or a list of those; the built-ins in rewrites/ always apply.
+        disable_rules: names of rules to leave out (``fxport rules`` lists them).
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
@@ -84,14 +88,19 @@ def convert(
     result_warnings: list[str] = []
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
+    ruleset = resolve_rules(rules, disable=disable_rules, opset=opset, device=verify_device)
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
             run_eager(model, example)
-        with timer("capture"), capture_rewrites(model, rewrites):
+        with timer("capture"), capture_rewrites(model, rewrites), ruleset.patches_applied(rewrites):
             program = capture(model, example, dynamic_shapes)
+        with timer("rewrite"):
+            program = ruleset.apply_graph_rules(program, rewrites)
         with timer("lower"):
-            onnx_model = lower(program, opset=opset, optimize=optimize)
+            onnx_model = lower(program, opset=opset, optimize=optimize,
+                               translation_table=ruleset.translation_table())
+            ruleset.record_op_rules_fired(onnx_model, rewrites)
         verification = []
         if verify:
             with timer("verify"):
