@@ -51,9 +51,11 @@ def arange_along(value, axis: int):
     return op.Range(op.Constant(value_int=0), n, op.Constant(value_int=1))
 
 
-def move_axis_last(value, axis: int):
-    """Transpose ``axis`` to the end; returns (moved, inverse permutation or None)."""
-    r = rank(value)
+def move_axis_last(value, axis: int, r: int):
+    """Transpose ``axis`` of a rank-``r`` value to the end; returns (moved, inverse or None).
+
+    (Intermediate values carry no static shape, so ranks are passed explicitly.)
+    """
     if axis == r - 1:
         return value, None
     perm = [i for i in range(r) if i != axis] + [axis]

@@ -123,7 +123,9 @@ def resolve_op(target: str | Any) -> Any:
             hint="pass 'namespace::op[.overload]' or torch.ops.namespace.op.overload",
         )
     spelled = target.strip()
-    namespace, sep, rest = spelled.replace(".", "::", 1).partition("::")
+    if "::" not in spelled:  # also accept "aten.erfinv" / "aten.median.dim"
+        spelled = spelled.replace(".", "::", 1)
+    namespace, sep, rest = spelled.partition("::")
     if not sep or not rest:
         raise RuleError(f"onnx_op target {target!r} is not 'namespace::op[.overload]'")
     opname, _, overload_name = rest.partition(".")
