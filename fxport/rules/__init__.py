@@ -20,7 +20,7 @@ Example::
 
 from fxport.rules.base import BUILTIN_PRIORITY, Rule, Scope, rules_of
 from fxport.rules.graph import GraphRule, Match, graph_rule
-from fxport.rules.op import OpRule, onnx_op
+from fxport.rules.op import OpRule, custom_node, onnx_op
 from fxport.rules.patching import PatchRule, patch
 from fxport.rules.registry import (
     ENTRY_POINT_GROUP,
@@ -46,6 +46,7 @@ __all__ = [
     "Scope",
     "builtin_rules",
     "collect",
+    "custom_node",
     "graph_rule",
     "load_rule_file",
     "onnx_op",

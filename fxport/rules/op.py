@@ -244,3 +244,49 @@ def typed_for_exporter(function: Callable, overload: Any) -> Callable:
         return_annotation=inspect.Signature.empty,
     )
     return translation
+
+
+def custom_node(domain: str, op_type: str, *inputs: Any, outputs: int = 1, version: int = 1,
+                **attributes: Any) -> Any:
+    """Emit one node of a custom ONNX domain from inside an op rule (no standard op matches).
+
+    fxport registers a minimal schema for ``domain::op_type`` (so onnxscript and the ONNX
+    checker accept it); a runtime must implement the op to run the model — stock ONNX Runtime
+    cannot, and fxport's verification reports that.
+
+    Example::
+
+        @fxport.onnx_op("mylib::deform_conv2d")
+        def deform_conv2d(input, weight, offset, bias, stride: int, padding: int, dilation: int):
+            return fxport.rules.custom_node("custom", "deform_conv2d", input, weight, offset,
+                                            bias, stride=stride, padding=padding,
+                                            dilation=dilation)
+    """
+    from onnxscript import values
+
+    schema = _custom_schema(domain, op_type, version, len(inputs), outputs, attributes)
+    node = values.Op(values.Opset(domain, version), op_type, schema)
+    return node(*inputs, **attributes)
+
+
+def _custom_schema(domain: str, op_type: str, version: int, n_inputs: int, n_outputs: int,
+                   attributes: dict[str, Any]):
+    import onnx.defs as defs
+
+    if defs.has(op_type, version, domain):
+        return defs.get_schema(op_type, version, domain)
+    Param = defs.OpSchema.FormalParameter
+    kinds = {int: defs.OpSchema.AttrType.INT, float: defs.OpSchema.AttrType.FLOAT,
+             str: defs.OpSchema.AttrType.STRING, bool: defs.OpSchema.AttrType.INT}
+    schema = defs.OpSchema(
+        op_type, domain, version,
+        inputs=[Param(f"input_{i}", "T") for i in range(n_inputs)],
+        outputs=[Param(f"output_{i}", "T") for i in range(n_outputs)],
+        type_constraints=[("T", [f"tensor({t})" for t in ("float", "double", "float16",
+                                                           "int64", "int32", "bool")], "")],
+        attributes=[defs.OpSchema.Attribute(name, kinds.get(type(value),
+                                                            defs.OpSchema.AttrType.INTS), "")
+                    for name, value in attributes.items()],
+    )
+    defs.register_schema(schema)
+    return schema

@@ -178,6 +178,8 @@ def load_rule_file(path: str | os.PathLike) -> types.ModuleType:
         raise RuleError(f"rule file {path} is not a Python file", hint="pass a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    directory = os.path.dirname(path)
+    sys.path.insert(0, directory)  # a rule file may import modules next to it
     try:
         spec.loader.exec_module(module)
     except RuleError:
@@ -189,6 +191,9 @@ def load_rule_file(path: str | os.PathLike) -> types.ModuleType:
         raise RuleError(f"rule file {os.path.basename(path)} failed to load: "
                         f"{type(err).__name__}: {err}", where=where,
                         hint="fix the rule file (run it with python to see the traceback)") from err
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(directory)
     return module
 
 
