@@ -136,8 +136,8 @@ def _errors(want: np.ndarray, got: np.ndarray, atol: float, rtol: float,
     finite = np.isfinite(want64)
     if not finite.any():
         return 0.0, 0.0
-    diff = np.abs(want64 - got64)[finite]
-    scale = np.abs(want64)[finite]
+    diff = np.abs(want64[finite] - got64[finite])
+    scale = np.abs(want64[finite])
     limit = atol + rtol * scale
     if (diff > limit).any():
         worst = int(np.argmax(diff - limit))
