@@ -251,7 +251,7 @@ def _run_check(rule: GraphRule, match: Match) -> Any:
 
 
 def _record(rule: GraphRule, found: Any, records: list[AppliedRewrite]) -> None:
-    anchor = found.anchor
+    anchor = found.nodes_map.get(found.anchor, found.anchor)  # the model's node, not the pattern's
     stack = anchor.meta.get("stack_trace")
     new_nodes = [n for n in found.replacements if isinstance(n, torch.fx.Node)]
     for node in new_nodes:
