@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -97,18 +98,96 @@ def _dim_name(dim: Any, input_name: str, axis: int) -> str:
     return name if isinstance(name, str) and name.isidentifier() else f"{input_name}_{axis}"
 
 
-def capture(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
-    """``torch.export.export`` (non-strict) with failures turned into one-line CaptureErrors."""
+def capture(
+    module: torch.nn.Module,
+    inputs: InputSet,
+    dynamic_shapes: Any = None,
+    notes: list[str] | None = None,
+) -> torch.export.ExportedProgram:
+    """``torch.export.export`` (non-strict) with failures turned into one-line CaptureErrors.
+
+    When the model bounds a dimension that the simple form declared dynamic (e.g. a sequence
+    length limited by a position table), the bound torch.export suggests is adopted and a note
+    says so; a dimension the model specialises to one value is an error.
+    """
+    normalized = normalize_dynamic_shapes(module, dynamic_shapes, inputs)
     try:
-        with quiet_torch():
-            return torch.export.export(
-                module, inputs.args, inputs.kwargs or None,
-                dynamic_shapes=normalize_dynamic_shapes(module, dynamic_shapes, inputs), strict=False,
-            )
+        return _export(module, inputs, normalized)
     except InputSpecError:
         raise
     except Exception as exc:
+        refined = _adopt_suggested_bounds(exc, dynamic_shapes, normalized, notes)
+        if refined is None:
+            raise classify_capture_failure(exc) from exc
+    try:
+        return _export(module, inputs, refined)
+    except Exception as exc:
         raise classify_capture_failure(exc) from exc
+
+
+def _export(module, inputs: InputSet, dynamic_shapes) -> torch.export.ExportedProgram:
+    with quiet_torch():
+        return torch.export.export(module, inputs.args, inputs.kwargs or None,
+                                   dynamic_shapes=dynamic_shapes, strict=False)
+
+
+_SUGGESTED_DIM = re.compile(r"^\s*(\w+) = Dim\('(\w+)'((?:, (?:min|max)=\d+)*)\)\s*$", re.M)
+_SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
+
+
+def _adopt_suggested_bounds(exc, user_spec, normalized, notes) -> Any:
+    """Re-create simple-form Dims with the min/max torch.export suggests; None when not applicable."""
+    text = str(exc)
+    if "Suggested fixes" not in text or not _is_simple_form(user_spec) or _SUGGESTED_CONSTANT.search(text):
+        return None
+    bounds = {}
+    for match in _SUGGESTED_DIM.finditer(text.split("Suggested fixes", 1)[1]):
+        limits = dict(part.strip().split("=") for part in match.group(3).split(",") if part.strip())
+        bounds[match.group(2)] = {k: int(v) for k, v in limits.items()}
+    if not bounds:
+        return None
+    dims: dict[str, Dim] = {}
+
+    def refine(value):
+        if isinstance(value, dict):
+            return {axis: refine(v) for axis, v in value.items()}
+        if isinstance(value, Dim) and value.__name__ in bounds:
+            return dims.setdefault(value.__name__, Dim(value.__name__, **bounds[value.__name__]))
+        return value
+
+    if notes is not None:
+        for name, limits in bounds.items():
+            described = ", ".join(f"{k}={v}" for k, v in limits.items())
+            notes.append(f"dynamic dimension {name!r} is bounded by the model ({described}); exported with that range")
+    return {name: refine(spec) for name, spec in normalized.items()}
+
+
+def _is_simple_form(dynamic_shapes: Any) -> bool:
+    if not isinstance(dynamic_shapes, dict):
+        return False
+    leaves, _ = torch.utils._pytree.tree_flatten(dynamic_shapes)
+    return bool(leaves) and all(isinstance(leaf, str) for leaf in leaves)
+
+
+def dynamic_dim_bounds(program: torch.export.ExportedProgram) -> dict[int, dict[int, tuple[int, int]]]:
+    """Tensor input index → {axis: (lowest, highest)} for every symbolic input dimension."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
+    result: dict[int, dict[int, tuple[int, int]]] = {}
+    index = 0
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        for axis, size in enumerate(value.shape):
+            bounds = ranges.get(str(size))
+            if bounds is not None:
+                high = int(bounds.upper) if bounds.upper.is_Integer else 2**62
+                result.setdefault(index, {})[axis] = (int(bounds.lower), high)
+        index += 1
+    return result
 
 
 def classify_capture_failure(exc: BaseException) -> CaptureError:

@@ -32,6 +32,7 @@ from fxport.errors import (
     EagerRunError,
     InputSpecError,
     ModelLoadError,
+    SourceLocation,
     user_location_from_exception,
 )
 
@@ -116,8 +117,8 @@ def _import_location(location: str):
         except Exception as exc:  # the user's file failed to import
             sys.modules.pop(module_name, None)
             raise ModelLoadError(
-                f"importing {location} raised {type(exc).__name__}: {exc}",
-                where=user_location_from_exception(exc),
+                f"importing {location} raised {type(exc).__name__}: {_exception_text(exc)}",
+                where=_error_location(exc),
                 hint="fix the error in the file",
             ) from exc
         finally:
@@ -138,6 +139,16 @@ def _import_location(location: str):
             where=user_location_from_exception(exc),
             hint="fix the error in the module",
         ) from exc
+
+
+def _exception_text(exc: BaseException) -> str:
+    return exc.msg if isinstance(exc, SyntaxError) else str(exc)
+
+
+def _error_location(exc: BaseException) -> SourceLocation | None:
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return SourceLocation(exc.filename, exc.lineno)
+    return user_location_from_exception(exc)
 
 
 def _is_model_like(value: Any) -> bool:
@@ -217,7 +228,7 @@ def parse_input_spec(text: str) -> TensorSpec:
             raise InputSpecError(f"unknown dtype {dtype_text!r} in input spec {text!r}",
                                  hint=f"use one of {', '.join(sorted(set(_DTYPES)))}")
         dtype = _DTYPES[dtype_text.lower()]
-    if shape_text in ("scalar", "", "()", "[]"):
+    if shape_text in ("scalar", "()", "[]"):
         return TensorSpec(name, (), dtype)
     try:
         shape = tuple(int(d) for d in shape_text.lower().split("x"))

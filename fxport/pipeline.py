@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import onnx
 import torch
 
-from fxport.capture import capture, dynamic_axes_by_input
+from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, run_eager, to_input_sets
 from fxport.lower import lower
@@ -94,7 +94,7 @@ def convert(
         with timer("eager"):
             run_eager(model, example)
         with timer("capture"), capture_rewrites(model, rewrites), ruleset.patches_applied(rewrites):
-            program = capture(model, example, dynamic_shapes)
+            program = capture(model, example, dynamic_shapes, notes=result_warnings)
         with timer("rewrite"):
             program = ruleset.apply_graph_rules(program, rewrites)
         with timer("lower"):
@@ -107,6 +107,7 @@ def convert(
                 verification = verify_model(
                     model, onnx_model, [example, *extra_sets], device=verify_device,
                     dynamic_axes=dynamic_axes_by_input(model, example, dynamic_shapes),
+                    bounds=dynamic_dim_bounds(program),
                 )
     output_path = None
     if output is not None:

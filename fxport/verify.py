@@ -69,6 +69,14 @@ class OnnxRunner:
                 f"the ONNX model takes {len(self.input_names)} inputs but {len(tensors)} tensors were given",
                 hint="non-tensor inputs are baked into the model as constants; pass tensors for values that vary",
             )
+        for spec, tensor in zip(self.session.get_inputs(), tensors):
+            fixed = [(axis, size) for axis, size in enumerate(spec.shape) if isinstance(size, int)]
+            if len(spec.shape) != tensor.dim() or any(tensor.shape[axis] != size for axis, size in fixed):
+                raise VerificationError(
+                    f"the {inputs.name} inputs give {spec.name} shape {list(tensor.shape)} but the model "
+                    f"was exported with {list(spec.shape)}",
+                    hint="declare the varying axes dynamic (--dynamic NAME:AXIS=DIM or dynamic_shapes)",
+                )
         feed = {name: _to_numpy(t) for name, t in zip(self.input_names, tensors)}
         try:
             return self.session.run(None, feed)
@@ -116,20 +124,38 @@ def generate_input_sets(
     example: InputSet,
     dynamic_axes: dict[int, dict[int, str]] | None = None,
     seed: int = 1234,
+    bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
 ) -> list[InputSet]:
-    """Fresh random values of the example's shapes, then larger/smaller dynamic sizes."""
+    """Fresh random values of the example's shapes, then larger/smaller dynamic sizes.
+
+    ``bounds`` (tensor index → axis → (low, high), from the exported program) keeps the new
+    sizes inside the range the export is valid for.
+    """
     generator = torch.Generator().manual_seed(seed)
     sets = [_with_new_values(example, {}, generator, "random")]
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if sizes:
-        larger = {name: size + max(1, size // 2) for name, size in sizes.items()}
-        smaller = {name: max(2, size // 2) for name, size in sizes.items()}
+        low, high = _size_limits(dynamic_axes, bounds or {})
+        larger = {name: min(size + max(1, size // 2), high.get(name, 2**62)) for name, size in sizes.items()}
+        smaller = {name: max(2, low.get(name, 2), size // 2) for name, size in sizes.items()}
         for label, new_sizes in (("larger", larger), ("smaller", smaller)):
             if new_sizes != sizes:
                 desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
                 sets.append(_with_new_values(example, _axis_sizes(example, dynamic_axes, new_sizes),
                                              generator, f"{label}[{desc}]"))
     return sets
+
+
+def _size_limits(dynamic_axes, bounds) -> tuple[dict[str, int], dict[str, int]]:
+    """Per dimension name, the tightest (low, high) over every axis that carries it."""
+    low: dict[str, int] = {}
+    high: dict[str, int] = {}
+    for index, axes in dynamic_axes.items():
+        for axis, name in axes.items():
+            lo, hi = bounds.get(index, {}).get(axis, (0, 2**62))
+            low[name] = max(low.get(name, 0), lo)
+            high[name] = min(high.get(name, 2**62), hi)
+    return low, high
 
 
 def example_dim_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]]) -> dict[str, int]:
@@ -245,12 +271,13 @@ def verify_model(
     dynamic_axes: dict[int, dict[int, str]] | None = None,
     generate: bool = True,
     seed: int = 1234,
+    bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
 ) -> list[VerificationRow]:
     """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch."""
     runner = OnnxRunner(model, device)
     candidates = list(input_sets)
     if generate:
-        candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed)
+        candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed, bounds)
     module_on_device = module.to(device) if device != "cpu" else module
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []

@@ -1,0 +1,60 @@
+"""Shared fixtures: every conversion test is differential (eager PyTorch vs ONNX Runtime)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from fxport.report import count_ops
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.path.join(REPO, "tests", "models")
+
+
+def run_onnx(model, *tensors):
+    """Run an ONNX ModelProto on CPU with positional tensors; returns numpy outputs."""
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {i.name: t.detach().numpy() for i, t in zip(session.get_inputs(), tensors)}
+    return session.run(None, feed)
+
+
+def assert_matches_eager(module, model, *tensors, atol=1e-5, rtol=1e-4):
+    """Eager and ONNX Runtime agree on these inputs (ones the export did not see)."""
+    with torch.no_grad():
+        expected = module(*tensors)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    actual = run_onnx(model, *tensors)
+    assert len(actual) == len(expected)
+    for e, a in zip(expected, actual):
+        np.testing.assert_allclose(a, e.numpy(), atol=atol, rtol=rtol)
+
+
+def op_counts(model):
+    return count_ops(model.graph)
+
+
+def run_cli(*args, cwd=None, timeout=300):
+    """Run ``python -m fxport ARGS`` in a subprocess, like a user in a shell."""
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "fxport", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def models_dir():
+    return MODELS
+
+
+def line_of(path, fragment):
+    """``path:line`` of the first line of ``path`` containing ``fragment`` (for location asserts)."""
+    with open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if fragment in line:
+                return f"{os.path.basename(path)}:{number}"
+    raise AssertionError(f"{fragment!r} not in {path}")

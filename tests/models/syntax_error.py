@@ -1,0 +1,5 @@
+import torch
+
+
+def broken(:
+    pass

@@ -1,0 +1,164 @@
+"""fxport.convert end to end: capture, lower, verify, write; errors as data."""
+
+import os
+
+import onnx
+import pytest
+import torch
+
+import fxport
+from fxport.errors import CaptureError, EagerRunError, OutputWriteError, UnsupportedOpsError, UsageError
+from tests.conftest import MODELS, assert_matches_eager, line_of, op_counts
+from tests.models.basic import DataDependent, MissingOp, RaisesInForward, Scale, StaticLoop
+
+
+BASIC = os.path.join(MODELS, "basic.py")
+
+
+class SRCNN(torch.nn.Module):
+    """The seed article's super-resolution net: dynamic batch, height and width."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 9, padding=4)
+        self.conv2 = torch.nn.Conv2d(16, 8, 1)
+        self.conv3 = torch.nn.Conv2d(8, 3, 5, padding=2)
+
+    def forward(self, x):
+        x = torch.nn.functional.interpolate(x, scale_factor=3, mode="bicubic", align_corners=False)
+        return self.conv3(torch.relu(self.conv2(torch.relu(self.conv1(x)))))
+
+
+@pytest.fixture(scope="module")
+def srcnn_result():
+    torch.manual_seed(0)
+    model = SRCNN().eval()
+    result = fxport.convert(model, (torch.rand(1 + 1, 3, 12, 10),),
+                            dynamic_shapes={"x": {0: "batch", 2: "height", 3: "width"}})
+    return model, result
+
+
+def test_cnn_with_dynamic_axes_verifies_on_unseen_sizes(srcnn_result):
+    model, result = srcnn_result
+    assert result.verified
+    names = [row.name for row in result.verification]
+    assert names[:2] == ["example", "random"]
+    assert any(n.startswith("larger[") for n in names) and any(n.startswith("smaller[") for n in names)
+    assert result.verification[2].input_shapes == [[3, 3, 18, 15]]
+    # independently of fxport's own verifier: an odd size never seen at export
+    assert_matches_eager(model, result.model, torch.rand(1, 3, 7, 13), atol=1e-4)
+    assert op_counts(result.model)["Conv"] == 3
+    assert set(result.timings) >= {"capture", "lower", "verify"}
+    graph_input = result.model.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param != "" for d in graph_input] == [True, False, True, True]
+
+
+def test_static_loop_unrolls_and_matches():
+    model = StaticLoop().eval()
+    result = fxport.convert(model, model.example_args)
+    assert result.verified
+    assert op_counts(result.model).get("Tanh") == 3
+    assert "Loop" not in op_counts(result.model)
+
+
+def test_user_module_is_not_modified():
+    model = Scale()
+    model.train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = fxport.convert(model, (torch.randn(2, 4),))
+    assert model.training, "train mode restored"
+    assert any("train mode" in w for w in result.warnings)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert "forward" not in vars(model)
+
+
+def test_kwargs_and_extra_verify_inputs():
+    class WithKw(torch.nn.Module):
+        def forward(self, x, *, scale):
+            return x * scale
+
+    model = WithKw()
+    result = fxport.convert(model, (torch.randn(3),), kwargs={"scale": torch.tensor(2.0)},
+                            verify_inputs=[{"x": torch.randn(3), "scale": torch.tensor(-1.5)}])
+    assert [row.name for row in result.verification][-1] == "user-1"
+    assert result.verified
+
+
+def test_torch_export_dim_objects_pass_through():
+    from torch.export import Dim
+
+    result = fxport.convert(Scale(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: Dim("n", min=2, max=64)}})
+    assert result.verified and len(result.verification) == 4
+
+
+def test_output_written_atomically_and_loadable(tmp_path):
+    path = tmp_path / "scale.onnx"
+    result = fxport.convert(Scale(), (torch.randn(2, 4),), output=path)
+    assert result.output_path == str(path)
+    onnx.checker.check_model(onnx.load(path))
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".fxport-")] == []
+
+
+def test_failed_conversion_never_clobbers_existing_output(tmp_path):
+    path = tmp_path / "good.onnx"
+    path.write_bytes(b"previous good model")
+    with pytest.raises(UnsupportedOpsError):
+        fxport.convert(MissingOp(), MissingOp.example_args, output=path)
+    assert path.read_bytes() == b"previous good model"
+    assert os.listdir(tmp_path) == ["good.onnx"]
+
+
+def test_unwritable_output(tmp_path):
+    with pytest.raises(OutputWriteError, match="does not exist"):
+        fxport.convert(Scale(), (torch.randn(2, 4),), output=tmp_path / "no" / "dir" / "m.onnx", verify=False)
+
+
+def test_every_missing_op_listed_at_once_with_user_lines():
+    with pytest.raises(UnsupportedOpsError) as info:
+        fxport.convert(MissingOp(), MissingOp.example_args)
+    ops = {op: str(where) for op, where in info.value.ops}
+    assert set(ops) == {"aten::erfinv", "aten::lgamma"}
+    assert ops["aten::erfinv"].endswith(line_of(BASIC, "torch.special.erfinv"))
+    assert ops["aten::lgamma"].endswith(line_of(BASIC, "torch.lgamma"))
+    assert "\n" not in str(info.value)
+
+
+def test_eager_failure_points_at_user_code():
+    with pytest.raises(EagerRunError) as info:
+        fxport.convert(RaisesInForward(), RaisesInForward.example_args)
+    assert line_of(BASIC, "x @ torch.randn(4, 4)") in str(info.value)
+
+
+def test_stock_capture_failure_on_data_dependent_branch_is_located():
+    """The capture stage alone (no rewrites) names the user's line of the tensor branch."""
+    from fxport.capture import capture
+    from fxport.load import InputSet
+
+    with pytest.raises(CaptureError) as info:
+        capture(DataDependent(), InputSet(DataDependent.example_args))
+    assert "data-dependent control flow" in str(info.value)
+    assert line_of(BASIC, "if x.sum() > 0") in str(info.value)
+
+
+def test_not_a_module():
+    with pytest.raises(UsageError, match="not a torch.nn.Module"):
+        fxport.convert(lambda x: x, (torch.randn(2),))
+
+
+def test_verification_failure_raises_with_table(monkeypatch):
+    """A model whose ONNX differs from eager must fail, never warn."""
+    import fxport.pipeline as pipeline
+
+    real_lower = pipeline.lower
+
+    def corrupting_lower(program, **kwargs):
+        model = real_lower(program, **kwargs)
+        for node in model.graph.node:
+            if node.op_type == "Relu":
+                node.op_type = "Sigmoid"
+        return model
+
+    monkeypatch.setattr(pipeline, "lower", corrupting_lower)
+    with pytest.raises(fxport.VerificationError) as info:
+        fxport.convert(Scale(), (torch.randn(2, 4),))
+    assert len(info.value.report) == 2 and not any(row.passed for row in info.value.report)

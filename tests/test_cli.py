@@ -1,0 +1,90 @@
+"""The fxport command line, run in a subprocess the way a user runs it."""
+
+import json
+import os
+
+import onnx
+import pytest
+
+from tests.conftest import MODELS, line_of, run_cli
+
+BASIC = os.path.join(MODELS, "basic.py")
+
+
+def test_convert_bundled_example_writes_verified_model(tmp_path):
+    out = tmp_path / "srcnn.onnx"
+    result = run_cli("convert", "examples/srcnn.py:SuperResolutionNet", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "verified" in result.stdout and "larger[" in result.stdout
+    assert "Conv×3" in result.stdout
+    onnx.checker.check_model(onnx.load(out))
+
+
+def test_convert_with_input_specs_dynamic_and_report(tmp_path):
+    report = tmp_path / "report.json"
+    result = run_cli("convert", "tests/models/basic.py:TwoInputs", "-i", "x=3x4", "-i", "ids=3:int64",
+                     "--dynamic", "x:0=n", "--dynamic", "ids:0=n", "--report", str(report), "-q")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    data = json.loads(report.read_text())
+    assert data["verified"] is True
+    shapes = [row["input_shapes"] for row in data["verification"]]
+    assert [[4, 4], [4]] in shapes and [[2, 4], [2]] in shapes, "dims named alike vary together"
+
+
+def test_json_output_and_inputs_fn():
+    static = run_cli("convert", "tests/models/basic.py:TwoInputs", "--inputs-fn",
+                     "tests/models/basic.py:inputs_for_two")
+    assert static.returncode == 1
+    assert "the user-1 inputs give x shape [5, 3] but the model was exported with [2, 3]" in static.stderr
+    result = run_cli("convert", "tests/models/basic.py:TwoInputs", "--inputs-fn",
+                     "tests/models/basic.py:inputs_for_two", "--dynamic", "x:0=n", "--dynamic", "ids:0=n", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["ok"] and data["verified"]
+    assert data["verification"][-1]["name"] == "user-1"
+    assert data["verification"][-1]["input_shapes"] == [[5, 3], [5]]
+
+
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["convert", "tests/models/basic.py:Nope"], 2, "has no attribute 'Nope'"),
+        (["convert", "tests/models/missing.py:Net"], 2, "does not exist"),
+        (["convert", "tests/models/basic.py:NeedsArgs"], 2, "needs constructor arguments"),
+        (["convert", "tests/models/basic.py:NoInputs"], 2, "no example inputs"),
+        (["convert", "tests/models/basic.py:TwoInputs", "-i", "x=3xq"], 2, "bad shape"),
+        (["convert", "tests/models/basic.py:Scale", "--opset", "99"], 2, "out of range"),
+        (["convert", "tests/models/basic.py:Scale", "--device", "tpu"], 2, "Invalid value"),
+        (["convert", "tests/models/basic.py:MissingOp"], 1, "aten::erfinv"),
+        (["convert", "tests/models/basic.py:RaisesInForward"], 1, "the model raised RuntimeError"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(args, code, fragment):
+    result = run_cli(*args)
+    assert result.returncode == code, result.stderr
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+    if code == 1:
+        assert len([l for l in result.stderr.splitlines() if l.startswith("error:")]) == 1
+
+
+def test_error_names_user_file_line_and_debug_shows_traceback():
+    result = run_cli("convert", "tests/models/basic.py:RaisesInForward")
+    assert line_of(BASIC, "x @ torch.randn(4, 4)") in result.stderr
+    debug = run_cli("convert", "tests/models/basic.py:RaisesInForward", "--debug")
+    assert "Traceback" in debug.stderr
+
+
+def test_json_error_and_no_output_file_left(tmp_path):
+    out = tmp_path / "m.onnx"
+    result = run_cli("convert", "tests/models/basic.py:MissingOp", "-o", str(out), "--json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["ok"] is False and data["error"] == "UnsupportedOpsError" and data["stage"] == "lower"
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_python_dash_m_help():
+    result = run_cli("--help")
+    assert result.returncode == 0 and "convert" in result.stdout
