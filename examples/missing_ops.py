@@ -20,6 +20,7 @@ class MissingOps(torch.nn.Module):
             torch.hypot(x, y),
             torch.cummax(x, 1)[0],
             torch.cummin(x, 0)[1],
+            torch.cumprod(x, 1),
             torch.median(x, 1)[0],
             torch.median(y),
             torch.nanmedian(x, 0)[0],

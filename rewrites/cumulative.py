@@ -1,7 +1,10 @@
-"""Running maximum / minimum: ``aten::cummax`` and ``aten::cummin`` (values and indices).
+"""Running maximum / minimum / product: ``aten::cummax``, ``aten::cummin`` (values and
+indices) and ``aten::cumprod``.
 
-ONNX has no cumulative max, so each position compares itself with every earlier position
-(an n×n mask along ``dim``): exact, any dtype, O(n²) memory along that dimension.
+ONNX has no cumulative max or product, so each position combines itself with every earlier
+position (an n×n mask along ``dim``): cummax/cummin are exact for any dtype; cumprod multiplies
+in a different order than torch's running product (float error grows like n·eps). Memory is
+O(n²) along that dimension.
 Semantics follow torch: on ties the *latest* index wins; once a NaN appears the value stays
 NaN and the index is that of the latest NaN so far.
 """
@@ -50,3 +53,26 @@ def cummax(self, dim: int):
 def cummin(self, dim: int):
     """Running minimum along dim (values, indices); exact; O(n²) memory along dim."""
     return _running_extreme(self, dim, largest=False)
+
+
+# torch ScalarType codes (c10/core/ScalarType.h) → ONNX element types.
+_SCALAR_TYPES = {3: ir.DataType.INT32, 4: ir.DataType.INT64, 5: ir.DataType.FLOAT16,
+                 6: ir.DataType.FLOAT, 7: ir.DataType.DOUBLE, 15: ir.DataType.BFLOAT16}
+
+
+@fxport.onnx_op("aten::cumprod", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def cumprod(self, dim: int, dtype: int | None = None):
+    """Running product along dim (integers accumulate in int64, like torch); O(n²) memory."""
+    if dtype is not None:  # the exporter passes an ONNX DataType (or a torch ScalarType code)
+        x = op.Cast(self, to=dtype if isinstance(dtype, ir.DataType) else _SCALAR_TYPES[dtype])
+    elif not is_float(self):
+        x = op.Cast(self, to=ir.DataType.INT64)
+    else:
+        x = self
+    r = rank(self)
+    x, inverse = move_axis_last(x, norm_dim(dim, self), r)
+    positions = arange_along(x, r - 1)
+    earlier = op.LessOrEqual(op.Unsqueeze(positions, ints(0)), op.Unsqueeze(positions, ints(1)))
+    one = op.CastLike(op.Constant(value_int=1), x)
+    factors = op.Where(earlier, op.Unsqueeze(x, ints(-2)), one)
+    return restore_axis(op.ReduceProd(factors, ints(-1), keepdims=0), inverse)

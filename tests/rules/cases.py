@@ -81,6 +81,16 @@ def _small_ints(seed: int):
     return torch.randint(-3, 4, (4, 9, 5), generator=_gen(seed))
 
 
+def _cumprod_input():
+    g = _gen(30)
+    x = (torch.rand(4, 9, 5, generator=g) * 1.5 + 0.5) * torch.randn(4, 9, 5, generator=g).sign()
+    x[0, 4, 0] = 0.0
+    x[1, 2, 1] = INF
+    x[2, 6, 2] = NAN
+    x[3, 0, 3] = -INF
+    return x
+
+
 def _search_inputs():
     g = _gen(5)
     boundaries = torch.sort(torch.randn(12, generator=g))[0]
@@ -132,6 +142,11 @@ CASES = [
          "4x9x5 float with nan, ±inf, ties"),
     Case("cummin_int", "aten::cummin", lambda x: torch.cummin(x, 1), (_small_ints(4),), 0, 0,
          "int64 in [-3, 3]"),
+    Case("cumprod", "aten::cumprod", lambda x: torch.cumprod(x, 1), (_cumprod_input(),), 0,
+         2e-6, "4x9x5 in ±[0.5, 2] with 0, ±inf, nan"),
+    Case("cumprod_int_dtype", "aten::cumprod",
+         lambda x: (torch.cumprod(x, 0), torch.cumprod(x, -1, dtype=torch.float64)),
+         (_small_ints(31).to(torch.int32),), 0, 0, "int32 → int64 accumulation; dtype=float64"),
     Case("median_dim", "aten::median.dim", lambda x: torch.median(x, 1), (_table_3d(7, False),),
          0, 0, "4x9x5 float, odd length"),
     Case("median_dim_nan_keepdim", "aten::median.dim",
