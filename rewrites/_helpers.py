@@ -27,8 +27,13 @@ def is_float(value) -> bool:
 
 
 def const_like(number: float, like):
-    """A scalar constant with the dtype of ``like``."""
-    return op.CastLike(op.Constant(value_float=float(number)), like)
+    """A scalar constant with the dtype of ``like``.
+
+    Written as float64 and cast, so float64 computations get full-precision constants (a
+    float32 ``value_float`` would round pi and series coefficients to ~1e-8).
+    """
+    return op.CastLike(op.Constant(value=ir.tensor(float(number), dtype=ir.DataType.DOUBLE)),
+                       like)
 
 
 def ints(*values: int):

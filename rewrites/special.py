@@ -95,6 +95,8 @@ def lgamma(self):
         positive)
     y = op.Where(op.Less(x, half), reflection, positive)
     y = op.Where(op.Or(op.IsInf(x), _is_pole(x)), const_like(math.inf, x), y)
+    exact_zero = op.Or(op.Equal(x, const_like(1.0, x)), op.Equal(x, const_like(2.0, x)))
+    y = op.Where(exact_zero, const_like(0.0, x), y)  # lgamma(1) = lgamma(2) = 0 exactly
     return op.CastLike(y, self)
 
 
