@@ -33,4 +33,6 @@ class MissingOps(torch.nn.Module):
             torch.cdist(x, y, p=float("inf")),
             torch.linalg.inv(square),
             torch.linalg.solve(square, y[:6]),
+            torch.linalg.cholesky(square),
+            torch.linalg.solve_triangular(square.triu(), y[:6], upper=True),
         )

@@ -1,11 +1,13 @@
-"""``torch.linalg.inv`` and ``torch.linalg.solve``: Gauss-Jordan elimination with partial
-pivoting, unrolled over the (static) matrix size and computed in float64 inside the graph.
+"""Dense linear algebra, unrolled over the (static) matrix size and computed in float64 inside
+the graph: ``linalg.inv`` and ``linalg.solve`` (Gauss-Jordan elimination with partial
+pivoting), ``linalg.cholesky`` (column by column) and ``linalg.solve_triangular``
+(substitution).
 
-Registered for ``aten::linalg_inv``, ``aten::linalg_inv_ex`` and ``aten::linalg_solve`` (the
-op the model calls is kept whole; ``linalg_inv_ex`` covers pre-decomposed programs). The
-matrix size must be static; batch dimensions may be dynamic. A singular matrix yields inf/NaN
-where torch raises. The graph has O(n) steps of O(n²) work each — meant for small systems
-(n ≲ 64).
+The op the model calls is registered, so it is kept whole; the ``*_ex`` variants cover
+pre-decomposed programs (their ``info`` output is always 0). The matrix size must be static;
+batch dimensions may be dynamic. A singular (or, for Cholesky, non positive-definite) matrix
+yields inf/NaN where torch raises. The graphs have O(n) steps of O(n²) work each — meant for
+small systems (n ≲ 64).
 """
 
 from __future__ import annotations
@@ -118,3 +120,81 @@ def linalg_solve(A, B, left: bool = True):
         r = max(a_rank, b_rank)
         X = op.Transpose(X, perm=list(range(r - 2)) + [r - 1, r - 2])
     return X
+
+
+def _swap_last_two(value, r: int):
+    return op.Transpose(value, perm=list(range(r - 2)) + [r - 1, r - 2])
+
+
+def _cholesky_lower(A, n: int):
+    """Lower Cholesky factor, column by column (float64 inside); NaN when not positive definite."""
+    a = op.Cast(A, to=ir.DataType.DOUBLE)
+    rows = op.Constant(value_ints=list(range(n)))
+    columns = []
+    for j in range(n):
+        column = op.Gather(a, op.Constant(value_ints=[j]), axis=-1)            # [..., n, 1]
+        if columns:
+            done = op.Concat(*columns, axis=-1)                                  # [..., n, j]
+            row_j = op.Gather(done, op.Constant(value_ints=[j]), axis=-2)        # [..., 1, j]
+            column = op.Sub(column, op.MatMul(done, op.Transpose(
+                row_j, perm=list(range(rank(A) - 2)) + [rank(A) - 1, rank(A) - 2])))
+        diagonal = op.Sqrt(op.Gather(column, op.Constant(value_ints=[j]), axis=-2))
+        below = op.Unsqueeze(op.GreaterOrEqual(rows, op.Constant(value_int=j)), ints(-1))
+        columns.append(op.Where(below, op.Div(column, diagonal), _double(0.0)))
+    return op.CastLike(op.Concat(*columns, axis=-1), A)
+
+
+@fxport.onnx_op("aten::linalg_cholesky", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def linalg_cholesky(self, upper: bool = False):
+    """Cholesky factor (lower, or upper=True), batched, float64 inside; NaN if not PD."""
+    A = self
+    factor = _cholesky_lower(A, _static_size(A, "linalg.cholesky"))
+    return _swap_last_two(factor, rank(A)) if upper else factor
+
+
+@fxport.onnx_op("aten::linalg_cholesky_ex", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def linalg_cholesky_ex(self, upper: bool = False, check_errors: bool = False):
+    """linalg.cholesky_ex: the factor and info = 0 (non-PD input gives NaN, not info > 0)."""
+    A = self
+    factor = _cholesky_lower(A, _static_size(A, "linalg.cholesky_ex"))
+    factor = _swap_last_two(factor, rank(A)) if upper else factor
+    info = op.Cast(op.ConstantOfShape(op.Shape(A, end=-2)), to=ir.DataType.INT32)
+    return factor, info
+
+
+def _substitute(a, b, n: int, upper: bool, unit: bool):
+    """Solve the triangular system a x = b row by row (a [..., n, n], b [..., n, k])."""
+    solved = {}
+    order = range(n - 1, -1, -1) if upper else range(n)
+    for i in order:
+        row_b = op.Gather(b, op.Constant(value_ints=[i]), axis=-2)               # [..., 1, k]
+        known = sorted(solved)
+        if known:
+            coefficients = op.Gather(op.Gather(a, op.Constant(value_ints=[i]), axis=-2),
+                                     op.Constant(value_ints=known), axis=-1)    # [..., 1, m]
+            values = op.Concat(*[solved[k] for k in known], axis=-2)            # [..., m, k]
+            row_b = op.Sub(row_b, op.MatMul(coefficients, values))
+        if not unit:
+            pivot = op.Gather(op.Gather(a, op.Constant(value_ints=[i]), axis=-2),
+                              op.Constant(value_ints=[i]), axis=-1)              # [..., 1, 1]
+            row_b = op.Div(row_b, pivot)
+        solved[i] = row_b
+    return op.Concat(*[solved[i] for i in range(n)], axis=-2)
+
+
+@fxport.onnx_op("aten::linalg_solve_triangular", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def linalg_solve_triangular(self, B, upper: bool, left: bool = True,
+                            unitriangular: bool = False):
+    """Triangular solve (upper/lower, left/right, unit diagonal), batched, float64 inside."""
+    A = self
+    n = _static_size(A, "linalg.solve_triangular")
+    a_rank, b_rank = rank(A), rank(B)
+    a64, b64 = op.Cast(A, to=ir.DataType.DOUBLE), op.Cast(B, to=ir.DataType.DOUBLE)
+    if not left:  # X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way
+        a64, b64 = _swap_last_two(a64, a_rank), _swap_last_two(b64, b_rank)
+        upper = not upper
+    a64, b64 = _broadcast_ranks(a64, b64, a_rank, b_rank)
+    solution = _substitute(a64, b64, n, upper, unitriangular)
+    if not left:
+        solution = _swap_last_two(solution, max(a_rank, b_rank))
+    return op.CastLike(solution, A)

@@ -125,6 +125,11 @@ def _systems(seed: int, n: int = 6):
     return a, torch.randn(3, n, 2, generator=g), torch.randn(3, n, generator=g)
 
 
+def _spd(seed: int, n: int = 6):
+    m = torch.randn(3, n, n, generator=_gen(seed))
+    return m @ m.transpose(-1, -2) + torch.eye(n)
+
+
 CASES = [
     Case("erfinv", "aten::erfinv", torch.erfinv, _erfinv_inputs(), 1e-6, 1e-5,
          "[-1, 1] step 5e-5, ±1, |x|>1, ±0, 1-6e-8, nan"),
@@ -207,6 +212,20 @@ CASES = [
     Case("linalg_solve_broadcast", "aten::linalg_solve",
          lambda a, b: torch.linalg.solve(a[0], b), _systems(29)[:2], 1e-5, 1e-4,
          "unbatched A, batched B"),
+    Case("linalg_cholesky", "aten::linalg_cholesky", torch.linalg.cholesky,
+         (_spd(32),), 1e-5, 1e-4, "batched 6x6 SPD (A Aᵀ + I)"),
+    Case("linalg_cholesky_upper", "aten::linalg_cholesky",
+         lambda a: torch.linalg.cholesky(a, upper=True), (_spd(33),), 1e-5, 1e-4, "upper=True"),
+    Case("linalg_cholesky_ex", "aten::linalg_cholesky_ex",
+         lambda a: torch.linalg.cholesky_ex(a), (_spd(34),), 1e-5, 1e-4, "factor and info"),
+    Case("solve_triangular_lower", "aten::linalg_solve_triangular",
+         lambda a, b: torch.linalg.solve_triangular(a.tril(), b, upper=False),
+         _systems(35)[:2], 1e-5, 1e-4, "lower, left"),
+    Case("solve_triangular_upper_right_unit", "aten::linalg_solve_triangular",
+         lambda a, b: torch.linalg.solve_triangular(a.triu(), b, upper=True, left=False,
+                                                    unitriangular=True),
+         (_systems(36)[0], _systems(36)[1].transpose(-1, -2)), 1e-5, 1e-4,
+         "upper, left=False, unitriangular"),
 ]
 
 
