@@ -75,6 +75,11 @@ def run_guarded(mode: OutputMode, action):
             rows = getattr(exc, "report", None)
             if rows:
                 stderr.print(verification_table(rows))
+            skeleton = getattr(exc, "skeleton", "")
+            if skeleton:
+                stderr.print("\n# Rule skeletons: save as rules.py, fill in, pass with --rules "
+                             "rules.py\n", highlight=False)
+                stderr.print(escape(skeleton), highlight=False)
         raise typer.Exit(exc.exit_code)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise

@@ -87,3 +87,13 @@ def test_ops_lists_every_missing_op_with_a_loadable_skeleton(tmp_path):
 def test_ops_says_when_everything_translates():
     result = run("ops", os.path.join(CUSTOM_OPS, "erfinv_model.py:Erfinv"), "-i", "x=8")
     assert result.exit_code == 0 and "Every op has an ONNX translation" in result.stdout
+
+
+def test_conversion_error_carries_the_rule_skeletons(tmp_path):
+    model = tmp_path / "missing_i0.py"
+    model.write_text("import torch\n\nclass Net(torch.nn.Module):\n"
+                     "    def forward(self, x):\n        return torch.special.i0(x)\n")
+    result = run("convert", f"{model}:Net", "-i", "x=3")
+    assert result.exit_code == 1
+    assert re.search(r"aten::i0 \(\S*missing_i0.py:5\)", result.stderr)
+    assert '@fxport.onnx_op("aten::i0")' in result.stderr and "def i0(self):" in result.stderr
