@@ -1,6 +1,6 @@
 """What every fxport rule shares: a name, a tier, a target, a scope, a priority, provenance.
 
-Rules are data. The decorators in :mod:`fxport.rules.op`, :mod:`fxport.rules.patch` and
+Rules are data. The decorators in :mod:`fxport.rules.op`, :mod:`fxport.rules.patching` and
 :mod:`fxport.rules.graph` build them; :mod:`fxport.rules.registry` resolves a set of them into
 the :class:`~fxport.rules.registry.RuleSet` the pipeline applies.
 

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 import typing
 from typing import Any, Callable, Sequence
@@ -190,7 +191,6 @@ def capture(function: Callable, example_inputs: tuple, rule_name: str, role: str
         ) from err
     graph_module = exported.graph_module
     try:
-        import inspect
         names = list(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         names = []
