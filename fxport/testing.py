@@ -9,7 +9,8 @@ Example::
     ...         return torch.erfinv(x)
     >>> x = torch.linspace(-0.99, 0.99, 101)
     >>> check = fxport.testing.assert_rule_converts(
-    ...     Net(), (x,), expect_fired=["aten::erfinv"], inputs=[(torch.tensor([-1.0, 0.0, 1.0]),)])
+    ...     Net(), (x,), expect_fired=["aten::erfinv"], dynamic_shapes={"x": {0: "n"}},
+    ...     inputs=[(torch.tensor([-1.0, 0.0, 1.0]),)])
     >>> check.fired["aten::erfinv"], check.max_abs_error < 1e-5
     (1, True)
 """
@@ -61,7 +62,8 @@ def assert_rule_converts(
     Fails (AssertionError) when a rule in ``expect_fired`` applied zero times, or when ONNX
     Runtime and eager differ beyond ``atol + rtol·|eager|`` on ``args`` or any of ``inputs``
     (NaN and ±inf must appear at the same places). ``run_onnx=False`` skips the comparison
-    (for models with custom-domain nodes ONNX Runtime cannot run).
+    (for models with custom-domain nodes ONNX Runtime cannot run). Inputs of other sizes than
+    ``args`` need ``dynamic_shapes`` (torch.export's format or ``{"x": {0: "n"}}``).
     """
     import fxport
 
@@ -104,7 +106,13 @@ def compare_with_eager(model: torch.nn.Module, onnx_model: onnx.ModelProto, args
         expected = model(*args)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(
         torch.utils._pytree.tree_leaves(expected))
-    actual = run_onnx(onnx_model, args)
+    try:
+        actual = run_onnx(onnx_model, args)
+    except Exception as err:  # noqa: BLE001 - ONNX Runtime's own error types
+        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        raise AssertionError(f"ONNX Runtime failed on inputs of shapes {shapes}: "
+                             f"{str(err).splitlines()[0]} (other sizes than the example need "
+                             f"dynamic_shapes=...)") from err
     if len(actual) != len(expected):
         raise AssertionError(f"ONNX has {len(actual)} outputs, eager {len(expected)}")
     worst_abs = worst_rel = 0.0
