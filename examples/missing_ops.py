@@ -34,5 +34,6 @@ class MissingOps(torch.nn.Module):
             torch.linalg.inv(square),
             torch.linalg.solve(square, y[:6]),
             torch.linalg.cholesky(square),
+            torch.histc(x, bins=10),
             torch.linalg.solve_triangular(square.triu(), y[:6], upper=True),
         )

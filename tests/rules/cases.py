@@ -125,6 +125,23 @@ def _systems(seed: int, n: int = 6):
     return a, torch.randn(3, n, 2, generator=g), torch.randn(3, n, generator=g)
 
 
+def _histc_input():
+    x = torch.randn(3000, generator=_gen(37)) * 0.9
+    x[:2] = torch.tensor([-3.0, 3.0])  # the data range: [-3, 3]
+    edges = -3.0 + torch.arange(8, dtype=torch.float32) * (6.0 / 7.0)  # 7-bin edges
+    x[2:10] = edges
+    x[10:18] = torch.nextafter(edges, torch.tensor(INF))
+    x[18:26] = torch.nextafter(edges, torch.tensor(-INF))
+    return x.clamp(-3.0, 3.0)
+
+
+def _histc_explicit_input():
+    x = _histc_input().clone()
+    x[30] = NAN
+    x[31:36] = torch.tensor([-1.0, 2.0, -0.4, 0.2, 0.8])  # explicit range and its 5-bin edges
+    return x
+
+
 def _spd(seed: int, n: int = 6):
     m = torch.randn(3, n, n, generator=_gen(seed))
     return m @ m.transpose(-1, -2) + torch.eye(n)
@@ -212,6 +229,12 @@ CASES = [
     Case("linalg_solve_broadcast", "aten::linalg_solve",
          lambda a, b: torch.linalg.solve(a[0], b), _systems(29)[:2], 1e-5, 1e-4,
          "unbatched A, batched B"),
+    Case("histc_data_range", "aten::histc", lambda x: torch.histc(x, bins=7),
+         (_histc_input(),), 0, 0, "default min=max=0 (data range), values on bin edges"),
+    Case("histc_constant", "aten::histc", lambda x: torch.histc(x * 0 + 3, bins=4),
+         (_histc_input(),), 0, 0, "constant data: range widened to [2, 4]"),
+    Case("histc_explicit", "aten::histc", lambda x: torch.histc(x, bins=5, min=-1, max=2),
+         (_histc_explicit_input(),), 0, 0, "explicit range; values outside it and nan ignored"),
     Case("linalg_cholesky", "aten::linalg_cholesky", torch.linalg.cholesky,
          (_spd(32),), 1e-5, 1e-4, "batched 6x6 SPD (A Aᵀ + I)"),
     Case("linalg_cholesky_upper", "aten::linalg_cholesky",
