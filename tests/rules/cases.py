@@ -35,6 +35,8 @@ class Case:
     atol: float
     rtol: float
     domain: str = ""
+    #: False where float64 changes the answer itself (binning moves edge values).
+    float64_reference: bool = True
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -230,11 +232,11 @@ CASES = [
          lambda a, b: torch.linalg.solve(a[0], b), _systems(29)[:2], 1e-5, 1e-4,
          "unbatched A, batched B"),
     Case("histc_data_range", "aten::histc", lambda x: torch.histc(x, bins=7),
-         (_histc_input(),), 0, 0, "default min=max=0 (data range), values on bin edges"),
+         (_histc_input(),), 0, 0, "default min=max=0 (data range), values on bin edges", float64_reference=False),
     Case("histc_constant", "aten::histc", lambda x: torch.histc(x * 0 + 3, bins=4),
-         (_histc_input(),), 0, 0, "constant data: range widened to [2, 4]"),
+         (_histc_input(),), 0, 0, "constant data: range widened to [2, 4]", float64_reference=False),
     Case("histc_explicit", "aten::histc", lambda x: torch.histc(x, bins=5, min=-1, max=2),
-         (_histc_explicit_input(),), 0, 0, "explicit range; values outside it and nan ignored"),
+         (_histc_explicit_input(),), 0, 0, "explicit range; values outside it and nan ignored", float64_reference=False),
     Case("linalg_cholesky", "aten::linalg_cholesky", torch.linalg.cholesky,
          (_spd(32),), 1e-5, 1e-4, "batched 6x6 SPD (A Aᵀ + I)"),
     Case("linalg_cholesky_upper", "aten::linalg_cholesky",
@@ -259,7 +261,7 @@ def error_vs_float64(case: Case, onnx_model) -> tuple[float, float] | None:
 
     import fxport.testing
 
-    if not all(a.is_floating_point() for a in case.args):
+    if not case.float64_reference or not all(a.is_floating_point() for a in case.args):
         return None
     with torch.no_grad():
         reference = Apply(case.function)(*[a.double() for a in case.args])
