@@ -101,7 +101,10 @@ def run_onnx(model: onnx.ModelProto, args: Sequence[Any]) -> list[np.ndarray]:
 
 def compare_with_eager(model: torch.nn.Module, onnx_model: onnx.ModelProto, args: Sequence[Any],
                        atol: float, rtol: float) -> tuple[float, float]:
-    """Max (abs, rel) error of ONNX Runtime vs eager on ``args``; AssertionError beyond tolerance."""
+    """Max (abs, rel) error of ONNX Runtime vs eager on ``args``.
+
+    Raises AssertionError beyond ``atol + rtol·|eager|``.
+    """
     with torch.no_grad():
         expected = model(*args)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(

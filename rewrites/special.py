@@ -32,7 +32,7 @@ def _horner(coefficients, w):
 
 @fxport.onnx_op("aten::erfinv", opset=18, priority=fxport.rules.BUILTIN_PRIORITY)
 def erfinv(self):
-    """Inverse error function: Giles' approximation plus one Newton step; ±1 → ±inf, |x|>1 → nan."""
+    """Inverse error function (Giles + one Newton step); ±1 → ±inf, |x| > 1 → nan."""
     x = op.Cast(self, to=ir.DataType.FLOAT)
     one = const_like(1.0, x)
     w = op.Neg(op.Log(op.Mul(op.Sub(one, x), op.Add(one, x))))

@@ -312,5 +312,6 @@ if __name__ == "__main__":
     print("| --- | --- | --- | --- | --- |")
     for case_id, rule, abs_err, rel_err, exact, domain in measure():
         versus_exact = "—" if exact is None else f"{exact[0]:.2g} / {exact[1]:.2g}"
-        print(f"| {case_id} | `{rule}` | {domain.replace(chr(124), chr(92) + chr(124))} | {abs_err:.2g} / {rel_err:.2g} "
+        cell = domain.replace("|", "\\|")
+        print(f"| {case_id} | `{rule}` | {cell} | {abs_err:.2g} / {rel_err:.2g} "
               f"| {versus_exact} |")
