@@ -25,12 +25,14 @@ import onnx
 import torch
 
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
+from fxport.controlflow import convert_control_flow
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower
 from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
                               verify_at_precision)
 from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
+from fxport.rules import resolve as resolve_rules
 from fxport.verify import resolve_device
 
 #: ``progress(stage, state)`` with state ``"start"`` or ``"done"``; the CLI draws it.
@@ -48,6 +50,9 @@ def convert(
     verify: bool = True,
     device: str = "auto",
     rules: Any = None,
+    disable_rules: Any = (),
+    if_strategy: str = "auto",
+    control_flow: bool = True,
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
@@ -67,7 +72,13 @@ def convert(
         verify: compare ONNX Runtime with eager PyTorch on the example, fresh values and other
             sizes along dynamic dimensions (plus ``verify_inputs``).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for verification.
-        rules: extra rewrite rules (see docs/rules.md).
+        rules: extra rewrite rules (see docs/rules.md): decorated functions/classes, modules,
+            rule-file paths, or a list of those; the built-ins in rewrites/ always apply.
+        disable_rules: names of rules to leave out (``fxport rules`` lists them).
+        if_strategy: how tensor-conditioned ``if`` statements are converted: ``"auto"`` (where
+            for pure cheap branches, cond otherwise), ``"where"`` or ``"cond"``.
+        control_flow: convert data-dependent Python control flow (see docs/control-flow.md);
+            ``False`` captures the model's code as it is.
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
@@ -95,6 +106,7 @@ def convert(
     result_warnings: list[str] = []
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
+    ruleset = resolve_rules(rules, disable=disable_rules, opset=opset, device=verify_device)
     check_precision(precision, calibration, min_cosine)
     calibration_sets = load_calibration(calibration) if calibration is not None else None
     node_counts: dict[str, int] = {}
@@ -103,10 +115,16 @@ def convert(
         with timer("eager"):
             register_output_dataclasses(run_eager(model, example))
         export_model, export_example = exported_at_precision(model, example, precision)
-        with timer("capture"), capture_rewrites(export_model, rewrites):
+        with timer("capture"), ruleset.patches_applied(rewrites), \
+                capture_rewrites(export_model, rewrites, if_strategy if control_flow else None):
             program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
+        with timer("rewrite"):
+            program = ruleset.apply_graph_rules(program, rewrites)
         with timer("lower"):
-            onnx_model = float_model = lower(program, opset=opset, optimize=optimize, node_counts=node_counts)
+            onnx_model = float_model = lower(program, opset=opset, optimize=optimize,
+                                             translation_table=ruleset.translation_table(),
+                                             node_counts=node_counts)
+            ruleset.record_op_rules_fired(onnx_model, rewrites)
         if precision != "fp32":
             with timer(precision):
                 onnx_model = apply_precision(float_model, precision, calibration_sets)
@@ -138,9 +156,16 @@ def convert(
 
 
 @contextlib.contextmanager
-def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite]) -> Iterator[None]:
-    """Install the source-level rewrites for the duration of capture; ``records`` collects them."""
-    yield
+def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite], if_strategy: str | None) -> Iterator[None]:
+    """Install the source-level rewrites for the duration of capture; ``records`` collects them.
+
+    ``if_strategy`` None leaves the model's control flow as written.
+    """
+    with contextlib.ExitStack() as stack:
+        if if_strategy is not None:
+            records_cf = stack.enter_context(convert_control_flow(model, strategy=if_strategy))
+            stack.callback(lambda: records.extend(records_cf))
+        yield
 
 
 class StageTimer:
