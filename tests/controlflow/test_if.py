@@ -238,3 +238,13 @@ def test_eager_call_inside_block_keeps_python_semantics():
         got = model(x)
     torch.testing.assert_close(got, m.ElifChain()(x))
     assert records == []
+
+
+def test_node_stack_traces_point_at_user_lines():
+    model = m.IfElse()
+    with convert_control_flow(model):
+        program = torch.export.export(model, (scaled(3, 1.0),), strict=False)
+    muls = [n for n in program.graph.nodes if n.op == "call_function" and "mul" in str(n.target)]
+    assert muls, program.graph
+    trace = muls[0].meta.get("stack_trace", "")
+    assert f'if_models.py", line {_line_of(m.IfElse.forward, "y = x * 2")}' in trace, trace
