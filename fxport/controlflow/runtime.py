@@ -81,6 +81,9 @@ _PROBING = [0]  # > 0 while a loop body runs once outside the loop to learn its 
 @contextlib.contextmanager
 def probing():
     """Run a loop body as the loop will (nested ifs select with where), without recording."""
+    if torch.compiler.is_dynamo_compiling():  # already in a traced body; no state to change
+        yield
+        return
     _PROBING[0] += 1
     try:
         yield
