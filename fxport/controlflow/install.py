@@ -75,8 +75,17 @@ def _build(fn: types.FunctionType) -> Callable:
             where=SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno, fn.__qualname__),
             hint="define it in a .py file (not the REPL or exec) so fxport can read it",
         ) from None
-    result = convert_function(fn)
-    code = compile(result.module, result.source.filename, "exec")
+    try:
+        result = convert_function(fn)
+        code = compile(result.module, result.source.filename, "exec")
+    except ControlFlowError:
+        raise
+    except Exception as exc:  # an unsupported construct: say where, never a bare traceback
+        raise ControlFlowError(
+            f"cannot convert {fn.__qualname__}: {type(exc).__name__}: {exc}",
+            where=SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno, fn.__qualname__),
+            hint="simplify the function's control flow or report this to fxport",
+        ) from exc
     _register_stack_trace_anchors(code, result.factory_name)
     namespace: dict = {}
     exec(code, fn.__globals__, namespace)

@@ -283,6 +283,9 @@ class FunctionConverter:
         }
         self.infos: list[StatementInfo] = []
         self.parents: list[StatementInfo] = []
+        self.declared_outer = {
+            name for node in ast.walk(fdef) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names
+        }
         self.function_source = FunctionSource(fn.__qualname__, self.filename, self.source_before)
 
     def location(self, node: ast.AST) -> SourceLocation:
@@ -368,6 +371,7 @@ class FunctionConverter:
         modified = _state_names(analysis.writes(node.body + node.orelse)) | appended
         live_after = getattr(node, "_fx_live_out", set())
         outputs = tuple(sorted((modified & live_after) | appended))
+        _check_no_outer_writes(self, "if", node, modified)
         free = self._free_locals(node.body + node.orelse, defined) - modified
         params = tuple(sorted(modified)) + tuple(sorted(free))
         info = StatementInfo(
@@ -427,6 +431,7 @@ class FunctionConverter:
         modified = _state_names(analysis.writes(node.body))
         if isinstance(node, ast.For):
             modified -= analysis.writes(node.target)
+        _check_no_outer_writes(self, kind, node, modified)
         appended = _appended_lists(node.body) - modified
         body_live_in = getattr(node, "_fx_body_live_in", set())
         live_after = getattr(node, "_fx_live_out", set())
@@ -477,6 +482,17 @@ class FunctionConverter:
         defined |= set(state) | analysis.writes(target)
         out = [body_fn, self._assign_outputs(state, call, node)]
         return out + self.convert_block(node.orelse, defined)
+
+
+def _check_no_outer_writes(converter: "FunctionConverter", construct: str, node: ast.AST, modified: set[str]) -> None:
+    """Outlined blocks cannot assign names declared global/nonlocal (they would become local)."""
+    clash = sorted(modified & converter.declared_outer)
+    if clash:
+        raise ControlFlowError(
+            f"{construct} assigns the global/nonlocal variable {clash[0]!r}",
+            where=converter.location(node),
+            hint="return the value and assign it outside the statement",
+        )
 
 
 def _state_names(names: set[str]) -> set[str]:
