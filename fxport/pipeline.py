@@ -49,6 +49,7 @@ def convert(
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
+    keep_artifacts: bool = False,
 ) -> ConversionResult:
     """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
 
@@ -66,6 +67,10 @@ def convert(
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
+        keep_artifacts: also return intermediate artefacts in ``result.artifacts``:
+            ``"exported_program_before"`` (a GraphModule snapshot of the captured aten program
+            before graph rules, which edit the program in place) and ``"exported_program_after"``
+            (the ExportedProgram that was lowered). ``fxport diff`` uses them.
 
     Returns:
         A :class:`~fxport.report.ConversionResult`.
@@ -84,12 +89,18 @@ def convert(
     result_warnings: list[str] = []
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
+    artifacts: dict[str, Any] = {}
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
             run_eager(model, example)
         with timer("capture"), capture_rewrites(model, rewrites):
             program = capture(model, example, dynamic_shapes, notes=result_warnings)
+        if keep_artifacts:
+            artifacts["exported_program_before"] = snapshot_graph_module(program)
+        # graph rules (fxport/rules) rewrite ``program`` here, between the two snapshots
+        if keep_artifacts:
+            artifacts["exported_program_after"] = program
         with timer("lower"):
             onnx_model = lower(program, opset=opset, optimize=optimize)
         verification = []
@@ -112,7 +123,16 @@ def convert(
         timings=timer.seconds,
         opset=default_opset(onnx_model),
         warnings=result_warnings,
+        artifacts=artifacts,
     )
+
+
+def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """A copy of ``program``'s graph (sharing its weights) that later in-place rewrites leave alone."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(program.graph, {})
+    graph.output(output)
+    return torch.fx.GraphModule(program.graph_module, graph)
 
 
 @contextlib.contextmanager
