@@ -1,0 +1,287 @@
+"""``fxport diff``: what rewriting changed, from source to captured graph to ONNX.
+
+:func:`diff_model` converts a model with fxport (keeping the intermediate aten programs) and
+builds the same pictures for the stock path:
+
+- **source**: per control-flow / patch rewrite, the user's function before and after;
+- **captured graph**: stock ``torch.export`` vs fxport's capture (with rewrites installed), and
+  fxport's capture before vs after graph rules. When stock capture fails, "before" is what the
+  legacy TorchScript trace records for the example input: the branch and trip count it bakes in;
+- **ONNX**: stock ``torch.onnx.export(dynamo=True)`` (or the TorchScript exporter when capture
+  fails) vs fxport's model: op-count deltas and a node-level diff.
+
+:func:`diff_onnx_files` is the same ONNX part for two files.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.diff import diff_model
+    >>> class Net(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return torch.relu(x) * 2
+    >>> d = diff_model(Net(), (torch.randn(2, 3),), verify=False)
+    >>> d.onnx.identical, [stage.title for stage in d.graph_stages]
+    (True, ['capture'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import os
+import warnings
+from typing import Any
+
+import onnx
+import torch
+
+from fxport.capture import bound_parameter_names, capture, dynamic_axes_by_input
+from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, trace_nodes
+from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, node_view
+from fxport.diff.source_diff import source_diff_for
+from fxport.errors import ConversionError, UsageError
+from fxport.load import InputSet
+from fxport.lower import lower
+from fxport.quiet import quiet_torch
+from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
+
+#: tiers whose effect shows in the user's source
+SOURCE_TIERS = ("control-flow", "patch")
+
+
+@dataclasses.dataclass
+class Baseline:
+    """What the stock exporters make of the model, without fxport's rewrites."""
+
+    program: Any = None
+    trace_graph: Any = None
+    onnx_model: onnx.ModelProto | None = None
+    capture_error: str | None = None
+    onnx_error: str | None = None
+
+    @property
+    def onnx_label(self) -> str:
+        if self.program is None:
+            return "torch.onnx.export(dynamo=False) — TorchScript trace"
+        return "torch.onnx.export(dynamo=True)"
+
+    @property
+    def graph_label(self) -> str:
+        return "torch.jit.trace (legacy)" if self.program is None else "torch.export (stock)"
+
+
+@dataclasses.dataclass
+class RewriteView:
+    """One applied rewrite with everything the diff attributes to it."""
+
+    rewrite: AppliedRewrite
+    source_diff: list[str]
+    graph_nodes: list[str]
+    onnx_nodes: list[str]
+
+    def to_dict(self) -> dict:
+        return {**self.rewrite.to_dict(), "source_diff": self.source_diff,
+                "graph_nodes": self.graph_nodes, "onnx_nodes": self.onnx_nodes}
+
+
+@dataclasses.dataclass
+class GraphStage:
+    """A before/after pair of captured graphs and their node diff."""
+
+    title: str
+    before_label: str
+    after_label: str
+    diff: CapturedGraphDiff
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "before": self.before_label, "after": self.after_label,
+                "note": self.note, **self.diff.to_dict()}
+
+
+@dataclasses.dataclass
+class ModelDiff:
+    """Everything ``fxport diff`` shows; ``to_dict()`` is the ``--json`` document."""
+
+    target: str
+    rewrites: list[RewriteView]
+    graph_stages: list[GraphStage]
+    onnx: OnnxGraphDiff
+    onnx_before_label: str
+    onnx_after_label: str
+    notes: list[str] = dataclasses.field(default_factory=list)
+    onnx_before: onnx.ModelProto | None = dataclasses.field(default=None, repr=False)
+    onnx_after: onnx.ModelProto | None = dataclasses.field(default=None, repr=False)
+    result: ConversionResult | None = dataclasses.field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "notes": self.notes,
+            "rewrites": [r.to_dict() for r in self.rewrites],
+            "graph_stages": [s.to_dict() for s in self.graph_stages],
+            "onnx": {"before": self.onnx_before_label, "after": self.onnx_after_label,
+                     **self.onnx.to_dict()},
+            "verified": self.result.verified if self.result else None,
+        }
+
+
+def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = None,
+               dynamic_shapes: Any = None, target: str = "", **convert_options: Any) -> ModelDiff:
+    """Convert ``model`` with fxport and diff every stage against the stock exporters.
+
+    ``convert_options`` go to :func:`fxport.convert` (``opset``, ``verify``, ``rules``...).
+    """
+    from fxport.pipeline import convert, eval_mode
+
+    example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+    result = convert(model, example.args, kwargs=example.kwargs, dynamic_shapes=dynamic_shapes,
+                     keep_artifacts=True, **convert_options)
+    with eval_mode(model, []):
+        baseline = stock_baseline(model, example, dynamic_shapes, convert_options.get("opset"))
+    return assemble(target or type(model).__name__, result, baseline)
+
+
+def assemble(target: str, result: ConversionResult, baseline: Baseline) -> ModelDiff:
+    """Build the ModelDiff from a conversion result (with artefacts) and the stock baseline."""
+    before_rules = result.artifacts.get("exported_program_before")
+    after_rules = result.artifacts.get("exported_program_after")
+    stages = [capture_stage(baseline, before_rules)]
+    if any(r.tier == "graph" for r in result.rewrites) or not diff_captured(before_rules, after_rules).identical:
+        stages.append(GraphStage("graph rules", "fxport capture, before graph rules",
+                                 "after graph rules", diff_captured(before_rules, after_rules)))
+    onnx_diff = diff_onnx(baseline.onnx_model, result.model)
+    after_nodes = fx_nodes(after_rules) if after_rules is not None else []
+    views = [attribute(r, after_nodes, result.model) for r in result.rewrites]
+    return ModelDiff(
+        target=target, rewrites=views, graph_stages=stages, onnx=onnx_diff,
+        onnx_before_label=baseline.onnx_label, onnx_after_label="fxport", notes=baseline_notes(baseline),
+        onnx_before=baseline.onnx_model, onnx_after=result.model, result=result,
+    )
+
+
+def capture_stage(baseline: Baseline, fxport_capture: Any) -> GraphStage:
+    before = baseline.program if baseline.program is not None else baseline.trace_graph
+    note = ""
+    if baseline.program is None:
+        note = ("stock torch.export failed, so 'before' is the TorchScript trace of the example "
+                "input: the branch it took and the trip counts it ran are baked in")
+    return GraphStage("capture", baseline.graph_label, "fxport capture (rewrites installed)",
+                      diff_captured(before, fxport_capture), note)
+
+
+def baseline_notes(baseline: Baseline) -> list[str]:
+    notes = []
+    if baseline.capture_error:
+        notes.append(f"stock torch.export failed: {baseline.capture_error}")
+    if baseline.onnx_error:
+        notes.append(f"stock ONNX export failed: {baseline.onnx_error}")
+    return notes
+
+
+def attribute(rewrite: AppliedRewrite, after_nodes: list, model: onnx.ModelProto) -> RewriteView:
+    """The source diff, captured-graph nodes and ONNX nodes that belong to ``rewrite``.
+
+    A node belongs to a rule when it carries the rule's name (``fxport.rule`` metadata on ONNX
+    nodes, ``fxport_rule`` meta on FX nodes), or, for source-level rules, when it comes from the
+    rewritten line of the user's file.
+    """
+    line = str(rewrite.location) if rewrite.location else None
+    by_line = rewrite.tier in SOURCE_TIERS and line is not None
+
+    def belongs(rule: str | None, location: str | None) -> bool:
+        return rule == rewrite.rule or (by_line and location == line)
+
+    graph_nodes = [n.name for n in after_nodes if n.op not in ("input", "output") and belongs(n.rule, n.location)]
+    onnx_nodes = []
+    for node in iter_nodes(model.graph):
+        view = node_view(node)
+        if belongs(view.rule, view.location):
+            onnx_nodes.append(view.name or view.op_type)
+    return RewriteView(rewrite, source_diff_for(rewrite), graph_nodes, onnx_nodes)
+
+
+# --- the stock path ---------------------------------------------------------------------------
+
+def stock_baseline(model: torch.nn.Module, example: InputSet, dynamic_shapes: Any,
+                   opset: int | None = None) -> Baseline:
+    """Stock capture and ONNX export, no rewrites; a TorchScript trace when capture fails."""
+    baseline = Baseline()
+    try:
+        baseline.program = capture(model, example, dynamic_shapes)
+    except ConversionError as exc:
+        baseline.capture_error = exc.message
+    if baseline.program is not None:
+        try:
+            baseline.onnx_model = lower(baseline.program, opset=opset)
+        except ConversionError as exc:
+            baseline.onnx_error = exc.message
+        return baseline
+    baseline.trace_graph = legacy_trace_graph(model, example)
+    try:
+        baseline.onnx_model = legacy_onnx_export(model, example, dynamic_shapes, opset)
+    except Exception as exc:  # noqa: BLE001 - the legacy exporter's own failure is the finding
+        baseline.onnx_error = f"{type(exc).__name__}: {_first_line(exc)}"
+    return baseline
+
+
+def legacy_trace_graph(model: torch.nn.Module, example: InputSet) -> Any:
+    """``torch.jit.trace(model, example).inlined_graph``, or None when tracing fails."""
+    try:
+        with _quiet():
+            traced = torch.jit.trace(model, example.args, example_kwarg_inputs=example.kwargs or None,
+                                     check_trace=False, strict=False)
+        return traced.inlined_graph
+    except Exception:  # noqa: BLE001 - no trace: the diff says "before" is unavailable
+        return None
+
+
+def legacy_onnx_export(model: torch.nn.Module, example: InputSet, dynamic_shapes: Any,
+                       opset: int | None) -> onnx.ModelProto:
+    """What ``torch.onnx.export(..., dynamo=False)`` (the TorchScript exporter) writes."""
+    names = bound_parameter_names(model, example)
+    axes = dynamic_axes_by_input(model, example, dynamic_shapes)
+    dynamic_axes = {names[index]: dims for index, dims in axes.items() if index < len(names)}
+    buffer = io.BytesIO()
+    with _quiet():
+        torch.onnx.export(model, example.args, buffer, kwargs=example.kwargs or None, dynamo=False,
+                          input_names=names, dynamic_axes=dynamic_axes or None,
+                          opset_version=opset or 18)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+@contextlib.contextmanager
+def _quiet():
+    with quiet_torch(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+# --- two ONNX files ---------------------------------------------------------------------------
+
+def diff_onnx_files(before_path: str, after_path: str) -> ModelDiff:
+    """Structural diff of two ONNX files (no conversion involved).
+
+    >>> d = diff_onnx_files("a.onnx", "b.onnx")      # doctest: +SKIP
+    >>> [(c.op, c.delta) for c in d.onnx.op_deltas()]  # doctest: +SKIP
+    """
+    models = [load_onnx(path) for path in (before_path, after_path)]
+    return ModelDiff(target=f"{before_path} → {after_path}", rewrites=[], graph_stages=[],
+                     onnx=diff_onnx(*models), onnx_before_label=before_path,
+                     onnx_after_label=after_path, onnx_before=models[0], onnx_after=models[1])
+
+
+def load_onnx(path: str) -> onnx.ModelProto:
+    if not os.path.isfile(path):
+        raise UsageError(f"ONNX file {path} does not exist", hint="check the path")
+    try:
+        return onnx.load(path, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several types
+        raise UsageError(f"{path} is not a readable ONNX model ({type(exc).__name__})",
+                         hint="give two .onnx files, or one model target") from exc
