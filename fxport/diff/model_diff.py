@@ -38,7 +38,7 @@ import torch
 
 from fxport.capture import bound_parameter_names, capture, dynamic_axes_by_input
 from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, trace_nodes
-from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, node_view
+from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, node_view, with_untranslated_ops
 from fxport.diff.source_diff import source_diff_for
 from fxport.errors import ConversionError, UsageError
 from fxport.load import InputSet
@@ -59,9 +59,12 @@ class Baseline:
     onnx_model: onnx.ModelProto | None = None
     capture_error: str | None = None
     onnx_error: str | None = None
+    untranslated_stand_in: bool = False
 
     @property
     def onnx_label(self) -> str:
+        if self.untranslated_stand_in:
+            return "torch.onnx.export(dynamo=True), untranslated ops as aten:: nodes"
         if self.program is None:
             return "torch.onnx.export(dynamo=False) — TorchScript trace"
         return "torch.onnx.export(dynamo=True)"
@@ -151,6 +154,7 @@ def assemble(target: str, result: ConversionResult, baseline: Baseline) -> Model
     if any(r.tier == "graph" for r in result.rewrites) or not diff_captured(before_rules, after_rules).identical:
         stages.append(GraphStage("graph rules", "fxport capture, before graph rules",
                                  "after graph rules", diff_captured(before_rules, after_rules)))
+    fill_untranslated_stand_in(baseline, result)
     onnx_diff = diff_onnx(baseline.onnx_model, result.model)
     after_nodes = fx_nodes(after_rules) if after_rules is not None else []
     views = [attribute(r, after_nodes, result.model) for r in result.rewrites]
@@ -159,6 +163,15 @@ def assemble(target: str, result: ConversionResult, baseline: Baseline) -> Model
         onnx_before_label=baseline.onnx_label, onnx_after_label="fxport", notes=baseline_notes(baseline),
         onnx_before=baseline.onnx_model, onnx_after=result.model, result=result,
     )
+
+
+def fill_untranslated_stand_in(baseline: Baseline, result: ConversionResult) -> None:
+    """When stock lowering failed on ops that op rules translate, compare with those ops folded back."""
+    op_rules = {r.rule for r in result.rewrites if r.tier == "op"}
+    if baseline.onnx_model is not None or baseline.program is None or not op_rules:
+        return
+    baseline.onnx_model = with_untranslated_ops(result.model, op_rules)
+    baseline.untranslated_stand_in = baseline.onnx_model is not None
 
 
 def capture_stage(baseline: Baseline, fxport_capture: Any) -> GraphStage:
@@ -177,6 +190,9 @@ def baseline_notes(baseline: Baseline) -> list[str]:
         notes.append(f"stock torch.export failed: {baseline.capture_error}")
     if baseline.onnx_error:
         notes.append(f"stock ONNX export failed: {baseline.onnx_error}")
+    if baseline.untranslated_stand_in:
+        notes.append("'before' ONNX is fxport's graph with each op-rule translation folded back into "
+                     "the aten op the stock exporter could not translate")
     return notes
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from typing import Iterable
 
 import onnx
@@ -443,3 +444,70 @@ def nodes_by_rule(model: onnx.ModelProto | None) -> dict[str, list[str]]:
             found.setdefault(view.rule, []).append(view.name)
     return found
 
+
+
+# --- the stock graph an op rule stood in for ----------------------------------------------------
+
+_FX_TARGET = re.compile(r"\[target=(?:torch\.ops\.)?([\w.]+?)(?:\.default)?\]")
+_FX_KEY = "pkg.torch.onnx.fx_node"
+
+
+def with_untranslated_ops(model: onnx.ModelProto, rules: set[str]) -> onnx.ModelProto | None:
+    """``model`` with each group of nodes an op rule produced folded back into one ``aten::op`` node.
+
+    The stock exporter stops at an op without a translation, so there is no stock ONNX model to
+    compare with; this is the graph it would have made had it left those ops untranslated.
+    Returns None when no node of the main graph carries one of ``rules``.
+    """
+    groups: dict[str, list[int]] = {}
+    for index, node in enumerate(model.graph.node):
+        props = {p.key: p.value for p in node.metadata_props}
+        if props.get(RULE_KEY) in rules and props.get(_FX_KEY):
+            groups.setdefault(props[_FX_KEY].split(" ", 1)[0].lstrip("%"), []).append(index)
+    if not groups:
+        return None
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    nodes = list(model.graph.node)
+    consumed_outside = _values_used_outside(model.graph, groups)
+    first_of = {members[0]: fx_name for fx_name, members in groups.items()}
+    dropped = {i for members in groups.values() for i in members}
+    del folded.graph.node[:]
+    for index, node in enumerate(nodes):
+        if index in first_of:
+            folded.graph.node.append(_stand_in(first_of[index], [nodes[i] for i in groups[first_of[index]]],
+                                               consumed_outside))
+        elif index not in dropped:
+            folded.graph.node.append(node)
+    return folded
+
+
+def _values_used_outside(graph: onnx.GraphProto, groups: dict[str, list[int]]) -> set[str]:
+    member_of = {i: name for name, members in groups.items() for i in members}
+    used = {o.name for o in graph.output}
+    for index, node in enumerate(graph.node):
+        for inner in ([node] if index not in member_of else []):
+            used.update(inner.input)
+        for attr in node.attribute:  # values captured by subgraph bodies
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                from fxport.report import iter_nodes
+
+                for sub_node in iter_nodes(sub):
+                    used.update(sub_node.input)
+    return used
+
+
+def _stand_in(fx_name: str, members: list[onnx.NodeProto], used_outside: set[str]) -> onnx.NodeProto:
+    produced = {o for node in members for o in node.output}
+    inputs = []
+    for node in members:
+        inputs += [v for v in node.input if v and v not in produced and v not in inputs]
+    outputs = [o for node in members for o in node.output if o in used_outside]
+    props = {p.key: p.value for p in members[0].metadata_props}
+    match = _FX_TARGET.search(props.get(_FX_KEY, ""))
+    op = match.group(1).split(".")[-1] if match else fx_name
+    stand_in = onnx.helper.make_node(op, inputs, outputs, name=f"untranslated_{fx_name}", domain="aten")
+    for key in (_STACK_KEY, _FX_KEY):
+        if key in props:
+            stand_in.metadata_props.add(key=key, value=props[key])
+    return stand_in
