@@ -141,8 +141,11 @@ def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = 
     example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
     result = convert(model, example.args, kwargs=example.kwargs, dynamic_shapes=dynamic_shapes,
                      keep_artifacts=True, **convert_options)
+    progress = convert_options.get("progress") or (lambda stage, state: None)
+    progress("stock export", "start")
     with eval_mode(model, []):
         baseline = stock_baseline(model, example, dynamic_shapes, convert_options.get("opset"))
+    progress("stock export", "done")
     return assemble(target or type(model).__name__, result, baseline)
 
 
@@ -209,7 +212,9 @@ def attribute(rewrite: AppliedRewrite, after_nodes: list, model: onnx.ModelProto
     def belongs(rule: str | None, location: str | None) -> bool:
         return rule == rewrite.rule or (by_line and location == line)
 
-    graph_nodes = [n.name for n in after_nodes if n.op not in ("input", "output") and belongs(n.rule, n.location)]
+    named = {rewrite.data.get("fx_node"), *rewrite.data.get("new_nodes", ())} - {None}
+    graph_nodes = [n.name for n in after_nodes if n.op not in ("input", "output")
+                   and (n.name in named or belongs(n.rule, n.location))]
     onnx_nodes = []
     for node in iter_nodes(model.graph):
         view = node_view(node)
