@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -77,6 +78,39 @@ _DTYPES = {
     "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
     "bool": torch.bool,
 }
+
+
+@contextlib.contextmanager
+def buffers_restored(module: torch.nn.Module):
+    """Put every buffer of ``module`` back to its current value when the block ends."""
+    saved = [(buffer, buffer.detach().clone()) for buffer in module.buffers()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                if buffer.shape == value.shape:
+                    buffer.copy_(value)
+
+
+def register_output_dataclasses(outputs: Any) -> None:
+    """Register dataclass types found in ``outputs`` with torch's pytree so export can flatten them.
+
+    torch.export refuses outputs of unregistered classes; dataclasses of tensors are a common
+    model output, and registering them changes nothing else.
+    """
+    pending = [outputs]
+    while pending:
+        value = pending.pop()
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            cls = type(value)
+            if cls not in torch.utils._pytree.SUPPORTED_NODES:
+                torch.export.register_dataclass(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+            pending.extend(getattr(value, f.name) for f in dataclasses.fields(value))
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
 
 
 # --- targets ------------------------------------------------------------------------------
@@ -401,9 +435,13 @@ def load_model(
 
 
 def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
-    """Run the model eagerly; a failure is the user's bug and is reported at their file:line."""
+    """Run the model eagerly; a failure is the user's bug and is reported at their file:line.
+
+    Buffers the forward mutates (counters, running statistics) are restored afterwards, so every
+    run starts from the state the ONNX model bakes in and the user's module is left unchanged.
+    """
     try:
-        with torch.no_grad():
+        with torch.no_grad(), buffers_restored(module):
             return module(*inputs.args, **inputs.kwargs)
     except Exception as exc:
         raise EagerRunError(

@@ -26,7 +26,7 @@ import torch
 
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.errors import OutputWriteError, UsageError
-from fxport.load import InputSet, run_eager, to_input_sets
+from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower
 from fxport.report import AppliedRewrite, ConversionResult
 from fxport.verify import resolve_device, verify_model
@@ -93,7 +93,7 @@ def convert(
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
-            run_eager(model, example)
+            register_output_dataclasses(run_eager(model, example))
         with timer("capture"), capture_rewrites(model, rewrites):
             program = capture(model, example, dynamic_shapes, notes=result_warnings)
         if keep_artifacts:

@@ -1,0 +1,1 @@
+"""Differential fuzzing of fxport's converter: random programs, eager vs ONNX Runtime."""

@@ -1,0 +1,92 @@
+"""A fuzz campaign: many generated programs, their verdicts counted, bugs shrunk and kept.
+
+Hypothesis drives the generation: a program whose verdict is ``bug`` fails the property, so
+hypothesis shrinks it to a minimal program, which is written to ``tests/fuzz_regressions/``
+and becomes a regression test.
+
+Example::
+
+    >>> summary = run_campaign(programs=20, seed=0)     # doctest: +SKIP
+    >>> summary.counts["bug"]                           # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import os
+import tempfile
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from benchmarks.fuzz.generator import Program, programs
+from benchmarks.fuzz.runner import Outcome, run_program
+
+REGRESSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "tests", "fuzz_regressions")
+
+PROFILES = {"ci": 200, "long": 1000}
+
+
+@dataclasses.dataclass
+class Summary:
+    counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    error_kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    bugs: list[Outcome] = dataclasses.field(default_factory=list)
+
+    def merge(self, other: "Summary") -> None:
+        self.counts.update(other.counts)
+        self.error_kinds.update(other.error_kinds)
+        self.bugs.extend(other.bugs)
+
+    @property
+    def tried(self) -> int:
+        return sum(self.counts.values())
+
+
+class BugFound(AssertionError):
+    pass
+
+
+def run_campaign(programs_to_run: int, seed_value: int, shrink: bool = True, keep: bool = True) -> Summary:
+    """Run ``programs_to_run`` generated programs; on a bug, shrink it and stop."""
+    summary = Summary()
+    workdir = tempfile.mkdtemp(prefix="fxport-fuzz-")
+    last_bug: list[Outcome] = []
+
+    @seed(seed_value)
+    @settings(max_examples=programs_to_run, deadline=None, database=None, print_blob=False,
+              phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def property_holds(program: Program) -> None:
+        outcome = run_program(program, workdir)
+        if outcome.verdict == "bug":
+            last_bug[:] = [outcome]
+            raise BugFound(outcome.message)
+        summary.counts[outcome.verdict] += 1
+        if outcome.verdict == "clear-error":
+            summary.error_kinds[outcome.kind] += 1
+
+    try:
+        property_holds()
+    except BugFound:
+        minimal = last_bug[0]  # the last failing example hypothesis ran is the shrunk one
+        summary.counts["bug"] += 1
+        summary.bugs.append(minimal)
+        if keep:
+            save_regression(minimal)
+    return summary
+
+
+def save_regression(outcome: Outcome) -> str:
+    """Keep a shrunk bug as a regression case (tests/fuzz_regressions/<hash>.py)."""
+    os.makedirs(REGRESSIONS, exist_ok=True)
+    digest = hashlib.sha1(outcome.source.encode()).hexdigest()[:12]
+    path = os.path.join(REGRESSIONS, f"case_{digest}.py")
+    header = f'"""Fuzz regression ({outcome.kind}): {outcome.message[:200]}"""\n\n'
+    with open(path, "w") as handle:
+        handle.write(header + outcome.source)
+    return path

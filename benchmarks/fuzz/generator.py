@@ -1,0 +1,192 @@
+"""Random small nn.Modules with tensor-dependent control flow, drawn with hypothesis.
+
+A program is a module whose ``forward(self, x, n)`` takes a float tensor ``x`` of shape
+``(batch, 4)`` (batch dynamic) and an int64 scalar ``n`` (a trip count), and mixes
+tensor-conditioned if/elif/else, while and for loops with data-dependent and dynamic trip
+counts, break/continue/return, nesting, list append + stack, buffer writes, reductions,
+elementwise math that can yield inf/nan on an untaken path, and submodule calls.
+
+Programs are drawn from hypothesis strategies, so a failing program shrinks to a minimal one.
+Their source is real Python written to a file, because fxport converts the model's own source.
+
+Example::
+
+    >>> from hypothesis import given
+    >>> @given(programs())                        # doctest: +SKIP
+    ... def test(program): print(program.source)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+from hypothesis import strategies as st
+
+#: Every variable in a program is a float tensor of shape (batch, 4).
+FEATURES = 4
+MAX_DEPTH = 2
+
+CONSTANTS = st.sampled_from(["0.0", "0.5", "-0.5", "1.0", "2.0", "-1.0"])
+
+
+@dataclasses.dataclass
+class Program:
+    """A generated module: its source and the statements it was built from."""
+
+    body: list[str]
+
+    @property
+    def source(self) -> str:
+        forward = textwrap.indent("\n".join(self.body), " " * 8)
+        return PROGRAM_TEMPLATE.format(forward=forward)
+
+
+PROGRAM_TEMPLATE = '''import torch
+from torch import nn
+
+
+class Fuzzed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear({features}, {features})
+        self.register_buffer("threshold", torch.tensor(0.25))
+
+    def forward(self, x, n):
+        h = x
+        g = torch.tanh(x)
+{{forward}}
+'''.format(features=FEATURES)
+
+
+class Scope:
+    """The variables a statement may read and write (all float (batch, 4) tensors)."""
+
+    def __init__(self, names: list[str]):
+        self.names = list(names)
+
+
+@st.composite
+def operand(draw, scope: Scope) -> str:
+    return draw(st.sampled_from(scope.names))
+
+
+@st.composite
+def expression(draw, scope: Scope) -> str:
+    """An elementwise/reduction expression producing a (batch, 4) float tensor."""
+    a = draw(operand(scope))
+    b = draw(operand(scope))
+    c = draw(CONSTANTS)
+    return draw(st.sampled_from([
+        f"torch.tanh({a}) + {b}",
+        f"{a} * {c} + {b}",
+        f"torch.relu({a}) - {b} * {c}",
+        f"self.lin({a})",
+        f"{a} - {a}.mean(dim=-1, keepdim=True)",
+        f"torch.log({a})",                    # NaN for negative values: must not leak
+        f"torch.exp({a} * 40.0)",             # overflows to inf on large values
+        f"{a} / ({b}.abs().sum(dim=-1, keepdim=True) + 1.0)",
+        f"torch.sqrt({a}) * {c}",             # NaN for negatives
+        f"torch.maximum({a}, {b})",
+    ]))
+
+
+@st.composite
+def predicate(draw, scope: Scope) -> str:
+    """A condition on tensor values (or a dynamic dimension)."""
+    a = draw(operand(scope))
+    b = draw(operand(scope))
+    c = draw(CONSTANTS)
+    simple = [
+        f"{a}.sum() > {c}",
+        f"{a}.mean() < {c}",
+        f"({a} > {c}).any()",
+        f"({a} < 2.0).all()",
+        f"{a}.max() > {b}.min()",
+        f"{a}.sum().item() > {c}",
+        f"{a}.abs().mean() > self.threshold",
+        f"{a}.shape[0] > 3",
+    ]
+    base = draw(st.sampled_from(simple))
+    combine = draw(st.sampled_from(["", "and", "or", "not"]))
+    if combine == "not":
+        return f"not ({base})"
+    if combine:
+        return f"({base}) {combine} ({draw(st.sampled_from(simple))})"
+    return base
+
+
+@st.composite
+def block(draw, scope: Scope, depth: int, in_loop: bool) -> list[str]:
+    count = draw(st.integers(1, 2))
+    lines: list[str] = []
+    for _ in range(count):
+        lines += draw(statement(scope, depth, in_loop))
+    return lines
+
+
+def indent(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
+
+
+@st.composite
+def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list[str]:
+    """One statement (possibly compound). Only existing variables are reassigned in blocks."""
+    kinds = ["assign", "assign"]
+    if depth < MAX_DEPTH:
+        kinds += ["if", "if_else", "elif"]
+        if not in_loop:
+            kinds += ["for_n", "while_n", "for_dim"]
+    if in_loop:
+        kinds += ["break", "continue"]
+    kind = draw(st.sampled_from(kinds))
+    target = draw(operand(scope))
+    if kind == "assign":
+        return [f"{target} = {draw(expression(scope))}"]
+    if kind in ("break", "continue"):
+        return [f"if {draw(predicate(scope))}:", f"    {kind}"]
+    if kind == "if":
+        return [f"if {draw(predicate(scope))}:", *indent(draw(block(scope, depth + 1, in_loop)))]
+    if kind == "if_else":
+        return [f"if {draw(predicate(scope))}:", *indent(draw(block(scope, depth + 1, in_loop))),
+                "else:", *indent(draw(block(scope, depth + 1, in_loop)))]
+    if kind == "elif":
+        return [f"if {draw(predicate(scope))}:", *indent(draw(block(scope, depth + 1, in_loop))),
+                f"elif {draw(predicate(scope))}:", *indent(draw(block(scope, depth + 1, in_loop))),
+                "else:", *indent(draw(block(scope, depth + 1, in_loop)))]
+    body = draw(block(scope, depth + 1, True))
+    if kind == "for_n":
+        uses_index = [f"{target} = {target} + 0.1 * i"] if draw(st.booleans()) else []
+        return ["for i in range(int(n)):", *indent(uses_index + body)]
+    if kind == "for_dim":
+        return ["for i in range(x.shape[0]):", *indent(body)]
+    return ["k = torch.zeros((), dtype=torch.int64)", "while k < n:", *indent(body + ["k = k + 1"])]
+
+
+@st.composite
+def epilogue(draw, scope: Scope) -> list[str]:
+    """Optionally a list-append loop, a buffer write loop, or an early return; then the return."""
+    kind = draw(st.sampled_from(["plain", "append", "buffer", "early_return"]))
+    a = draw(operand(scope))
+    if kind == "append":
+        return ["outs = []", "for i in range(int(n) + 1):", f"    {a} = torch.tanh({a}) * 0.9",
+                f"    outs.append({a}.sum(dim=-1))", "return torch.stack(outs).sum(dim=0) + h.sum(dim=-1)"]
+    if kind == "buffer":
+        return ["buf = torch.zeros(6, x.shape[0])", "for i in range(int(n)):",
+                f"    {a} = {a} * 0.5 + 1.0", f"    buf[i] = {a}.sum(dim=-1)", "return buf.sum(dim=0) + g.sum(dim=-1)"]
+    if kind == "early_return":
+        return [f"if {draw(predicate(scope))}:", f"    return ({a} * 2.0).sum(dim=-1)",
+                "return (h + g).sum(dim=-1)"]
+    return ["return (h + g).sum(dim=-1)"]
+
+
+@st.composite
+def programs(draw) -> Program:
+    """A random program: 1–4 top-level statements and an epilogue."""
+    scope = Scope(["h", "g"])
+    body: list[str] = []
+    for _ in range(draw(st.integers(1, 4))):
+        body += draw(statement(scope))
+    body += draw(epilogue(scope))
+    return Program(body)

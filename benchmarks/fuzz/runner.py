@@ -1,0 +1,120 @@
+"""Run one generated program through fxport and classify the outcome.
+
+The verdict is exactly one of:
+
+- ``equal``: converted, and ONNX Runtime equals eager on every input set;
+- ``clear-error``: a documented :class:`fxport.ConversionError` whose one-line message names
+  the user's file:line;
+- ``invalid``: the program fails eagerly by itself (a generator defect, not fxport's);
+- ``bug``: anything else — a mismatch (VerificationError), an exception that is not a
+  ConversionError (a crash inside fxport), an error without a location, or a hang.
+
+Example::
+
+    >>> outcome = run_program(program)           # doctest: +SKIP
+    >>> outcome.verdict                          # doctest: +SKIP
+    'equal'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import os
+import signal
+import sys
+import tempfile
+import traceback
+
+import torch
+
+import fxport
+from benchmarks.fuzz.generator import FEATURES, Program
+
+#: Seconds one program may take before it counts as a hang.
+TIMEOUT_S = 120
+
+#: (batch, n, scale, shift) for the verification input sets: trip counts 0, 1, 2 and larger,
+#: batch sizes around the example's, values small and large, mostly positive or negative.
+INPUT_PLAN = [(3, 2, 1.0, 0.0), (2, 0, 0.5, 0.0), (5, 1, 3.0, 0.0), (4, 4, 0.5, -2.0),
+              (3, 3, 0.1, 1.0), (6, 2, 2.0, 3.0), (4, 1, 1.0, -0.5)]
+
+
+@dataclasses.dataclass
+class Outcome:
+    verdict: str
+    kind: str = ""
+    message: str = ""
+    source: str = ""
+
+
+def input_sets(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(seed)
+    sets = []
+    for batch, trips, scale, shift in INPUT_PLAN:
+        x = torch.randn(batch, FEATURES, generator=generator) * scale + shift
+        sets.append((x, torch.tensor(trips, dtype=torch.int64)))
+    return sets
+
+
+def load_program(program: Program, directory: str):
+    """Write the program's source to a file and import its module class (source must exist)."""
+    digest = hashlib.sha1(program.source.encode()).hexdigest()[:12]
+    path = os.path.join(directory, f"fuzzed_{digest}.py")
+    with open(path, "w") as handle:
+        handle.write(program.source)
+    spec = importlib.util.spec_from_file_location(f"fuzzed_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.Fuzzed().eval(), path
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"program ran longer than {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_program(program: Program, directory: str | None = None) -> Outcome:
+    """Convert ``program`` with fxport and verify it on every planned input set."""
+    directory = directory or tempfile.mkdtemp(prefix="fxport-fuzz-")
+    module, path = load_program(program, directory)
+    example, *others = input_sets()
+    try:
+        with torch.no_grad():
+            for inputs in (example, *others):
+                module(*inputs)
+    except Exception as exc:  # the generator wrote a program that fails by itself
+        return Outcome("invalid", type(exc).__name__, str(exc).splitlines()[0], program.source)
+    try:
+        with time_limit(TIMEOUT_S):
+            fxport.convert(module, example, dynamic_shapes={"x": {0: "batch"}},
+                           verify_inputs=others, device="cpu")
+    except fxport.VerificationError as exc:
+        return Outcome("bug", "mismatch", exc.message, program.source)
+    except fxport.ConversionError as exc:
+        if exc.where is None or os.path.basename(exc.where.filename) != os.path.basename(path):
+            return Outcome("bug", "error-without-user-location", exc.message, program.source)
+        return Outcome("clear-error", type(exc).__name__ + ": " + error_kind(exc.what), exc.message, program.source)
+    except TimeoutError as exc:
+        return Outcome("bug", "hang", str(exc), program.source)
+    except Exception as exc:  # a crash inside fxport: always a bug
+        summary = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
+        return Outcome("bug", "crash", summary, program.source)
+    return Outcome("equal", source=program.source)
+
+
+def error_kind(what: str) -> str:
+    """The construct an error names, without variable names, for grouping in the summary."""
+    return what.split(":")[0].split(" at ")[0][:80]
