@@ -332,23 +332,32 @@ def _match_by_name(before, after, pairs) -> None:
 
 
 def _match_by_topology(before, after, pairs, value_map) -> None:
-    """Pair unmatched nodes with the same op type whose inputs are already-matched values."""
+    """Pair unmatched nodes with the same op type fed by the same (already matched) values.
+
+    One pass in the after graph's order, which is topological, so producers pair before consumers.
+    """
     taken = set(pairs.values())
-    changed = True
-    while changed:
-        changed = False
-        for a_index, node in enumerate(after):
-            if a_index in pairs:
-                continue
-            for b_index, candidate in enumerate(before):
-                if b_index in taken or candidate.op_type != node.op_type:
-                    continue
-                if candidate.inputs and [value_map.get(v) for v in candidate.inputs] == node.inputs:
+    consumers: dict[str, list[int]] = {}
+    for b_index, node in enumerate(before):
+        for value in node.inputs[:1]:
+            consumers.setdefault(value, []).append(b_index)
+    after_to_before = {new: old for old, new in value_map.items()}
+    for a_index, node in enumerate(after):
+        if a_index in pairs:
+            continue
+        if node.inputs and node.inputs[0] in after_to_before:
+            for b_index in consumers.get(after_to_before[node.inputs[0]], []):
+                candidate = before[b_index]
+                if (b_index not in taken and candidate.op_type == node.op_type
+                        and [value_map.get(v) for v in candidate.inputs] == node.inputs):
                     pairs[a_index] = b_index
                     taken.add(b_index)
-                    _map_outputs(candidate, node, value_map)
-                    changed = True
                     break
+        if a_index in pairs:
+            old = before[pairs[a_index]]
+            _map_outputs(old, node, value_map)
+            for old_value, new_value in zip(old.outputs, node.outputs):
+                after_to_before.setdefault(new_value, old_value)
 
 
 def _match_by_op_order(before, after, pairs, value_map) -> None:
