@@ -37,14 +37,14 @@ import onnx
 import torch
 
 from fxport.capture import bound_parameter_names, capture, dynamic_axes_by_input
-from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, trace_nodes
-from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, node_view, with_untranslated_ops
-from fxport.diff.source_diff import source_diff_for
+from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, iter_graph_changes
+from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_untranslated_ops
+from fxport.diff.source_diff import function_first_line, source_diff_for
 from fxport.errors import ConversionError, UsageError
 from fxport.load import InputSet
 from fxport.lower import lower
 from fxport.quiet import quiet_torch
-from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
+from fxport.report import AppliedRewrite, ConversionResult
 
 #: tiers whose effect shows in the user's source
 SOURCE_TIERS = ("control-flow", "patch")
@@ -160,7 +160,7 @@ def assemble(target: str, result: ConversionResult, baseline: Baseline) -> Model
     fill_untranslated_stand_in(baseline, result)
     onnx_diff = diff_onnx(baseline.onnx_model, result.model)
     after_nodes = fx_nodes(after_rules) if after_rules is not None else []
-    views = [attribute(r, after_nodes, result.model) for r in result.rewrites]
+    views = attribute_rewrites(result.rewrites, stages[0].diff, after_nodes, onnx_diff)
     return ModelDiff(
         target=target, rewrites=views, graph_stages=stages, onnx=onnx_diff,
         onnx_before_label=baseline.onnx_label, onnx_after_label="fxport", notes=baseline_notes(baseline),
@@ -199,28 +199,52 @@ def baseline_notes(baseline: Baseline) -> list[str]:
     return notes
 
 
-def attribute(rewrite: AppliedRewrite, after_nodes: list, model: onnx.ModelProto) -> RewriteView:
-    """The source diff, captured-graph nodes and ONNX nodes that belong to ``rewrite``.
+def attribute_rewrites(rewrites: list[AppliedRewrite], capture_diff: CapturedGraphDiff,
+                       after_nodes: list, onnx_diff: OnnxGraphDiff) -> list[RewriteView]:
+    """The source diff, captured-graph nodes and ONNX nodes that belong to each rewrite.
 
     A node belongs to a rule when it carries the rule's name (``fxport.rule`` metadata on ONNX
-    nodes, ``fxport_rule`` meta on FX nodes), or, for source-level rules, when it comes from the
-    rewritten line of the user's file.
+    nodes, ``fxport_rule`` meta on FX nodes, the FX node an op rule translated). A node that the
+    diff marks added or changed and that comes from the user's function a source-level rewrite
+    changed belongs to the rewrite of that function at or above its line.
     """
-    line = str(rewrite.location) if rewrite.location else None
-    by_line = rewrite.tier in SOURCE_TIERS and line is not None
+    owner = _span_owner(rewrites)
+    views = []
+    for index, rewrite in enumerate(rewrites):
+        named = {rewrite.data.get("fx_node"), *rewrite.data.get("new_nodes", ())} - {None}
+        graph_nodes = [n.name for n in after_nodes if n.op not in ("input", "output")
+                       and (n.name in named or n.rule == rewrite.rule)]
+        graph_nodes += [c.node.name for _, c in iter_graph_changes(capture_diff)
+                        if c.status in ("added", "changed") and c.node.op not in ("input", "output")
+                        and owner(c.node.location) == index and c.node.name not in graph_nodes]
+        onnx_nodes = [c.node.name or c.node.op_type for _, c in iter_changes(onnx_diff) if c.after is not None
+                      and (c.after.rule == rewrite.rule
+                           or (c.status != "same" and owner(c.after.location) == index))]
+        views.append(RewriteView(rewrite, source_diff_for(rewrite), graph_nodes, onnx_nodes))
+    return views
 
-    def belongs(rule: str | None, location: str | None) -> bool:
-        return rule == rewrite.rule or (by_line and location == line)
 
-    named = {rewrite.data.get("fx_node"), *rewrite.data.get("new_nodes", ())} - {None}
-    graph_nodes = [n.name for n in after_nodes if n.op not in ("input", "output")
-                   and (n.name in named or belongs(n.rule, n.location))]
-    onnx_nodes = []
-    for node in iter_nodes(model.graph):
-        view = node_view(node)
-        if belongs(view.rule, view.location):
-            onnx_nodes.append(view.name or view.op_type)
-    return RewriteView(rewrite, source_diff_for(rewrite), graph_nodes, onnx_nodes)
+def _span_owner(rewrites: list[AppliedRewrite]):
+    """``owner(location)`` → index of the source-level rewrite whose function holds that line."""
+    spans = []
+    for index, rewrite in enumerate(rewrites):
+        if rewrite.tier in SOURCE_TIERS and rewrite.location is not None:
+            before = (rewrite.data or {}).get("source_before") or ""
+            start = function_first_line(before, rewrite.location) if before else rewrite.location.lineno
+            end = max(start + len(before.splitlines()) - 1, rewrite.location.lineno)
+            spans.append((index, str(rewrite.location).rsplit(":", 1)[0], start, end, rewrite.location.lineno))
+
+    def owner(location: str | None) -> int | None:
+        if not location or ":" not in location:
+            return None
+        filename, _, line_text = location.rpartition(":")
+        line = int(line_text)
+        inside = [span for span in spans if span[1] == filename and span[2] <= line <= span[3]]
+        above = [span for span in inside if span[4] <= line]
+        chosen = max(above, key=lambda span: span[4]) if above else min(inside, key=lambda span: span[4], default=None)
+        return chosen[0] if chosen else None
+
+    return owner
 
 
 # --- the stock path ---------------------------------------------------------------------------
