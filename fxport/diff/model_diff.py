@@ -39,7 +39,7 @@ import torch
 from fxport.capture import bound_parameter_names, capture, dynamic_axes_by_input
 from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, iter_graph_changes
 from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_untranslated_ops
-from fxport.diff.source_diff import function_first_line, source_diff_for
+from fxport.diff.source_diff import definition_at, function_first_line, source_diff_for
 from fxport.errors import ConversionError, UsageError
 from fxport.load import InputSet
 from fxport.lower import lower
@@ -231,6 +231,8 @@ def _span_owner(rewrites: list[AppliedRewrite]):
         if rewrite.tier in SOURCE_TIERS and rewrite.location is not None:
             before = (rewrite.data or {}).get("source_before") or ""
             start = function_first_line(before, rewrite.location) if before else rewrite.location.lineno
+            if not before and rewrite.tier == "patch":  # the replacement defined at the rule's line
+                before, start = definition_at(rewrite.location) or ("", start)
             end = max(start + len(before.splitlines()) - 1, rewrite.location.lineno)
             spans.append((index, str(rewrite.location).rsplit(":", 1)[0], start, end, rewrite.location.lineno))
 

@@ -380,24 +380,23 @@ def _map_outputs(before: NodeView, after: NodeView, value_map: dict[str, str]) -
 
 
 def _ordered_changes(before, after, pairs, value_map) -> list[NodeChange]:
-    """Changes in the after graph's order, removed nodes placed before their next matched neighbour."""
+    """Changes in the after graph's order; removed nodes follow the partner of their matched
+    predecessor in the before graph, so a replacement reads as removals then additions."""
     partner_of_before = {b: a for a, b in pairs.items()}
-    removed_at: dict[int, list[int]] = {}
-    waiting: list[int] = []
+    removed_after: dict[int, list[int]] = {}
+    anchor = -1
     for b_index in range(len(before)):
         if b_index in partner_of_before:
-            removed_at.setdefault(partner_of_before[b_index], []).extend(waiting)
-            waiting = []
+            anchor = partner_of_before[b_index]
         else:
-            waiting.append(b_index)
-    changes = []
+            removed_after.setdefault(anchor, []).append(b_index)
+    changes = [_removed(before[i]) for i in removed_after.get(-1, [])]
     for a_index, node in enumerate(after):
-        changes.extend(_removed(before[i]) for i in removed_at.get(a_index, []))
         if a_index in pairs:
             changes.append(compare_nodes(before[pairs[a_index]], node, value_map))
         else:
             changes.append(_added(node))
-    changes.extend(_removed(before[i]) for i in waiting)
+        changes.extend(_removed(before[i]) for i in removed_after.get(a_index, []))
     return changes
 
 
