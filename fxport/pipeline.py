@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 import time
@@ -132,7 +133,9 @@ def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.Gra
     graph = torch.fx.Graph()
     output = graph.graph_copy(program.graph, {})
     graph.output(output)
-    return torch.fx.GraphModule(program.graph_module, graph)
+    snapshot = torch.fx.GraphModule(program.graph_module, graph)
+    snapshot.meta["graph_signature"] = copy.deepcopy(program.graph_signature)
+    return snapshot
 
 
 @contextlib.contextmanager

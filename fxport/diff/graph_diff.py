@@ -132,6 +132,7 @@ def fx_nodes(program: Any) -> list[GraphNode]:
     """Readable nodes of an ExportedProgram or GraphModule; parameters and buffers are left out."""
     module = program.graph_module if hasattr(program, "graph_signature") else program
     hidden = _parameter_placeholders(program)
+    state_names = _state_names(program)
     nodes = []
     for node in module.graph.nodes:
         if node.op == "placeholder" and node.name in hidden:
@@ -139,11 +140,36 @@ def fx_nodes(program: Any) -> list[GraphNode]:
         if node.op == "get_attr" and isinstance(_attr_of(module, node.target), torch.fx.GraphModule):
             continue  # a cond/while_loop body: shown nested under the node that uses it
         nodes.append(_fx_node(module, node))
-    return nodes
+    return [_renamed(n, state_names) for n in nodes] if state_names else nodes
+
+
+def _signature(program: Any) -> Any:
+    signature = getattr(program, "graph_signature", None)
+    return signature if signature is not None else getattr(program, "meta", {}).get("graph_signature")
+
+
+def _state_names(program: Any) -> dict[str, str]:
+    """Placeholder name → ``self.<state-dict key>`` for parameters, buffers and constants."""
+    signature = _signature(program)
+    if signature is None:
+        return {}
+    names = {}
+    for table in ("inputs_to_parameters", "inputs_to_buffers", "inputs_to_lifted_tensor_constants"):
+        names.update({k: f"self.{v}" for k, v in getattr(signature, table, {}).items()})
+    return names
+
+
+def _renamed(node: GraphNode, names: dict[str, str]) -> GraphNode:
+    node.args = [_rename_refs(arg, names) for arg in node.args]
+    return node
+
+
+def _rename_refs(text: str, names: dict[str, str]) -> str:
+    return re.sub(r"[A-Za-z_][A-Za-z0-9_]*", lambda m: names.get(m.group(0), m.group(0)), text)
 
 
 def _parameter_placeholders(program: Any) -> set[str]:
-    signature = getattr(program, "graph_signature", None)
+    signature = _signature(program)
     if signature is not None:
         user = set(signature.user_inputs)
         return {spec.arg.name for spec in signature.input_specs
@@ -232,7 +258,7 @@ def trace_nodes(graph: torch._C.Graph) -> list[GraphNode]:
 
     Constants and list constructions are folded into the arguments of the nodes that use them.
     """
-    inline: dict[str, str] = {}
+    inline: dict[str, str] = {v.debugName(): "self" for v in graph.inputs() if v.type().kind() == "ClassType"}
     nodes = [GraphNode(v.debugName(), "input", [], _trace_type(v)) for v in list(graph.inputs())
              if not v.type().kind() == "ClassType"]
     for node in graph.nodes():
@@ -261,7 +287,8 @@ def _trace_inline(node: torch._C.Node, inline: dict[str, str]) -> str:
     if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
         return "[" + ", ".join(inline.get(i.debugName(), i.debugName()) for i in node.inputs()) + "]"
     if kind == "prim::GetAttr":
-        return f"self.{node.s('name')}"
+        owner = node.input().debugName()
+        return f"{inline.get(owner, owner)}.{node.s('name')}"
     return inline.get(node.input().debugName(), node.input().debugName()) if node.inputsSize() else kind
 
 

@@ -82,9 +82,12 @@ class RewriteView:
     source_diff: list[str]
     graph_nodes: list[str]
     onnx_nodes: list[str]
+    #: index of the earlier rewrite that already shows the same source diff (same function)
+    source_shown_by: int | None = None
 
     def to_dict(self) -> dict:
         return {**self.rewrite.to_dict(), "source_diff": self.source_diff,
+                "source_shown_by": self.source_shown_by,
                 "graph_nodes": self.graph_nodes, "onnx_nodes": self.onnx_nodes}
 
 
@@ -221,7 +224,22 @@ def attribute_rewrites(rewrites: list[AppliedRewrite], capture_diff: CapturedGra
                       and (c.after.rule == rewrite.rule
                            or (c.status != "same" and owner(c.after.location) == index))]
         views.append(RewriteView(rewrite, source_diff_for(rewrite), graph_nodes, onnx_nodes))
+    _share_identical_source_diffs(views)
     return views
+
+
+def _share_identical_source_diffs(views: list[RewriteView]) -> None:
+    """Rewrites in one function carry the same function diff: show it once, on the first."""
+    first_with: dict[tuple, int] = {}
+    for index, view in enumerate(views):
+        key = tuple(view.source_diff)
+        if not key:
+            continue
+        if key in first_with:
+            view.source_shown_by = first_with[key]
+            view.source_diff = []
+        else:
+            first_with[key] = index
 
 
 def _span_owner(rewrites: list[AppliedRewrite]):

@@ -106,6 +106,10 @@ def _rewrite_section(index: int, view: RewriteView, diff: ModelDiff) -> str:
     parts = [f'<details open class="rule" id="rule-{index}" data-rule="{escape(r.rule)}"><summary>{head}</summary>']
     if view.source_diff:
         parts.append("<h3>Source</h3>" + side_by_side_source(view.source_diff))
+    elif view.source_shown_by is not None:
+        first = diff.rewrites[view.source_shown_by].rewrite.rule
+        parts.append(f'<p>Source: the same function as <a href="#rule-{view.source_shown_by}">{escape(first)}</a> '
+                     "(shown there).</p>")
     if view.graph_nodes:
         parts.append(f"<p>Captured-graph nodes from this rule: <code>{escape(', '.join(view.graph_nodes))}</code></p>")
     if view.onnx_nodes:

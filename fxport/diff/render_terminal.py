@@ -34,7 +34,8 @@ def render_terminal(diff: ModelDiff, console: Console, *, details: bool = False,
         render_rewrites(diff, console)
     for view in diff.rewrites:
         if view.source_diff:
-            render_source(view, console)
+            render_source(view, [v.rewrite.rule for v in diff.rewrites if v.source_shown_by == diff.rewrites.index(view)],
+                          console)
     for stage in diff.graph_stages:
         render_graph_stage(stage, console, details, limit)
     render_onnx(diff, console, details, limit)
@@ -54,10 +55,11 @@ def render_rewrites(diff: ModelDiff, console: Console) -> None:
     console.print(table)
 
 
-def render_source(view, console: Console) -> None:
+def render_source(view, also: list[str], console: Console) -> None:
     r = view.rewrite
-    console.print(f"\n[bold]Source[/bold] — {escape(r.rule)} ({r.tier}) at {escape(str(r.location or '?'))}",
-                  highlight=False)
+    shared = f" (also {', '.join(also)}: same function)" if also else ""
+    console.print(f"\n[bold]Source[/bold] — {escape(r.rule)} ({r.tier}) at {escape(str(r.location or '?'))}"
+                  f"{escape(shared)}", highlight=False)
     for line in view.source_diff:
         console.print(_diff_line_markup(line), highlight=False)
 
