@@ -313,7 +313,12 @@ def match_nodes(before: list[NodeView], after: list[NodeView], value_map: dict[s
     _match_by_name(before, after, pairs)
     for a_index in sorted(pairs):
         _map_outputs(before[pairs[a_index]], after[a_index], value_map)
-    _match_by_topology(before, after, pairs, value_map)
+    for _ in range(4):  # each pass maps more values, which lets the next pass pair more nodes
+        matched = len(pairs)
+        _match_by_topology(before, after, pairs, value_map)
+        _match_by_shared_inputs(before, after, pairs, value_map)
+        if len(pairs) == matched:
+            break
     _match_by_op_order(before, after, pairs, value_map)
     return pairs
 
@@ -358,6 +363,30 @@ def _match_by_topology(before, after, pairs, value_map) -> None:
             _map_outputs(old, node, value_map)
             for old_value, new_value in zip(old.outputs, node.outputs):
                 after_to_before.setdefault(new_value, old_value)
+
+
+def _match_by_shared_inputs(before, after, pairs, value_map) -> None:
+    """Pair unmatched nodes of one op type that read some of the same values (e.g. a weight)."""
+    taken = set(pairs.values())
+    readers: dict[tuple[str, str], list[int]] = {}
+    for b_index, node in enumerate(before):
+        if b_index not in taken:
+            for value in node.inputs:
+                if value and value in value_map:
+                    readers.setdefault((node.op_type, value_map[value]), []).append(b_index)
+    for a_index, node in enumerate(after):
+        if a_index in pairs:
+            continue
+        scores: dict[int, int] = {}
+        for value in node.inputs:
+            for b_index in readers.get((node.op_type, value), []):
+                if b_index not in taken:
+                    scores[b_index] = scores.get(b_index, 0) + 1
+        if scores:
+            b_index = min(scores, key=lambda i: (-scores[i], i))
+            pairs[a_index] = b_index
+            taken.add(b_index)
+            _map_outputs(before[b_index], node, value_map)
 
 
 def _match_by_op_order(before, after, pairs, value_map) -> None:
