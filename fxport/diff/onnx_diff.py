@@ -509,11 +509,15 @@ def with_untranslated_ops(model: onnx.ModelProto, rules: set[str]) -> onnx.Model
     consumed_outside = _values_used_outside(model.graph, groups)
     first_of = {members[0]: fx_name for fx_name, members in groups.items()}
     dropped = {i for members in groups.values() for i in members}
+    private = _initializers_only_groups_read(model.graph, dropped)
     del folded.graph.node[:]
+    kept_initializers = [t for t in model.graph.initializer if t.name not in private]
+    del folded.graph.initializer[:]
+    folded.graph.initializer.extend(kept_initializers)
     for index, node in enumerate(nodes):
         if index in first_of:
             folded.graph.node.append(_stand_in(first_of[index], [nodes[i] for i in groups[first_of[index]]],
-                                               consumed_outside))
+                                               consumed_outside, private))
         elif index not in dropped:
             folded.graph.node.append(node)
     return folded
@@ -534,8 +538,26 @@ def _values_used_outside(graph: onnx.GraphProto, groups: dict[str, list[int]]) -
     return used
 
 
-def _stand_in(fx_name: str, members: list[onnx.NodeProto], used_outside: set[str]) -> onnx.NodeProto:
-    produced = {o for node in members for o in node.output}
+def _initializers_only_groups_read(graph: onnx.GraphProto, group_members: set[int]) -> set[str]:
+    """Initializers (the translation's constants) that no node outside the folded groups reads."""
+    from fxport.report import iter_nodes
+
+    read_by_group: set[str] = set()
+    read_elsewhere = {o.name for o in graph.output}
+    for index, node in enumerate(graph.node):
+        target = read_by_group if index in group_members else read_elsewhere
+        target.update(node.input)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                for sub_node in iter_nodes(sub):
+                    target.update(sub_node.input)
+    initializers = {t.name for t in graph.initializer}
+    return (read_by_group & initializers) - read_elsewhere
+
+
+def _stand_in(fx_name: str, members: list[onnx.NodeProto], used_outside: set[str],
+              private: set[str] = frozenset()) -> onnx.NodeProto:
+    produced = {o for node in members for o in node.output} | set(private)
     inputs = []
     for node in members:
         inputs += [v for v in node.input if v and v not in produced and v not in inputs]

@@ -22,6 +22,7 @@ from fxport.diff.onnx_diff import iter_changes
 
 MARKS = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow"), "same": (" ", "dim")}
 DEFAULT_LIMIT = 40
+VALUE_LIMIT = 8
 
 
 def render_terminal(diff: ModelDiff, console: Console, *, details: bool = False,
@@ -105,6 +106,11 @@ def render_onnx(diff: ModelDiff, console: Console, details: bool, limit: int) ->
     else:
         console.print("Op counts: unchanged")
     changed_values = onnx_diff.changed_values()
+    initializers = [v for v in changed_values if v.kind == "initializer"]
+    hidden_values = 0
+    if not details and len(initializers) > VALUE_LIMIT:
+        hidden_values = len(initializers) - VALUE_LIMIT
+        changed_values = [v for v in changed_values if v.kind != "initializer"] + initializers[:VALUE_LIMIT]
     if changed_values:
         table = Table(title="Inputs, outputs, initializers", title_justify="left")
         for column in ("kind", "name", "before", "after"):
@@ -112,13 +118,15 @@ def render_onnx(diff: ModelDiff, console: Console, details: bool, limit: int) ->
         for value in changed_values:
             table.add_row(value.kind, escape(value.name), escape(value.before or "—"), escape(value.after or "—"))
         console.print(table)
+    if hidden_values:
+        console.print(f"[dim]… {hidden_values} more initializer change(s); --details lists them[/dim]", highlight=False)
     rows = [(depth, change.status, change.node.signature(), change.changes, change.node.location, change.node.rule)
             for depth, change in iter_changes(onnx_diff)]
     _print_rows(rows, console, details, limit)
 
 
 def _print_rows(rows, console: Console, details: bool, limit: int) -> None:
-    shown = rows if details else [row for row in rows if row[1] != "same"]
+    shown = rows if details else _fold_rule_runs([row for row in rows if row[1] != "same"])
     if not details and len(shown) > limit:
         hidden = len(shown) - limit
         shown = shown[:limit]
@@ -137,6 +145,38 @@ def _print_rows(rows, console: Console, details: bool, limit: int) -> None:
             console.print(f"[yellow]  {'    ' * depth}    ↳ {escape(change)}[/yellow]", highlight=False)
     if hidden:
         console.print(f"[dim]… {hidden} more changed node(s); --details lists every node[/dim]", highlight=False)
+
+
+FOLD_AT = 6
+
+
+def _fold_rule_runs(rows):
+    """Runs of added nodes that one rule produced become one line (``--details`` lists them)."""
+    folded, run = [], []
+
+    def flush():
+        if len(run) >= FOLD_AT:
+            ops: dict[str, int] = {}
+            for row in run:
+                op = row[2].split(" = ", 1)[-1].split("(", 1)[0]
+                ops[op] = ops.get(op, 0) + 1
+            text = f"{len(run)} nodes from rule {run[0][5]}: " + ", ".join(f"{k}×{v}" for k, v in sorted(ops.items()))
+            folded.append((run[0][0], "added", text, [], run[0][4], None))
+        else:
+            folded.extend(run)
+        run.clear()
+
+    for row in rows:
+        if row[1] == "added" and row[5] and (not run or (run[0][5], run[0][0]) == (row[5], row[0])):
+            run.append(row)
+            continue
+        flush()
+        if row[1] == "added" and row[5]:
+            run.append(row)
+        else:
+            folded.append(row)
+    flush()
+    return folded
 
 
 def _summary_text(summary: dict[str, int]) -> str:
