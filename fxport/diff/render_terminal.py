@@ -54,6 +54,10 @@ def render_rewrites(diff: ModelDiff, console: Console) -> None:
         table.add_row(escape(r.rule), r.tier, escape(str(r.location or "")), escape(r.detail),
                       str(len(view.onnx_nodes)))
     console.print(table)
+    for view in diff.rewrites:
+        if view.graph_nodes:
+            names = ", ".join(view.graph_nodes[:8]) + (" …" if len(view.graph_nodes) > 8 else "")
+            console.print(f"  {escape(view.rewrite.rule)}: captured-graph node(s) {escape(names)}", highlight=False)
 
 
 def render_source(view, also: list[str], console: Console) -> None:
