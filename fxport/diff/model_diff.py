@@ -216,7 +216,7 @@ def attribute_rewrites(rewrites: list[AppliedRewrite], capture_diff: CapturedGra
     for index, rewrite in enumerate(rewrites):
         named = {rewrite.data.get("fx_node"), *rewrite.data.get("new_nodes", ())} - {None}
         graph_nodes = [n.name for n in after_nodes if n.op not in ("input", "output")
-                       and (n.name in named or n.rule == rewrite.rule)]
+                       and (n.name in named or n.rule == rewrite.rule or _translated_by(rewrite, n))]
         graph_nodes += [c.node.name for _, c in iter_graph_changes(capture_diff)
                         if c.status in ("added", "changed") and c.node.op not in ("input", "output")
                         and owner(c.node.location) == index and c.node.name not in graph_nodes]
@@ -226,6 +226,14 @@ def attribute_rewrites(rewrites: list[AppliedRewrite], capture_diff: CapturedGra
         views.append(RewriteView(rewrite, source_diff_for(rewrite), graph_nodes, onnx_nodes))
     _share_identical_source_diffs(views)
     return views
+
+
+def _translated_by(rewrite: AppliedRewrite, node) -> bool:
+    """An op rule's captured node: same user line, and the op it translates in the node's op name
+    (the exporter decomposes first, so ``aten::special_erfinv`` reaches the rule as ``erfinv``)."""
+    op = str((rewrite.data or {}).get("op", "")).split("::")[-1]
+    return (rewrite.tier == "op" and bool(op) and rewrite.location is not None
+            and node.location == str(rewrite.location) and op in node.op.split("::")[-1])
 
 
 def _share_identical_source_diffs(views: list[RewriteView]) -> None:
