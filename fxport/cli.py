@@ -168,9 +168,13 @@ def diff(
     if as_json:
         stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
     else:
+        import contextlib
+
         from fxport.diff.render_terminal import render_terminal
 
-        render_terminal(result, stdout, details=details)
+        paged = stdout.pager(styles=True) if details and stdout.is_terminal else contextlib.nullcontext()
+        with paged:  # --details on a terminal pages like git diff; pipes get plain text
+            render_terminal(result, stdout, details=details)
         if html is not None:
             stdout.print(f"wrote {escape(str(html))}", highlight=False)
 
