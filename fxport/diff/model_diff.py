@@ -59,6 +59,7 @@ class Baseline:
     onnx_model: onnx.ModelProto | None = None
     capture_error: str | None = None
     onnx_error: str | None = None
+    trace_error: str | None = None
     untranslated_stand_in: bool = False
 
     @property
@@ -157,9 +158,10 @@ def assemble(target: str, result: ConversionResult, baseline: Baseline) -> Model
     before_rules = result.artifacts.get("exported_program_before")
     after_rules = result.artifacts.get("exported_program_after")
     stages = [capture_stage(baseline, before_rules)]
-    if any(r.tier == "graph" for r in result.rewrites) or not diff_captured(before_rules, after_rules).identical:
+    graph_rules_diff = diff_captured(before_rules, after_rules)
+    if any(r.tier == "graph" for r in result.rewrites) or not graph_rules_diff.identical:
         stages.append(GraphStage("graph rules", "fxport capture, before graph rules",
-                                 "after graph rules", diff_captured(before_rules, after_rules)))
+                                 "after graph rules", graph_rules_diff))
     fill_untranslated_stand_in(baseline, result)
     onnx_diff = diff_onnx(baseline.onnx_model, result.model)
     after_nodes = fx_nodes(after_rules) if after_rules is not None else []
@@ -183,7 +185,9 @@ def fill_untranslated_stand_in(baseline: Baseline, result: ConversionResult) -> 
 def capture_stage(baseline: Baseline, fxport_capture: Any) -> GraphStage:
     before = baseline.program if baseline.program is not None else baseline.trace_graph
     note = ""
-    if baseline.program is None:
+    if baseline.program is None and baseline.trace_graph is None:
+        note = f"neither torch.export nor torch.jit.trace could capture the model: {baseline.trace_error}"
+    elif baseline.program is None:
         note = ("stock torch.export failed, so 'before' is the TorchScript trace of the example "
                 "input: the branch it took and the trip counts it ran are baked in")
     return GraphStage("capture", baseline.graph_label, "fxport capture (rewrites installed)",
@@ -291,7 +295,10 @@ def stock_baseline(model: torch.nn.Module, example: InputSet, dynamic_shapes: An
         except ConversionError as exc:
             baseline.onnx_error = exc.message
         return baseline
-    baseline.trace_graph = legacy_trace_graph(model, example)
+    try:
+        baseline.trace_graph = legacy_trace_graph(model, example)
+    except Exception as exc:  # noqa: BLE001 - no trace either: the diff says "before" is unavailable
+        baseline.trace_error = f"{type(exc).__name__}: {_first_line(exc)}"
     try:
         baseline.onnx_model = legacy_onnx_export(model, example, dynamic_shapes, opset)
     except Exception as exc:  # noqa: BLE001 - the legacy exporter's own failure is the finding
@@ -300,14 +307,11 @@ def stock_baseline(model: torch.nn.Module, example: InputSet, dynamic_shapes: An
 
 
 def legacy_trace_graph(model: torch.nn.Module, example: InputSet) -> Any:
-    """``torch.jit.trace(model, example).inlined_graph``, or None when tracing fails."""
-    try:
-        with _quiet():
-            traced = torch.jit.trace(model, example.args, example_kwarg_inputs=example.kwargs or None,
-                                     check_trace=False, strict=False)
-        return traced.inlined_graph
-    except Exception:  # noqa: BLE001 - no trace: the diff says "before" is unavailable
-        return None
+    """``torch.jit.trace(model, example).inlined_graph``: what the legacy exporter records."""
+    with _quiet():
+        traced = torch.jit.trace(model, example.args, example_kwarg_inputs=example.kwargs or None,
+                                 check_trace=False, strict=False)
+    return traced.inlined_graph
 
 
 def legacy_onnx_export(model: torch.nn.Module, example: InputSet, dynamic_shapes: Any,

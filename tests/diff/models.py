@@ -51,3 +51,15 @@ class Plain(nn.Module):
 
     def forward(self, x):
         return torch.relu(self.linear(x)) * 2
+
+
+
+class Untraceable(nn.Module):
+    """Neither torch.export (data-dependent branch) nor torch.jit.trace (a None output) takes it."""
+
+    example_args = (torch.arange(4.0),)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2, None
+        return x - 1, None

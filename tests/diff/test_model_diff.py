@@ -87,3 +87,13 @@ def test_cli_diff_target_json_and_terminal():
     terminal = run_cli("diff", "tests/diff/models.py:Plain", "--no-verify")
     assert terminal.returncode == 0, terminal.stderr
     assert "Rewrites: none applied" in terminal.stdout and "Op counts: unchanged" in terminal.stdout
+
+
+def test_no_trace_either_is_said_not_hidden():
+    from fxport.diff.model_diff import capture_stage
+    from tests.diff.models import Untraceable
+
+    baseline = stock_baseline(Untraceable(), InputSet(Untraceable.example_args), None)
+    assert baseline.program is None and baseline.trace_graph is None
+    stage = capture_stage(baseline, None)
+    assert stage.note.startswith("neither torch.export nor torch.jit.trace could capture the model: RuntimeError")
