@@ -1,0 +1,170 @@
+"""Apply the converter to a module for the duration of a ``with`` block.
+
+Example::
+
+    >>> from fxport.controlflow import convert_control_flow
+    >>> with convert_control_flow(model, strategy="auto") as records:     # doctest: +SKIP
+    ...     ep = torch.export.export(model, (x,), strict=False)
+    >>> [r.rule for r in records]                                          # doctest: +SKIP
+    ['if-to-where']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+from typing import Callable, Iterator
+
+import torch
+
+from fxport.controlflow import runtime
+from fxport.controlflow.transformer import convert_function
+from fxport.errors import ControlFlowError, SourceLocation, UsageError, is_user_file
+from fxport.report import AppliedRewrite
+
+STRATEGIES = ("auto", "where", "cond")
+
+# original function -> converted function (None: not user code, left alone)
+_CONVERTED: dict[Callable, Callable | None] = runtime._CONVERTED
+
+
+def _code_file(fn) -> str | None:
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code is not None else None
+
+
+def converted_function(fn: Callable) -> Callable | None:
+    """The converted version of a user function (cached), or None when ``fn`` is not user code.
+
+    Example::
+
+        >>> conv = converted_function(Net.forward)            # doctest: +SKIP
+        >>> conv(net, x)                                      # doctest: +SKIP
+    """
+    if fn in _CONVERTED:
+        return _CONVERTED[fn]
+    original = fn
+    fn = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+    if not _convertible(fn):
+        _CONVERTED[original] = None
+        return None
+    _CONVERTED[original] = None  # recursion guard: a recursive call site uses the original meanwhile
+    converted = _build(fn)
+    _CONVERTED[original] = _CONVERTED[fn] = converted
+    _prewarm(fn)
+    return converted
+
+
+def _convertible(fn) -> bool:
+    """User-defined plain functions; not lambdas, generators or coroutines."""
+    if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
+        return False
+    if fn.__code__.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return False
+    return is_user_file(_code_file(fn))
+
+
+def _build(fn: types.FunctionType) -> Callable:
+    try:
+        inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        raise ControlFlowError(
+            f"cannot convert {fn.__qualname__}: its source code is not available",
+            where=SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno, fn.__qualname__),
+            hint="define it in a .py file (not the REPL or exec) so fxport can read it",
+        ) from None
+    result = convert_function(fn)
+    code = compile(result.module, result.source.filename, "exec")
+    namespace: dict = {}
+    exec(code, fn.__globals__, namespace)
+    cells = [_cell_value(c, name) for c, name in zip(fn.__closure__ or (), result.freevars)]
+    converted = namespace[result.factory_name](runtime, result.infos, *cells)
+    converted.__defaults__ = fn.__defaults__
+    converted.__kwdefaults__ = fn.__kwdefaults__
+    converted.__wrapped_original__ = fn
+    converted.__fxport_source__ = result.source
+    return converted
+
+
+def _cell_value(cell, name: str):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return runtime.Undefined(name)
+
+
+def _prewarm(fn: types.FunctionType) -> None:
+    """Convert the user functions ``fn`` calls by global name now, not inside a traced body."""
+    for name in fn.__code__.co_names:
+        target = fn.__globals__.get(name)
+        if isinstance(target, types.FunctionType):
+            converted_function(target)
+
+
+def _prewarm_methods(module: torch.nn.Module, fn: types.FunctionType, seen: set | None = None) -> None:
+    """Convert the methods ``fn`` calls on ``self`` (and theirs) before tracing starts."""
+    seen = seen if seen is not None else {fn}
+    for name in fn.__code__.co_names:
+        target = inspect.getattr_static(type(module), name, None)
+        if isinstance(target, (staticmethod, classmethod)):
+            target = target.__func__
+        if isinstance(target, types.FunctionType) and target not in seen:
+            seen.add(target)
+            if converted_function(target) is not None:
+                _prewarm_methods(module, target, seen)
+
+
+def converted_source(fn: Callable) -> str:
+    """The source of ``fn`` after control-flow conversion (what ``fxport diff`` shows).
+
+    Example::
+
+        >>> print(converted_source(Net.forward))   # doctest: +SKIP
+        def forward(self, x):
+            def _fx_true_0(y): ...
+    """
+    fn = getattr(fn, "__func__", fn)
+    fn = inspect.unwrap(fn)
+    return convert_function(fn).source.after
+
+
+def _user_modules(root: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    for module in root.modules():
+        forward = inspect.getattr_static(type(module), "forward", None)
+        if "forward" in module.__dict__ or not isinstance(forward, types.FunctionType):
+            continue
+        if is_user_file(_code_file(inspect.unwrap(forward))):
+            yield module
+
+
+@contextlib.contextmanager
+def convert_control_flow(module: torch.nn.Module, strategy: str = "auto") -> Iterator[list[AppliedRewrite]]:
+    """Install converted forwards on ``module`` and its user submodules while the block runs.
+
+    ``strategy``: ``"auto"`` (where for pure cheap branches, cond otherwise), ``"where"`` or
+    ``"cond"`` (forced). Yields the list of :class:`~fxport.report.AppliedRewrite` records,
+    filled while the model is captured. The module is restored on exit, even on error.
+
+    Example::
+
+        >>> with convert_control_flow(model) as records:                       # doctest: +SKIP
+        ...     ep = torch.export.export(model, (x,), strict=False)
+    """
+    if strategy not in STRATEGIES:
+        raise UsageError(f"unknown control-flow strategy {strategy!r}", hint=f"use one of {', '.join(STRATEGIES)}")
+    records: list[AppliedRewrite] = []
+    installed: list[torch.nn.Module] = []
+    try:
+        for sub in _user_modules(module):
+            forward = inspect.getattr_static(type(sub), "forward")
+            converted = converted_function(forward)
+            _prewarm_methods(sub, inspect.unwrap(forward))
+            if converted is not None:
+                sub.__dict__["forward"] = types.MethodType(converted, sub)
+                installed.append(sub)
+        with runtime.session(strategy, records):
+            yield records
+    finally:
+        for sub in installed:
+            sub.__dict__.pop("forward", None)
