@@ -44,6 +44,12 @@ class Device(str, enum.Enum):
     cuda = "cuda"
 
 
+class IfStrategy(str, enum.Enum):
+    auto = "auto"
+    where = "where"
+    cond = "cond"
+
+
 class OutputMode:
     """How much the CLI prints: normal, quiet (errors only) or json (one JSON document)."""
 
@@ -106,6 +112,8 @@ def convert(
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
     no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
     no_optimize: bool = typer.Option(False, "--no-optimize", help="skip ONNX graph optimisation"),
+    if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto (per statement)"),
+    no_control_flow: bool = typer.Option(False, "--no-control-flow", help="do not convert data-dependent control flow (shows the stock capture failure)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write the conversion report as JSON"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="print errors only"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document (for machines)"),
@@ -125,7 +133,8 @@ def convert(
         result = convert_model(
             loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
             output=output, opset=opset, verify=not no_verify, device=device.value,
-            optimize=not no_optimize, verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
+            optimize=not no_optimize, if_strategy=if_strategy.value, control_flow=not no_control_flow,
+            verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
             progress=mode.progress,
         )
         if report is not None:

@@ -26,6 +26,7 @@ import onnx
 import torch
 
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
+from fxport.controlflow import convert_control_flow
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower
@@ -47,6 +48,8 @@ def convert(
     verify: bool = True,
     device: str = "auto",
     rules: Any = None,
+    if_strategy: str = "auto",
+    control_flow: bool = True,
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
@@ -65,6 +68,10 @@ def convert(
             sizes along dynamic dimensions (plus ``verify_inputs``).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for verification.
         rules: extra rewrite rules (see docs/rules.md).
+        if_strategy: how tensor-conditioned ``if`` statements are converted: ``"auto"`` (where
+            for pure cheap branches, cond otherwise), ``"where"`` or ``"cond"``.
+        control_flow: convert data-dependent Python control flow (see docs/control-flow.md);
+            ``False`` captures the model's code as it is.
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
@@ -95,7 +102,7 @@ def convert(
     with eval_mode(model, result_warnings):
         with timer("eager"):
             register_output_dataclasses(run_eager(model, example))
-        with timer("capture"), capture_rewrites(model, rewrites):
+        with timer("capture"), capture_rewrites(model, rewrites, if_strategy if control_flow else None):
             program = capture(model, example, dynamic_shapes, notes=result_warnings)
         if keep_artifacts:
             artifacts["exported_program_before"] = snapshot_graph_module(program)
@@ -139,9 +146,16 @@ def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.Gra
 
 
 @contextlib.contextmanager
-def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite]) -> Iterator[None]:
-    """Install the source-level rewrites for the duration of capture; ``records`` collects them."""
-    yield
+def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite], if_strategy: str | None) -> Iterator[None]:
+    """Install the source-level rewrites for the duration of capture; ``records`` collects them.
+
+    ``if_strategy`` None leaves the model's control flow as written.
+    """
+    with contextlib.ExitStack() as stack:
+        if if_strategy is not None:
+            records_cf = stack.enter_context(convert_control_flow(model, strategy=if_strategy))
+            stack.callback(lambda: records.extend(records_cf))
+        yield
 
 
 class StageTimer:

@@ -20,6 +20,21 @@ def test_convert_bundled_example_writes_verified_model(tmp_path):
     onnx.checker.check_model(onnx.load(out))
 
 
+def test_readme_main_job_converts_data_dependent_control_flow(tmp_path):
+    """The README's first command: an if on a submodule call → If, a cheap ifexp → Where."""
+    out = tmp_path / "gated.onnx"
+    result = run_cli("convert", "examples/gated_mlp.py:GatedMLP", "-o", str(out), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert {r["rule"] for r in data["rewrites"]} == {"if-to-cond", "ifexp-to-where"}
+    assert all(r["location"].startswith("examples/gated_mlp.py:") for r in data["rewrites"])
+    assert data["op_counts"]["If"] == 1 and data["op_counts"]["Where"] == 1
+    assert [row["name"] for row in data["verification"]][-3:] == ["user-1", "user-2", "user-3"]
+    stock = run_cli("convert", "examples/gated_mlp.py:GatedMLP", "--no-control-flow")
+    assert stock.returncode == 1 and "data-dependent control flow" in stock.stderr
+    assert line_of("examples/gated_mlp.py", "if h.mean() > 0") in stock.stderr
+
+
 def test_convert_with_input_specs_dynamic_and_report(tmp_path):
     report = tmp_path / "report.json"
     result = run_cli("convert", "tests/models/basic.py:TwoInputs", "-i", "x=3x4", "-i", "ids=3:int64",
