@@ -159,6 +159,7 @@ def diff(
     inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs, as for convert"),
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
     no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
+    if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto"),
     html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report"),
     details: bool = typer.Option(False, "--details", help="list every node, not only the changed ones"),
     as_json: bool = typer.Option(False, "--json", help="print the diff as one JSON document"),
@@ -171,7 +172,7 @@ def diff(
         from fxport.diff.command import run_diff
 
         return run_diff(target, other, inputs=inputs, dynamic=dynamic, inputs_fn=inputs_fn, opset=opset,
-                        verify=not no_verify, html=html, progress=mode.progress)
+                        verify=not no_verify, html=html, progress=mode.progress, if_strategy=if_strategy.value)
 
     result = run_guarded(mode, action)
     if as_json:

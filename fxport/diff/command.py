@@ -17,14 +17,17 @@ from fxport.errors import UsageError
 
 def run_diff(target: str, other: str | None = None, *, inputs=(), dynamic=(), inputs_fn=None,
              opset: int | None = None, verify: bool = True, html: str | os.PathLike | None = None,
-             progress: Callable[[str, str], None] | None = None) -> ModelDiff:
-    """Diff a model target against the stock exporters, or two ONNX files; optionally write HTML."""
+             progress: Callable[[str, str], None] | None = None, **convert_options) -> ModelDiff:
+    """Diff a model target against the stock exporters, or two ONNX files; optionally write HTML.
+
+    ``convert_options`` go to :func:`fxport.convert` (e.g. ``if_strategy="cond"``).
+    """
     if opset is not None and not 7 <= opset <= 30:
         raise UsageError(f"--opset {opset} is out of range", hint="use an opset between 7 and 30, e.g. 18")
     if other is not None or target.endswith(".onnx"):
         result = _diff_files(target, other, inputs or dynamic or inputs_fn)
     else:
-        result = _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress)
+        result = _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress, convert_options)
     if html is not None:
         from fxport.diff.render_html import render_html
         from fxport.pipeline import write_text_atomically
@@ -43,7 +46,7 @@ def _diff_files(first: str, second: str | None, has_model_options) -> ModelDiff:
     return diff_onnx_files(first, second)
 
 
-def _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress) -> ModelDiff:
+def _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress, convert_options) -> ModelDiff:
     from fxport.load import load_model
 
     loaded = load_model(target, input_specs=list(inputs), dynamic_specs=list(dynamic), inputs_fn=inputs_fn)
@@ -51,5 +54,5 @@ def _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress) ->
     return diff_model(
         loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
         target=target, opset=opset, verify=verify, progress=progress,
-        verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
+        verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None, **convert_options,
     )

@@ -19,18 +19,6 @@ class IfElse(nn.Module):
         return z + x
 
 
-class IfElseByHand(nn.Module):
-    """IfElse written with torch.cond: what the control-flow converter produces."""
-
-    example_args = IfElse.example_args
-    example_dynamic_shapes = IfElse.example_dynamic_shapes
-
-    def forward(self, x):
-        y = torch.tanh(x)
-        z = torch.cond(y.sum() > 0, lambda y: y * 2, lambda y: y - 1, (y,))
-        return z + x
-
-
 class MissingOp(nn.Module):
     """erfinv has no ONNX translation in the stock exporter; an op rule supplies one."""
 

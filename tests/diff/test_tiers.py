@@ -1,0 +1,69 @@
+"""fxport diff on models exercising each rule tier: the rule named, the lines changed, the op deltas."""
+
+import json
+
+import pytest
+
+from fxport.diff import diff_model
+from fxport.diff.onnx_diff import iter_changes
+from tests.conftest import line_of, run_cli
+from tests.diff.browser import count_color, dump_dom, screenshot_pixels
+from tests.diff.models import IfElse
+
+MODELS_PY = "tests/diff/models.py"
+
+
+@pytest.fixture(scope="module")
+def if_else(tmp_path_factory):
+    page = tmp_path_factory.mktemp("ifelse") / "if_else.html"
+    result = run_cli("diff", f"{MODELS_PY}:IfElse", "--no-verify", "--json", "--html", str(page))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), str(page)
+
+
+def test_control_flow_rule_named_with_source_lines(if_else):
+    data, _ = if_else
+    [rewrite] = data["rewrites"]
+    assert rewrite["tier"] == "control-flow" and rewrite["rule"] == "if-to-where"
+    assert rewrite["location"] == "tests/diff/" + line_of(MODELS_PY, "if y.sum() > 0:")
+    assert "-    if y.sum() > 0:" in rewrite["source_diff"] and "-    else:" in rewrite["source_diff"]
+    assert any(line.startswith("+") and "if_stmt(y.sum() > 0" in line for line in rewrite["source_diff"])
+    assert any(name.startswith("node_where") for name in rewrite["onnx_nodes"])
+
+
+def test_control_flow_before_is_the_trace_that_baked_the_branch(if_else):
+    data, _ = if_else
+    capture = data["graph_stages"][0]
+    assert capture["before"] == "torch.jit.trace (legacy)" and "baked in" in capture["note"]
+    trace_lines = [n["before"] for n in capture["nodes"] if n["before"]]
+    assert not any("aten::sub" in line or "aten::gt" in line for line in trace_lines), "one branch, no test"
+    added = [n["after"] for n in capture["nodes"] if n["status"] == "added"]
+    assert any("aten::gt.Scalar" in line for line in added) and any("aten::where" in line for line in added)
+    deltas = {c["op"]: c["delta"] for c in data["onnx"]["op_counts"] if c["delta"]}
+    assert deltas["Where"] == 1 and deltas["Sub"] == 1 and deltas["Greater"] == 1 and deltas["ReduceSum"] == 1
+    assert data["onnx"]["before"].startswith("torch.onnx.export(dynamo=False)")
+
+
+def test_control_flow_html_renders_in_browser(if_else):
+    _, page = if_else
+    dom = dump_dom(page)
+    assert 'data-rule="if-to-where"' in dom
+    assert '<td class="code del">    if y.sum() &gt; 0:</td>' in dom, "the removed if line, left column"
+    assert dom.count('<g class="node added"') >= 3
+    image = screenshot_pixels(page)
+    assert count_color(image, (0xFF, 0xEB, 0xE9)) > 500, "removed source lines painted red"
+
+
+def test_cond_strategy_nests_both_bodies_in_graph_and_onnx():
+    diff = diff_model(IfElse(), IfElse.example_args, dynamic_shapes=IfElse.example_dynamic_shapes,
+                      verify=False, if_strategy="cond")
+    [view] = diff.rewrites
+    assert view.rewrite.rule == "if-to-cond"
+    cond = next(c for c in diff.graph_stages[0].diff.nodes if c.status == "added" and c.after.op == "cond")
+    bodies = [[n.after.op for n in body.nodes] for body in cond.subgraphs.values()]
+    assert len(bodies) == 2 and "aten::mul.Tensor" in bodies[0] and "aten::sub.Tensor" in bodies[1]
+    nested = {change.node.op_type: depth for depth, change in iter_changes(diff.onnx) if change.status == "added"}
+    assert nested["If"] == 0 and nested["Sub"] == 1, "the else body is listed under the If node"
+    assert {c.op: c.delta for c in diff.onnx.op_deltas()}["If"] == 1
+    if_node = next(c.node.name for _, c in iter_changes(diff.onnx) if c.node.op_type == "If")
+    assert if_node in view.onnx_nodes, "the If is attributed to the rewrite"
