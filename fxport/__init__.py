@@ -32,6 +32,8 @@ from fxport.errors import (
 )
 from fxport.pipeline import convert
 from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
+from fxport import rules
+from fxport.rules import BUILTIN_PRIORITY, Scope, graph_rule, onnx_op, patch
 
 __version__ = "0.1.0"
 
@@ -54,4 +56,10 @@ __all__ = [
     "VerificationRow",
     "__version__",
     "convert",
+    "BUILTIN_PRIORITY",
+    "Scope",
+    "graph_rule",
+    "onnx_op",
+    "patch",
+    "rules",
 ]

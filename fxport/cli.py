@@ -81,6 +81,11 @@ def run_guarded(mode: OutputMode, action):
             rows = getattr(exc, "report", None)
             if rows:
                 stderr.print(verification_table(rows))
+            skeleton = getattr(exc, "skeleton", "")
+            if skeleton:
+                stderr.print("\n# Rule skeletons: save as rules.py, fill in, pass with --rules "
+                             "rules.py\n", highlight=False)
+                stderr.print(escape(skeleton), highlight=False)
         raise typer.Exit(exc.exit_code)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
@@ -115,6 +120,8 @@ def convert(
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto (per statement)"),
     no_control_flow: bool = typer.Option(False, "--no-control-flow", help="do not convert data-dependent control flow (shows the stock capture failure)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write the conversion report as JSON"),
+    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable; see `fxport rules`)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="print errors only"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document (for machines)"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
@@ -135,7 +142,8 @@ def convert(
             output=output, opset=opset, verify=not no_verify, device=device.value,
             optimize=not no_optimize, if_strategy=if_strategy.value, control_flow=not no_control_flow,
             verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
-            progress=mode.progress,
+            progress=mode.progress, rules=[str(path) for path in rules] or None,
+            disable_rules=tuple(disable),
         )
         if report is not None:
             from fxport.pipeline import write_text_atomically
@@ -150,6 +158,75 @@ def convert(
         print_summary(result)
 
 
+@app.command("rules")
+def list_rules(
+    rules: List[Path] = typer.Option([], "--rules", help="also list the rules in this file (repeatable)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """List the rules fxport applies: built-ins, installed packages' and --rules files'."""
+    mode = OutputMode(False, as_json, debug)
+
+    def action():
+        from fxport.rules import resolve
+
+        ruleset = resolve([str(path) for path in rules] or None)
+        return ruleset
+
+    ruleset = run_guarded(mode, action)
+    rows = [rule.describe() for rule in ruleset.rules]
+    if mode.as_json:
+        stdout.print_json(json.dumps({"rules": rows}))
+        return
+    table = Table(title=f"{len(rows)} rules", title_justify="left")
+    for column in ("name", "tier", "target", "scope", "doc"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(str(row[key])) for key in ("name", "tier", "target", "scope", "doc")))
+    stdout.print(table)
+
+
+@app.command("ops")
+def list_missing_ops(
+    target: str = typer.Argument(..., help="path/to/file.py:Name or package.module:Name"),
+    inputs: List[str] = typer.Option([], "--input", "-i", help="NAME=SHAPE[:DTYPE]"),
+    dynamic: List[str] = typer.Option([], "--dynamic", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME]"),
+    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs"),
+    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
+    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable)"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """List every op of a model without an ONNX translation, with a rule skeleton for each.
+
+    Exits 1 when some op lacks a translation, 0 when every op has one.
+    """
+    mode = OutputMode(False, False, debug)
+
+    def action():
+        from fxport.coverage import scan_model
+
+        return scan_model(target, inputs=inputs, dynamic=dynamic, inputs_fn=inputs_fn,
+                          opset=opset, rules=[str(path) for path in rules] or None,
+                          disable=tuple(disable))
+
+    missing = run_guarded(mode, action)
+    if not missing:
+        stdout.print("Every op has an ONNX translation.")
+        return
+    from fxport.coverage import rule_skeleton
+
+    table = Table(title=f"{len(missing)} op(s) without an ONNX translation", title_justify="left")
+    for column in ("op", "where", "schema"):
+        table.add_column(column)
+    for entry in missing:
+        table.add_row(escape(entry.op), escape(str(entry.location or "")), escape(entry.schema))
+    stdout.print(table)
+    stdout.print("\n# Rule skeletons: save as rules.py, fill in, pass with --rules rules.py\n")
+    stdout.print(escape(rule_skeleton(missing)), highlight=False)
+    raise typer.Exit(1)
+
+
 @app.command()
 def diff(
     target: str = typer.Argument(..., help="a model target (file.py:Name), or A.onnx followed by B.onnx"),
@@ -160,6 +237,8 @@ def diff(
     opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
     no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto"),
+    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable)"),
     html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report"),
     details: bool = typer.Option(False, "--details", help="list every node, not only the changed ones"),
     as_json: bool = typer.Option(False, "--json", help="print the diff as one JSON document"),
@@ -172,7 +251,8 @@ def diff(
         from fxport.diff.command import run_diff
 
         return run_diff(target, other, inputs=inputs, dynamic=dynamic, inputs_fn=inputs_fn, opset=opset,
-                        verify=not no_verify, html=html, progress=mode.progress, if_strategy=if_strategy.value)
+                        verify=not no_verify, html=html, progress=mode.progress, if_strategy=if_strategy.value,
+                        rules=[str(path) for path in rules] or None, disable_rules=tuple(disable))
 
     result = run_guarded(mode, action)
     if as_json:

@@ -130,12 +130,15 @@ class UnsupportedOpsError(ConversionError):
 
     Attributes:
         ops: one entry per missing op: ``(qualified op name, SourceLocation or None)``.
+        skeleton: a rule file with one ``@fxport.onnx_op`` stub per op (may be empty).
     """
 
     stage = "lower"
 
-    def __init__(self, ops: list[tuple[str, SourceLocation | None]], *, hint: str | None = None):
+    def __init__(self, ops: list[tuple[str, SourceLocation | None]], *, hint: str | None = None,
+                 skeleton: str = ""):
         self.ops = ops
+        self.skeleton = skeleton
         names = []
         for op, where in ops:
             names.append(f"{op} ({where})" if where else op)

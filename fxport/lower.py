@@ -59,7 +59,10 @@ def explain_lowering_failure(exc, program, translation_table, opset) -> Exceptio
     except Exception:  # the scan itself failed: report the exporter's error instead
         missing = []
     if missing:
-        return UnsupportedOpsError([(m.op, m.location) for m in missing])
+        from fxport.coverage import rule_skeleton
+
+        return UnsupportedOpsError([(m.op, m.location) for m in missing],
+                                   skeleton=rule_skeleton(missing))
     summary = _exporter_summary(exc)
     return LoweringError(f"the ONNX exporter failed: {summary}", hint="run with --debug for the full trace")
 

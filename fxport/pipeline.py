@@ -31,6 +31,7 @@ from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower
 from fxport.report import AppliedRewrite, ConversionResult
+from fxport.rules import resolve as resolve_rules
 from fxport.verify import resolve_device, verify_model
 
 #: ``progress(stage, state)`` with state ``"start"`` or ``"done"``; the CLI draws it.
@@ -48,6 +49,7 @@ def convert(
     verify: bool = True,
     device: str = "auto",
     rules: Any = None,
+    disable_rules: Any = (),
     if_strategy: str = "auto",
     control_flow: bool = True,
     optimize: bool = True,
@@ -67,7 +69,9 @@ def convert(
         verify: compare ONNX Runtime with eager PyTorch on the example, fresh values and other
             sizes along dynamic dimensions (plus ``verify_inputs``).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for verification.
-        rules: extra rewrite rules (see docs/rules.md).
+        rules: extra rewrite rules (see docs/rules.md): decorated functions/classes, modules,
+            rule-file paths, or a list of those; the built-ins in rewrites/ always apply.
+        disable_rules: names of rules to leave out (``fxport rules`` lists them).
         if_strategy: how tensor-conditioned ``if`` statements are converted: ``"auto"`` (where
             for pure cheap branches, cond otherwise), ``"where"`` or ``"cond"``.
         control_flow: convert data-dependent Python control flow (see docs/control-flow.md);
@@ -97,20 +101,25 @@ def convert(
     result_warnings: list[str] = []
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
+    ruleset = resolve_rules(rules, disable=disable_rules, opset=opset, device=verify_device)
     artifacts: dict[str, Any] = {}
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
             register_output_dataclasses(run_eager(model, example))
-        with timer("capture"), capture_rewrites(model, rewrites, if_strategy if control_flow else None):
+        with timer("capture"), ruleset.patches_applied(rewrites), \
+                capture_rewrites(model, rewrites, if_strategy if control_flow else None):
             program = capture(model, example, dynamic_shapes, notes=result_warnings)
         if keep_artifacts:
             artifacts["exported_program_before"] = snapshot_graph_module(program)
-        # graph rules (fxport/rules) rewrite ``program`` here, between the two snapshots
+        with timer("rewrite"):
+            program = ruleset.apply_graph_rules(program, rewrites)
         if keep_artifacts:
             artifacts["exported_program_after"] = program
         with timer("lower"):
-            onnx_model = lower(program, opset=opset, optimize=optimize)
+            onnx_model = lower(program, opset=opset, optimize=optimize,
+                               translation_table=ruleset.translation_table())
+            ruleset.record_op_rules_fired(onnx_model, rewrites)
         verification = []
         if verify:
             with timer("verify"):

@@ -1,0 +1,347 @@
+"""Graph rules: pattern → replacement on the exported aten FX graph.
+
+Pattern and replacement are plain PyTorch functions. fxport captures both with
+``torch.export.export`` — the same path that captures the model — so the pattern is spelled in
+exactly the aten ops the model's graph contains. Matching uses ``torch.fx.subgraph_rewriter``;
+an optional ``check`` vets each match and may say why it refused; :meth:`GraphRule.explain`
+says why candidate nodes did not match at all.
+
+Example::
+
+    >>> import torch, fxport
+    >>> def x_sigmoid_x(x):
+    ...     return x * torch.sigmoid(x)
+    >>> @fxport.graph_rule(pattern=x_sigmoid_x, example_inputs=(torch.randn(2, 3),))
+    ... def to_silu(x):
+    ...     '''x * sigmoid(x) -> silu(x): one ONNX node instead of two.'''
+    ...     return torch.nn.functional.silu(x)
+    >>> class Net(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return x * torch.sigmoid(x) + 1
+    >>> ep = torch.export.export(Net(), (torch.randn(4, 5),))
+    >>> rule = fxport.rules.rules_of(to_silu)[0]
+    >>> records = []
+    >>> ep = fxport.rules.graph.apply_graph_rules(ep, [rule], records)
+    >>> [r.rule for r in records]
+    ['to_silu']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+from torch.fx.subgraph_rewriter import replace_pattern_with_filters
+
+from fxport.errors import RuleError, SourceLocation, is_user_file
+from fxport.report import AppliedRewrite
+from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
+
+
+@dataclasses.dataclass
+class Match:
+    """One place the pattern matched, handed to a rule's ``check``.
+
+    Attributes:
+        inputs: pattern parameter name → the graph node bound to it.
+        nodes: the graph nodes the pattern covers (inputs excluded).
+    """
+
+    inputs: dict[str, torch.fx.Node]
+    nodes: list[torch.fx.Node]
+
+    def value(self, name: str) -> Any:
+        """The fake tensor (shape, dtype) or Python value bound to pattern input ``name``."""
+        node = self.inputs[name]
+        return node.meta.get("val") if isinstance(node, torch.fx.Node) else node
+
+
+@dataclasses.dataclass
+class GraphRule(Rule):
+    """Rewrite every match of ``pattern`` into ``replacement``.
+
+    Attributes:
+        pattern / replacement: PyTorch functions with the same parameters.
+        example_inputs: inputs used to capture both (shapes only need to be representative).
+        check: optional ``check(match) -> True | None | str | False``; a string is the reason
+            the match was refused (shown by :meth:`explain`).
+        ignore_literals: match constants (e.g. the ``2`` in ``x * 2``) as wildcards.
+    """
+
+    tier: typing.ClassVar[str] = "graph"
+
+    pattern: Callable | None = None
+    replacement: Callable | None = None
+    example_inputs: tuple = ()
+    check: Callable[[Match], Any] | None = None
+    ignore_literals: bool = False
+    _captured: tuple | None = dataclasses.field(default=None, repr=False)
+
+    def captured(self) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+        """(pattern, replacement) as exported aten graphs; captured once."""
+        if self._captured is None:
+            self._captured = (capture(self.pattern, self.example_inputs, self.name, "pattern"),
+                              capture(self.replacement, self.example_inputs, self.name,
+                                      "replacement"))
+        return self._captured
+
+    def explain(self, graph: torch.fx.Graph | torch.fx.GraphModule | Any) -> list[str]:
+        """Why the pattern did not match: one line per candidate node.
+
+        A candidate is a node with the same op as the pattern's output. Returns an empty list
+        when there is no candidate at all, ``["<node>: matches"]`` for nodes that do match.
+        """
+        graph = _graph_of(graph)
+        pattern_gm, _ = self.captured()
+        anchors = _returning_nodes(pattern_gm.graph)
+        if len(anchors) != 1:
+            return ["explain() supports single-output patterns only"]
+        anchor = anchors[0]
+        reasons = []
+        for node in graph.nodes:
+            if node.op != anchor.op or node.target != anchor.target:
+                continue
+            bindings: dict[str, Any] = {}
+            covered: list[torch.fx.Node] = []
+            why = _why_differs(anchor, node, bindings, covered, self.ignore_literals)
+            if why is None:
+                why = _external_use(covered, node)
+            if why is None and self.check is not None:
+                verdict = _run_check(self, Match(bindings, covered))
+                why = None if verdict is True else f"check refused: {verdict}"
+            reasons.append(f"{node.name}: {why}" if why else f"{node.name}: matches")
+        return reasons
+
+
+def graph_rule(
+    *,
+    pattern: Callable,
+    example_inputs: Sequence[Any],
+    check: Callable[[Match], Any] | None = None,
+    ignore_literals: bool = False,
+    name: str | None = None,
+    priority: int = 0,
+    scope: Scope | None = None,
+    opset: int | tuple[int | None, int | None] | None = None,
+    devices: Sequence[str] | str | None = None,
+    torch_version: str | None = None,
+) -> Callable[[Callable], Callable]:
+    """Decorator: the decorated function replaces every match of ``pattern``.
+
+    Args:
+        pattern: a PyTorch function; its parameters are the pattern's inputs (wildcards).
+        example_inputs: arguments to capture pattern and replacement with.
+        check: optional filter ``check(match)``: True/None accepts, a string (the reason) or
+            False refuses.
+        name: the rule's name; defaults to the replacement function's name.
+
+    Example::
+
+        @fxport.graph_rule(pattern=lambda x: x * torch.sigmoid(x),
+                           example_inputs=(torch.randn(2, 3),))
+        def to_silu(x):
+            '''x * sigmoid(x) -> silu(x).'''
+            return torch.nn.functional.silu(x)
+    """
+
+    def decorate(replacement: Callable) -> Callable:
+        rule = GraphRule(
+            name=name or replacement.__name__,
+            target=f"pattern:{getattr(pattern, '__qualname__', repr(pattern))}",
+            doc=first_doc_line(replacement),
+            scope=make_scope(scope, opset=opset, devices=devices, torch=torch_version),
+            priority=priority,
+            defined_at=definition_site(replacement),
+            pattern=pattern,
+            replacement=replacement,
+            example_inputs=tuple(example_inputs),
+            check=check,
+            ignore_literals=ignore_literals,
+        )
+        return attach(replacement, rule)
+
+    return decorate
+
+
+class _AsModule(torch.nn.Module):
+    def __init__(self, function: Callable):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args):
+        return self.function(*args)
+
+
+def capture(function: Callable, example_inputs: tuple, rule_name: str, role: str
+            ) -> torch.fx.GraphModule:
+    """``function`` as an exported aten graph, placeholders named after its parameters."""
+    try:
+        exported = torch.export.export(_AsModule(function), tuple(example_inputs))
+    except Exception as err:  # noqa: BLE001 - any capture failure is the rule's fault
+        raise RuleError(
+            f"graph rule {rule_name!r}: could not capture its {role}: "
+            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+            where=definition_site(function),
+            hint="make it a plain PyTorch function of its example_inputs",
+        ) from err
+    graph_module = exported.graph_module
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        names = []
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    for node, param in zip(placeholders, names):
+        node.target = param
+        node.name = param
+    graph_module.recompile()
+    return graph_module
+
+
+def apply_graph_rules(exported: Any, rules: Sequence[GraphRule],
+                      records: list[AppliedRewrite]) -> Any:
+    """Rewrite ``exported`` (an ExportedProgram) with each rule in turn; returns it.
+
+    One :class:`AppliedRewrite` per replaced match is appended to ``records``; replacement
+    nodes carry ``node.meta["fxport_rule"]`` (the rule's name) for provenance.
+    """
+    graph_module = exported.graph_module
+    for rule in rules:
+        pattern_gm, replacement_gm = rule.captured()
+        replaced = replace_pattern_with_filters(
+            graph_module, pattern_gm, replacement_gm,
+            match_filters=[_filter_for(rule)], ignore_literals=rule.ignore_literals,
+        )
+        for found in replaced:
+            _record(rule, found, records)
+    graph_module.graph.eliminate_dead_code()
+    graph_module.recompile()
+    _sync_output_names(exported)
+    return exported
+
+
+def _filter_for(rule: GraphRule) -> Callable:
+    def accept(internal_match, original_graph, pattern_graph) -> bool:
+        if rule.check is None:
+            return True
+        placeholders = [n for n in pattern_graph.nodes if n.op == "placeholder"]
+        inputs = {p.name: internal_match.nodes_map[p] for p in placeholders
+                  if p in internal_match.nodes_map}
+        covered = [g for p, g in internal_match.nodes_map.items()
+                   if p.op not in ("placeholder", "output")]
+        return _run_check(rule, Match(inputs, covered)) is True
+
+    return accept
+
+
+def _run_check(rule: GraphRule, match: Match) -> Any:
+    """True when the rule's check accepts ``match``, else its reason (a string)."""
+    try:
+        verdict = rule.check(match)
+    except Exception as err:  # noqa: BLE001
+        raise RuleError(f"graph rule {rule.name!r}: its check raised {type(err).__name__}: "
+                        f"{err}", where=rule.defined_at) from err
+    if verdict is None or verdict is True:
+        return True
+    return verdict if isinstance(verdict, str) else "check returned False"
+
+
+def _record(rule: GraphRule, found: Any, records: list[AppliedRewrite]) -> None:
+    anchor = found.nodes_map.get(found.anchor, found.anchor)  # the model's node, not the pattern's
+    stack = anchor.meta.get("stack_trace")
+    new_nodes = [n for n in found.replacements if isinstance(n, torch.fx.Node)]
+    for node in new_nodes:
+        node.meta["fxport_rule"] = rule.name
+        if stack and "stack_trace" not in node.meta:
+            node.meta["stack_trace"] = stack
+        if "nn_module_stack" in anchor.meta and "nn_module_stack" not in node.meta:
+            node.meta["nn_module_stack"] = anchor.meta["nn_module_stack"]
+    records.append(AppliedRewrite(
+        rule=rule.name, tier="graph", location=location_from_stack_trace(stack),
+        detail=f"replaced {anchor.name} ({anchor.target}) and its pattern with "
+               f"{', '.join(str(n.target) for n in new_nodes if n.op == 'call_function')}",
+        data={"anchor": anchor.name, "new_nodes": [n.name for n in new_nodes]},
+    ))
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
+
+
+def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
+    """The innermost user frame of an FX ``stack_trace`` string."""
+    found = None
+    for filename, lineno, function in _FRAME.findall(stack_trace or ""):
+        if is_user_file(filename):
+            found = SourceLocation(filename, int(lineno), function or None)
+    return found
+
+
+def _sync_output_names(exported: Any) -> None:
+    """Point the graph signature's outputs at the (possibly replaced) output nodes."""
+    output = next(n for n in exported.graph_module.graph.nodes if n.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    for spec, value in zip(exported.graph_signature.output_specs, values):
+        if isinstance(value, torch.fx.Node) and hasattr(spec.arg, "name"):
+            spec.arg.name = value.name
+
+
+def _graph_of(obj: Any) -> torch.fx.Graph:
+    if isinstance(obj, torch.fx.Graph):
+        return obj
+    if isinstance(obj, torch.fx.GraphModule):
+        return obj.graph
+    return obj.graph_module.graph
+
+
+def _returning_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    output = next(n for n in graph.nodes if n.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    return [v for v in values if isinstance(v, torch.fx.Node)]
+
+
+def _why_differs(pattern: torch.fx.Node, node: Any, bindings: dict, covered: list,
+                 ignore_literals: bool) -> str | None:
+    """None when ``node`` matches ``pattern`` structurally, else the first difference."""
+    if pattern.op == "placeholder":
+        if pattern.name in bindings and bindings[pattern.name] is not node:
+            return (f"pattern input {pattern.name!r} would bind both "
+                    f"{_show(bindings[pattern.name])} and {_show(node)}")
+        bindings[pattern.name] = node
+        return None
+    if not isinstance(node, torch.fx.Node):
+        return f"expected {pattern.target} where the graph has the constant {node!r}"
+    if node.op != pattern.op or node.target != pattern.target:
+        return f"{node.name} is {node.target}, the pattern expects {pattern.target}"
+    if len(node.args) != len(pattern.args):
+        return (f"{node.name} has {len(node.args)} argument(s), the pattern's "
+                f"{pattern.target} has {len(pattern.args)}")
+    covered.append(node)
+    for index, (p_arg, g_arg) in enumerate(zip(pattern.args, node.args)):
+        if isinstance(p_arg, torch.fx.Node):
+            why = _why_differs(p_arg, g_arg, bindings, covered, ignore_literals)
+            if why:
+                return why
+        elif not ignore_literals and p_arg != g_arg:
+            return (f"argument {index} of {node.name} is {_show(g_arg)}, the pattern has "
+                    f"{p_arg!r}")
+    return None
+
+
+def _external_use(covered: list[torch.fx.Node], anchor: torch.fx.Node) -> str | None:
+    inside = set(covered)
+    for node in covered:
+        if node is anchor:
+            continue
+        outside = [u for u in node.users if u not in inside]
+        if outside:
+            return (f"{node.name} is also used by {outside[0].name} outside the pattern, so "
+                    f"it cannot be replaced")
+    return None
+
+
+def _show(value: Any) -> str:
+    return value.name if isinstance(value, torch.fx.Node) else repr(value)
