@@ -8,7 +8,8 @@ from fxport.diff import diff_model
 from fxport.diff.onnx_diff import iter_changes
 from tests.conftest import line_of, run_cli
 from tests.diff.browser import count_color, dump_dom, screenshot_pixels
-from tests.diff.models import IfElse
+from tests.diff import rule_models
+from tests.diff.models import IfElse, MissingOp
 
 MODELS_PY = "tests/diff/models.py"
 
@@ -67,3 +68,56 @@ def test_cond_strategy_nests_both_bodies_in_graph_and_onnx():
     assert {c.op: c.delta for c in diff.onnx.op_deltas()}["If"] == 1
     if_node = next(c.node.name for _, c in iter_changes(diff.onnx) if c.node.op_type == "If")
     assert if_node in view.onnx_nodes, "the If is attributed to the rewrite"
+
+
+def test_op_rule_shows_the_untranslated_op_replaced():
+    diff = diff_model(MissingOp(), MissingOp.example_args, verify=False)
+    [view] = diff.rewrites
+    assert (view.rewrite.rule, view.rewrite.tier) == ("aten::erfinv", "op")
+    assert str(view.rewrite.location) == "tests/diff/" + line_of(MODELS_PY, "torch.special.erfinv(x)")
+    assert view.graph_nodes == ["special_erfinv"], "the captured node the rule translated"
+    deltas = {c.op: c.delta for c in diff.onnx.op_deltas()}
+    assert deltas["aten::erfinv"] == -1 and deltas.get("Log", 0) >= 1
+    summary = diff.onnx.summary()
+    assert summary["removed"] == 1 and summary["added"] == len(view.onnx_nodes) > 5
+    assert "untranslated" in diff.onnx_before_label
+
+
+@pytest.fixture(scope="module")
+def patched():
+    # control_flow=False: with the converter on, the patch fires but is not recorded (below)
+    return diff_model(rule_models.PatchedAndRewritten(), rule_models.PatchedAndRewritten.example_args,
+                      verify=False, rules=rule_models.RULES, control_flow=False)
+
+
+@pytest.mark.xfail(strict=True, reason="controlflow.converted_function unwraps the patch's call counter "
+                                       "(functools.wraps' __wrapped__), so no patch record is written")
+def test_patch_is_recorded_with_control_flow_conversion_on():
+    diff = diff_model(rule_models.PatchedAndRewritten(), rule_models.PatchedAndRewritten.example_args,
+                      verify=False, rules=rule_models.RULES)
+    assert "patch" in [view.rewrite.tier for view in diff.rewrites]
+
+
+def test_patch_rule_shows_target_and_replacement_source(patched):
+    view = next(v for v in patched.rewrites if v.rewrite.tier == "patch")
+    assert "opaque_double" in view.rewrite.rule
+    assert "-    return torch.from_numpy(x.detach().numpy() * 2)" in view.source_diff
+    assert "+    return x * 2" in view.source_diff
+    assert view.source_diff[1] == f"+++ tests/diff/{line_of('tests/diff/rule_models.py', '@fxport.patch(')} (patch rule)"
+    legacy_inputs = [v for v in patched.onnx.values if v.kind == "input"]
+    assert [(v.before, v.after) for v in legacy_inputs] == [(None, "float32[3, 4]")], \
+        "the trace baked the NumPy result in as a constant: its ONNX model has no input"
+
+
+def test_graph_rule_shows_the_replaced_pattern(patched):
+    stage = next(s for s in patched.graph_stages if s.title == "graph rules")
+    removed = [c.before.op for c in stage.diff.nodes if c.status == "removed"]
+    assert removed == ["aten::exp", "aten::add.Tensor", "aten::log"]
+    [softplus] = [c.after for c in stage.diff.nodes if c.status == "added"]
+    assert (softplus.op, softplus.rule) == ("aten::softplus", "stable_softplus")
+    view = next(v for v in patched.rewrites if v.rewrite.tier == "graph")
+    assert view.rewrite.rule == "stable_softplus" and view.graph_nodes == ["softplus"]
+    made = [c.after for _, c in iter_changes(patched.onnx) if c.after is not None and c.after.rule == "stable_softplus"]
+    assert "Softplus" in [n.op_type for n in made] and sorted(view.onnx_nodes) == sorted(n.name for n in made)
+    deltas = {c.op: c.delta for c in patched.onnx.op_deltas()}
+    assert deltas["Softplus"] == 1
