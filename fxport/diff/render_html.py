@@ -115,7 +115,10 @@ def _rewrite_section(index: int, view: RewriteView, diff: ModelDiff) -> str:
     if view.onnx_nodes:
         parts.append(f"<p>ONNX nodes from this rule ({len(view.onnx_nodes)}): "
                      f"<code>{escape(', '.join(view.onnx_nodes[:30]))}</code>{' …' if len(view.onnx_nodes) > 30 else ''}</p>")
-        parts.append(_picture(*onnx_region(diff.onnx, set(view.onnx_nodes))))
+        focus = set(view.onnx_nodes)
+        if r.data.get("fx_node"):  # the op the stock exporter left untranslated, when shown
+            focus.add(f"untranslated_{r.data['fx_node']}")
+        parts.append(_picture(*onnx_region(diff.onnx, focus, show_rule=False)))
     parts.append("</details>")
     return "".join(parts)
 
@@ -230,13 +233,14 @@ def _changed_bodies(onnx_diff: OnnxGraphDiff, prefix: str = ""):
                 yield from _changed_bodies(sub, title + " / ")
 
 
-def onnx_region(onnx_diff: OnnxGraphDiff, focus: set[str] | None, limit: int = REGION_LIMIT):
+def onnx_region(onnx_diff: OnnxGraphDiff, focus: set[str] | None, limit: int = REGION_LIMIT,
+                show_rule: bool = True):
     """Boxes and edges around ``focus`` (node names), or around every changed top-level node."""
     items = []
     for index, change in enumerate(onnx_diff.nodes):
         node = change.node
         side = "b" if change.status == "removed" else "a"
-        label = node.op_type if not node.rule else f"{node.op_type} [{node.rule}]"
+        label = f"{node.op_type} [{node.rule}]" if node.rule and show_rule else node.op_type
         status = change.status
         if focus is not None and node.name not in focus and status != "same":
             status = "same"  # outside the rule's region: context only

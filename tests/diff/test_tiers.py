@@ -6,6 +6,7 @@ import pytest
 
 from fxport.diff import diff_model
 from fxport.diff.onnx_diff import iter_changes
+from fxport.diff.render_html import render_html
 from tests.conftest import line_of, run_cli
 from tests.diff.browser import count_color, dump_dom, screenshot_pixels
 from tests.diff import rule_models
@@ -81,6 +82,9 @@ def test_op_rule_shows_the_untranslated_op_replaced():
     summary = diff.onnx.summary()
     assert summary["removed"] == 1 and summary["added"] == len(view.onnx_nodes) > 5
     assert "untranslated" in diff.onnx_before_label
+    section = render_html(diff).split('data-rule="aten::erfinv"', 1)[1].split("</details>", 1)[0]
+    assert '<g class="node removed"' in section and "aten::erfinv(val_" in section, \
+        "the rule's picture shows the untranslated op it replaced"
 
 
 @pytest.fixture(scope="module")
