@@ -51,3 +51,14 @@ class Untraceable(nn.Module):
         if x.sum() > 0:
             return x * 2, None
         return x - 1, None
+
+
+class DoubleUntil(nn.Module):
+    """A while loop on a tensor: the trace unrolls the example's trip count (6), fxport keeps a Loop."""
+
+    example_args = (torch.tensor([1.0, 2.0]),)
+
+    def forward(self, x):
+        while x.sum() < 100:
+            x = x * 2
+        return x

@@ -10,7 +10,7 @@ from fxport.diff.render_html import render_html
 from tests.conftest import line_of, run_cli
 from tests.diff.browser import count_color, dump_dom, screenshot_pixels
 from tests.diff import rule_models
-from tests.diff.models import IfElse, MissingOp
+from tests.diff.models import DoubleUntil, IfElse, MissingOp
 
 MODELS_PY = "tests/diff/models.py"
 
@@ -125,3 +125,14 @@ def test_graph_rule_shows_the_replaced_pattern(patched):
     assert "Softplus" in [n.op_type for n in made] and sorted(view.onnx_nodes) == sorted(n.name for n in made)
     deltas = {c.op: c.delta for c in patched.onnx.op_deltas()}
     assert deltas["Softplus"] == 1
+
+
+def test_while_loop_trace_unrolls_the_trip_count_and_the_loop_body_is_nested():
+    diff = diff_model(DoubleUntil(), DoubleUntil.example_args, verify=False)
+    [view] = diff.rewrites
+    assert view.rewrite.tier == "control-flow" and view.rewrite.rule.startswith("while-to-")
+    trace_ops = [c.before.op for c in diff.graph_stages[0].diff.nodes if c.before and c.before.op != "input"]
+    assert trace_ops == ["aten::mul"] * 6 + ["output"], "1+2=3 doubles 6 times to pass 100: baked in"
+    nested = [(depth, c.status, c.node.op_type) for depth, c in iter_changes(diff.onnx) if c.status == "added"]
+    assert (0, "added", "Loop") in nested and (1, "added", "Mul") in nested, "the Loop body is nested"
+    assert {c.op: c.delta for c in diff.onnx.op_deltas()}["Mul"] == -5, "six unrolled Muls become one in the body"
