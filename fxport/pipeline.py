@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 import time
@@ -54,6 +55,7 @@ def convert(
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
+    keep_artifacts: bool = False,
 ) -> ConversionResult:
     """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
 
@@ -77,6 +79,10 @@ def convert(
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
+        keep_artifacts: also return intermediate artefacts in ``result.artifacts``:
+            ``"exported_program_before"`` (a GraphModule snapshot of the captured aten program
+            before graph rules, which edit the program in place) and ``"exported_program_after"``
+            (the ExportedProgram that was lowered). ``fxport diff`` uses them.
 
     Returns:
         A :class:`~fxport.report.ConversionResult`.
@@ -96,6 +102,7 @@ def convert(
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
     ruleset = resolve_rules(rules, disable=disable_rules, opset=opset, device=verify_device)
+    artifacts: dict[str, Any] = {}
 
     with eval_mode(model, result_warnings):
         with timer("eager"):
@@ -103,8 +110,12 @@ def convert(
         with timer("capture"), ruleset.patches_applied(rewrites), \
                 capture_rewrites(model, rewrites, if_strategy if control_flow else None):
             program = capture(model, example, dynamic_shapes, notes=result_warnings)
+        if keep_artifacts:
+            artifacts["exported_program_before"] = snapshot_graph_module(program)
         with timer("rewrite"):
             program = ruleset.apply_graph_rules(program, rewrites)
+        if keep_artifacts:
+            artifacts["exported_program_after"] = program
         with timer("lower"):
             onnx_model = lower(program, opset=opset, optimize=optimize,
                                translation_table=ruleset.translation_table())
@@ -129,7 +140,18 @@ def convert(
         timings=timer.seconds,
         opset=default_opset(onnx_model),
         warnings=result_warnings,
+        artifacts=artifacts,
     )
+
+
+def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """A copy of ``program``'s graph (sharing its weights) that later in-place rewrites leave alone."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(program.graph, {})
+    graph.output(output)
+    snapshot = torch.fx.GraphModule(program.graph_module, graph)
+    snapshot.meta["graph_signature"] = copy.deepcopy(program.graph_signature)
+    return snapshot
 
 
 @contextlib.contextmanager

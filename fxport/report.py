@@ -80,6 +80,7 @@ class ConversionResult:
         timings: seconds spent per pipeline stage.
         opset: the ONNX default-domain opset of ``model``.
         warnings: one-line notices the user should see (e.g. train mode switched to eval).
+        artifacts: intermediate products, filled only with ``convert(..., keep_artifacts=True)``.
     """
 
     model: onnx.ModelProto
@@ -89,6 +90,7 @@ class ConversionResult:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     opset: int | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
