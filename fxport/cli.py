@@ -236,6 +236,48 @@ def list_missing_ops(
     raise typer.Exit(1)
 
 
+@app.command()
+def diff(
+    target: str = typer.Argument(..., help="a model target (file.py:Name), or A.onnx followed by B.onnx"),
+    other: Optional[str] = typer.Argument(None, help="B.onnx when TARGET is A.onnx"),
+    inputs: List[str] = typer.Option([], "--input", "-i", help="NAME=SHAPE[:DTYPE], as for convert"),
+    dynamic: List[str] = typer.Option([], "--dynamic", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], as for convert"),
+    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs, as for convert"),
+    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
+    no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
+    if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto"),
+    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable)"),
+    html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report"),
+    details: bool = typer.Option(False, "--details", help="list every node, not only the changed ones"),
+    as_json: bool = typer.Option(False, "--json", help="print the diff as one JSON document"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """Show what rewriting changed: source, captured graph and ONNX, per rule; or diff two ONNX files."""
+    mode = OutputMode(False, as_json, debug)
+
+    def action():
+        from fxport.diff.command import run_diff
+
+        return run_diff(target, other, inputs=inputs, dynamic=dynamic, inputs_fn=inputs_fn, opset=opset,
+                        verify=not no_verify, html=html, progress=mode.progress, if_strategy=if_strategy.value,
+                        rules=[str(path) for path in rules] or None, disable_rules=tuple(disable))
+
+    result = run_guarded(mode, action)
+    if as_json:
+        stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
+    else:
+        import contextlib
+
+        from fxport.diff.render_terminal import render_terminal
+
+        paged = stdout.pager(styles=True) if details and stdout.is_terminal else contextlib.nullcontext()
+        with paged:  # --details on a terminal pages like git diff; pipes get plain text
+            render_terminal(result, stdout, details=details)
+        if html is not None:
+            stdout.print(f"wrote {escape(str(html))}", highlight=False)
+
+
 def print_summary(result) -> None:
     """The result table the CLI prints after a conversion."""
     for warning in result.warnings:

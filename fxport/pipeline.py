@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 import time
@@ -56,6 +57,7 @@ def convert(
     optimize: bool = True,
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
+    keep_artifacts: bool = False,
     precision: str = "fp32",
     calibration: Any = None,
     min_cosine: float | None = None,
@@ -82,6 +84,10 @@ def convert(
         optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
+        keep_artifacts: also return intermediate artefacts in ``result.artifacts``:
+            ``"exported_program_before"`` (a GraphModule snapshot of the captured aten program
+            before graph rules, which edit the program in place) and ``"exported_program_after"``
+            (the ExportedProgram that was lowered). ``fxport diff`` uses them.
         precision: ``"fp32"``, ``"fp16"`` (a float16 copy is exported; verified against eager
             float32 with float16 tolerances and against eager float16) or ``"int8"``
             (onnxruntime quantisation; accuracy vs float32 reported). See docs/precision.md.
@@ -107,6 +113,7 @@ def convert(
     rewrites: list[AppliedRewrite] = []
     verify_device = resolve_device(device)
     ruleset = resolve_rules(rules, disable=disable_rules, opset=opset, device=verify_device)
+    artifacts: dict[str, Any] = {}
     check_precision(precision, calibration, min_cosine)
     calibration_sets = load_calibration(calibration) if calibration is not None else None
     node_counts: dict[str, int] = {}
@@ -118,8 +125,12 @@ def convert(
         with timer("capture"), ruleset.patches_applied(rewrites), \
                 capture_rewrites(export_model, rewrites, if_strategy if control_flow else None):
             program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
+        if keep_artifacts:
+            artifacts["exported_program_before"] = snapshot_graph_module(program)
         with timer("rewrite"):
             program = ruleset.apply_graph_rules(program, rewrites)
+        if keep_artifacts:
+            artifacts["exported_program_after"] = program
         with timer("lower"):
             onnx_model = float_model = lower(program, opset=opset, optimize=optimize,
                                              translation_table=ruleset.translation_table(),
@@ -150,9 +161,20 @@ def convert(
         timings=timer.seconds,
         opset=default_opset(onnx_model),
         warnings=result_warnings,
+        artifacts=artifacts,
         precision=precision,
         node_counts=node_counts,
     )
+
+
+def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """A copy of ``program``'s graph (sharing its weights) that later in-place rewrites leave alone."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(program.graph, {})
+    graph.output(output)
+    snapshot = torch.fx.GraphModule(program.graph_module, graph)
+    snapshot.meta["graph_signature"] = copy.deepcopy(program.graph_signature)
+    return snapshot
 
 
 @contextlib.contextmanager

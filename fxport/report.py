@@ -80,9 +80,11 @@ class ConversionResult:
         timings: seconds spent per pipeline stage.
         opset: the ONNX default-domain opset of ``model``.
         warnings: one-line notices the user should see (e.g. train mode switched to eval).
+        artifacts: intermediate products, filled only with ``convert(..., keep_artifacts=True)``.
         precision: ``"fp32"``, ``"fp16"`` or ``"int8"`` (see docs/precision.md).
         node_counts: ONNX node count (subgraphs included) after each graph stage, in order:
-            ``exported``, ``optimized`` (unless ``optimize=False``), then ``int8`` when quantised.
+            ``exported``, ``optimized`` (unless ``optimize=False``), then ``fp16`` (float32 islands added)
+            or ``int8`` (quantised).
     """
 
     model: onnx.ModelProto
@@ -92,6 +94,7 @@ class ConversionResult:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     opset: int | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
     precision: str = "fp32"
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
 

@@ -17,6 +17,7 @@ import types
 from typing import Callable, Iterator
 
 import torch
+import torch.fx.proxy
 
 from fxport.controlflow import runtime
 from fxport.controlflow.transformer import convert_function
@@ -74,8 +75,18 @@ def _build(fn: types.FunctionType) -> Callable:
             where=SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno, fn.__qualname__),
             hint="define it in a .py file (not the REPL or exec) so fxport can read it",
         ) from None
-    result = convert_function(fn)
-    code = compile(result.module, result.source.filename, "exec")
+    try:
+        result = convert_function(fn)
+        code = compile(result.module, result.source.filename, "exec")
+    except ControlFlowError:
+        raise
+    except Exception as exc:  # an unsupported construct: say where, never a bare traceback
+        raise ControlFlowError(
+            f"cannot convert {fn.__qualname__}: {type(exc).__name__}: {exc}",
+            where=SourceLocation(fn.__code__.co_filename, fn.__code__.co_firstlineno, fn.__qualname__),
+            hint="simplify the function's control flow or report this to fxport",
+        ) from exc
+    _register_stack_trace_anchors(code, result.factory_name)
     namespace: dict = {}
     exec(code, fn.__globals__, namespace)
     cells = [_cell_value(c, name) for c, name in zip(fn.__closure__ or (), result.freevars)]
@@ -85,6 +96,24 @@ def _build(fn: types.FunctionType) -> Callable:
     converted.__wrapped_original__ = fn
     converted.__fxport_source__ = result.source
     return converted
+
+
+def _register_stack_trace_anchors(code: types.CodeType, factory_name: str) -> None:
+    """Keep the converted function and its outlined branches/bodies in node stack traces.
+
+    torch.export keeps only frames named ``forward`` (or registered anchors) in
+    ``node.meta["stack_trace"]``; registering the generated code objects makes the innermost
+    frame the user's own line inside a branch or loop body.
+    """
+    register = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    if register is None:
+        return
+    todo = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    while todo:
+        current = todo.pop()
+        if current.co_name not in (factory_name, "<lambda>"):
+            register(types.SimpleNamespace(__code__=current))
+        todo.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
 
 
 def _cell_value(cell, name: str):

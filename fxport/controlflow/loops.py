@@ -36,6 +36,7 @@ from fxport.controlflow.runtime import (
     _scalar,
     getitem,
     not_,
+    probing,
 )
 from fxport.errors import ControlFlowError
 
@@ -366,12 +367,13 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows):
         for n, v in zip(info.names, promoted)
     ]
     params = tuple(probe_in) + tuple(free[: len(info.params) - len(info.names)])
-    if rng is not None:
-        first = _as_int64(rng.start)
-        item = getitem(free[-1], first) if item_from_rows else first
-        outs = body_fn(item, *params)
-    else:
-        outs = body_fn(*params)
+    with probing():
+        if rng is not None:
+            first = _as_int64(rng.start)
+            item = getitem(free[-1], first) if item_from_rows else first
+            outs = body_fn(item, *params)
+        else:
+            outs = body_fn(*params)
     final = []
     for name, before, original, after in zip(info.names, promoted, state, outs):
         if isinstance(before, _Appender):

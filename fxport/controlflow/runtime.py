@@ -75,8 +75,28 @@ def _strategy() -> str:
     return _SESSION[-1].strategy if _SESSION else "auto"
 
 
+_PROBING = [0]  # > 0 while a loop body runs once outside the loop to learn its types
+
+
+@contextlib.contextmanager
+def probing():
+    """Run a loop body as the loop will (nested ifs select with where), without recording."""
+    if torch.compiler.is_dynamo_compiling():  # already in a traced body; no state to change
+        yield
+        return
+    _PROBING[0] += 1
+    try:
+        yield
+    finally:
+        _PROBING[0] -= 1
+
+
+def _in_traced_body() -> bool:
+    return torch.compiler.is_dynamo_compiling() or _PROBING[0] > 0
+
+
 def _record(info, rule: str, detail: str, **data) -> None:
-    if not _SESSION or info is None or torch.compiler.is_dynamo_compiling():
+    if not _SESSION or info is None or _in_traced_body():
         return
     current = _SESSION[-1]
     key = (id(info), rule, detail)
@@ -218,7 +238,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     reason = None
     if any(isinstance(a, _Appender) for a in args):
         strategy = "where"  # appends under a condition: select buffer and length
-    elif torch.compiler.is_dynamo_compiling() and strategy != "where":
+    elif _in_traced_body() and strategy != "where":
         return _if_in_loop_body(pred, true_fn, false_fn, args, info)
     if strategy == "where" or (strategy == "auto" and not info.expensive):
         outs = _if_where(pred, true_fn, false_fn, args, info, forced=strategy == "where")

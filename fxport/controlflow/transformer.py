@@ -107,14 +107,23 @@ def _tuple(elts: list[ast.expr], store: bool = False) -> ast.Tuple:
     return ast.Tuple(elts=elts, ctx=ast.Store() if store else ast.Load())
 
 
+def _at(node: ast.AST, like: ast.AST) -> ast.AST:
+    """Place a generated statement on the first line of ``like`` (the user's ``if``/loop header).
+
+    The end is kept on that line too: CPython reports a method call's line from the end of its
+    attribute, so a generated ``_fx.if_stmt(...)`` spanning the whole ``if`` would otherwise be
+    attributed to the last line of the user's statement.
+    """
+    node.lineno, node.col_offset = like.lineno, like.col_offset
+    node.end_lineno, node.end_col_offset = like.lineno, like.col_offset + 1
+    return node
+
+
 def _located(node: ast.AST, like: ast.AST) -> ast.AST:
-    """Give ``node`` and all its children the location of ``like`` (where they lack one)."""
+    """Give ``node`` and its children without a location the header line of ``like``."""
     for sub in ast.walk(node):
-        if "lineno" in sub._attributes:
-            sub.lineno = getattr(sub, "lineno", None) or like.lineno
-            sub.col_offset = getattr(sub, "col_offset", None) or like.col_offset
-            sub.end_lineno = getattr(sub, "end_lineno", None) or like.end_lineno
-            sub.end_col_offset = getattr(sub, "end_col_offset", None) or like.end_col_offset
+        if "lineno" in sub._attributes and getattr(sub, "lineno", None) is None:
+            _at(sub, like)
     return node
 
 
@@ -274,6 +283,9 @@ class FunctionConverter:
         }
         self.infos: list[StatementInfo] = []
         self.parents: list[StatementInfo] = []
+        self.declared_outer = {
+            name for node in ast.walk(fdef) if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names
+        }
         self.function_source = FunctionSource(fn.__qualname__, self.filename, self.source_before)
 
     def location(self, node: ast.AST) -> SourceLocation:
@@ -310,9 +322,9 @@ class FunctionConverter:
     def _factory(self, fdef: ast.FunctionDef, freevars: tuple[str, ...]) -> ast.FunctionDef:
         args = [ast.arg(arg=n) for n in (RUNTIME, META) + freevars]
         arguments = ast.arguments(posonlyargs=[], args=args, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-        ret = ast.copy_location(ast.Return(value=_name(fdef.name)), fdef)
+        ret = _at(ast.Return(value=_name(fdef.name)), fdef)
         factory = ast.FunctionDef(name="_fx_factory", args=arguments, body=[fdef, ret], decorator_list=[], returns=None, type_params=[])
-        return ast.copy_location(factory, fdef)
+        return _at(factory, fdef)
 
     # blocks
 
@@ -343,13 +355,13 @@ class FunctionConverter:
         arguments = ast.arguments(
             posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
         )
-        body = list(body) + [ast.copy_location(ast.Return(value=returns), like)]
+        body = list(body) + [_at(ast.Return(value=returns), like)]
         fn = ast.FunctionDef(name=name, args=arguments, body=body, decorator_list=[], returns=None, type_params=[])
-        return _located(ast.copy_location(fn, like), like)
+        return _located(_at(fn, like), like)
 
     def _assign_outputs(self, names: tuple[str, ...], call: ast.expr, like: ast.AST) -> ast.stmt:
         target = _tuple([_name(n, True) for n in names], store=True)
-        return _located(ast.copy_location(ast.Assign(targets=[target], value=call), like), like)
+        return _located(_at(ast.Assign(targets=[target], value=call), like), like)
 
     # if
 
@@ -359,6 +371,7 @@ class FunctionConverter:
         modified = _state_names(analysis.writes(node.body + node.orelse)) | appended
         live_after = getattr(node, "_fx_live_out", set())
         outputs = tuple(sorted((modified & live_after) | appended))
+        _check_no_outer_writes(self, "if", node, modified)
         free = self._free_locals(node.body + node.orelse, defined) - modified
         params = tuple(sorted(modified)) + tuple(sorted(free))
         info = StatementInfo(
@@ -418,6 +431,7 @@ class FunctionConverter:
         modified = _state_names(analysis.writes(node.body))
         if isinstance(node, ast.For):
             modified -= analysis.writes(node.target)
+        _check_no_outer_writes(self, kind, node, modified)
         appended = _appended_lists(node.body) - modified
         body_live_in = getattr(node, "_fx_body_live_in", set())
         live_after = getattr(node, "_fx_live_out", set())
@@ -453,7 +467,7 @@ class FunctionConverter:
             item_param, unpack = target.id, []
         else:
             item_param = "_fx_item"
-            unpack = [ast.copy_location(ast.Assign(targets=[target], value=_name("_fx_item")), node)]
+            unpack = [_at(ast.Assign(targets=[target], value=_name("_fx_item")), node)]
         inner_defined = set(defined) | set(info.params) | analysis.writes(target)
         self.parents.append(info)
         body = unpack + self.convert_block(node.body, set(inner_defined))
@@ -468,6 +482,17 @@ class FunctionConverter:
         defined |= set(state) | analysis.writes(target)
         out = [body_fn, self._assign_outputs(state, call, node)]
         return out + self.convert_block(node.orelse, defined)
+
+
+def _check_no_outer_writes(converter: "FunctionConverter", construct: str, node: ast.AST, modified: set[str]) -> None:
+    """Outlined blocks cannot assign names declared global/nonlocal (they would become local)."""
+    clash = sorted(modified & converter.declared_outer)
+    if clash:
+        raise ControlFlowError(
+            f"{construct} assigns the global/nonlocal variable {clash[0]!r}",
+            where=converter.location(node),
+            hint="return the value and assign it outside the statement",
+        )
 
 
 def _state_names(names: set[str]) -> set[str]:

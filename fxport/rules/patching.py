@@ -157,6 +157,9 @@ class _CallCounter:
             self.calls += 1
             return function(*args, **kwargs)
 
+        # No __wrapped__: the control-flow converter unwraps decorated user functions, and
+        # unwrapping this counter would bypass it (the patch would run but go unrecorded).
+        del counted.__wrapped__
         return counted
 
     def wrap_attribute(self, value: Any) -> Any:

@@ -469,3 +469,14 @@ class RaisesOnTensorCondition(nn.Module):
         if x.sum() < -100:  # error-line
             raise ValueError("input too negative")
         return x
+
+
+CALLS = 0
+
+
+class AssignsGlobal(nn.Module):
+    def forward(self, x):
+        global CALLS
+        if x.sum() > 0:  # error-line
+            CALLS = CALLS + 1
+        return x

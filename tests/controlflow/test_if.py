@@ -171,6 +171,7 @@ ERRORS = {
     "mutates_self": (m.MutatesSelf, r"if on a tensor condition has a side effect the converter cannot carry \(assignment to self.seen at line \d+\) at .*if_models.py:(\d+);"),
     "prints": (m.Prints, r"if on a tensor condition has a side effect .*print\(\) at line \d+\) at .*if_models.py:(\d+);"),
     "raises": (m.RaisesOnTensorCondition, r"if on a tensor condition has a side effect the converter cannot carry \(raise at line \d+\) at .*if_models.py:(\d+); move"),
+    "assigns_global": (m.AssignsGlobal, r"if assigns the global/nonlocal variable 'CALLS' at .*if_models.py:(\d+); return the value"),
     "appends_outer_list": (m.AppendsOuterList, r"if on a tensor condition appends to the outer list 'found' at .*if_models.py:(\d+);"),
 }
 
@@ -238,3 +239,13 @@ def test_eager_call_inside_block_keeps_python_semantics():
         got = model(x)
     torch.testing.assert_close(got, m.ElifChain()(x))
     assert records == []
+
+
+def test_node_stack_traces_point_at_user_lines():
+    model = m.IfElse()
+    with convert_control_flow(model):
+        program = torch.export.export(model, (scaled(3, 1.0),), strict=False)
+    muls = [n for n in program.graph.nodes if n.op == "call_function" and "mul" in str(n.target)]
+    assert muls, program.graph
+    trace = muls[0].meta.get("stack_trace", "")
+    assert f'if_models.py", line {_line_of(m.IfElse.forward, "y = x * 2")}' in trace, trace
