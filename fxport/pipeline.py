@@ -29,7 +29,7 @@ from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.controlflow import convert_control_flow
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
-from fxport.lower import lower
+from fxport.lower import lower, name_dynamic_axes
 from fxport.report import AppliedRewrite, ConversionResult
 from fxport.rules import resolve as resolve_rules
 from fxport.verify import resolve_device, verify_model
@@ -120,12 +120,14 @@ def convert(
             onnx_model = lower(program, opset=opset, optimize=optimize,
                                translation_table=ruleset.translation_table())
             ruleset.record_op_rules_fired(onnx_model, rewrites)
+            axis_names = dynamic_axes_by_input(model, example, dynamic_shapes)
+            name_dynamic_axes(onnx_model, axis_names)
         verification = []
         if verify:
             with timer("verify"):
                 verification = verify_model(
                     model, onnx_model, [example, *extra_sets], device=verify_device,
-                    dynamic_axes=dynamic_axes_by_input(model, example, dynamic_shapes),
+                    dynamic_axes=axis_names,
                     bounds=dynamic_dim_bounds(program),
                 )
     output_path = None
