@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import onnx
@@ -92,3 +93,39 @@ def _exporter_summary(exc: BaseException) -> str:
         innermost = innermost.__cause__
     lines = [line.strip() for line in str(innermost).splitlines() if line.strip()]
     return f"{type(innermost).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def name_dynamic_axes(model: onnx.ModelProto, axis_names: dict[int, dict[int, str]]) -> None:
+    """Rename the exporter's symbolic dims (``s77``) to the user's names (``batch``), in place.
+
+    ``axis_names`` maps graph-input index → axis → dimension name. Expressions such as
+    ``s77 + 1`` in outputs and in If/Loop/Scan bodies are renamed too.
+    """
+    renames: dict[str, str] = {}
+    for index, axes in axis_names.items():
+        if index >= len(model.graph.input):
+            continue
+        dims = model.graph.input[index].type.tensor_type.shape.dim
+        for axis, name in axes.items():
+            if axis < len(dims) and dims[axis].dim_param and dims[axis].dim_param != name:
+                renames.setdefault(dims[axis].dim_param, name)
+    if not renames:
+        return
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, renames)) + r")\b")
+    for value in _value_infos(model.graph):
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.dim_param = pattern.sub(lambda m: renames[m.group(1)], dim.dim_param)
+
+
+def _value_infos(graph: onnx.GraphProto):
+    yield from graph.input
+    yield from graph.output
+    yield from graph.value_info
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _value_infos(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _value_infos(sub)

@@ -29,7 +29,7 @@ from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.controlflow import convert_control_flow
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
-from fxport.lower import lower
+from fxport.lower import lower, name_dynamic_axes
 from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
                               verify_at_precision)
 from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
@@ -136,6 +136,8 @@ def convert(
                                              translation_table=ruleset.translation_table(),
                                              node_counts=node_counts)
             ruleset.record_op_rules_fired(onnx_model, rewrites)
+            axis_names = dynamic_axes_by_input(model, example, dynamic_shapes)
+            name_dynamic_axes(onnx_model, axis_names)
         if precision != "fp32":
             with timer(precision):
                 onnx_model = apply_precision(float_model, precision, calibration_sets)
@@ -146,7 +148,7 @@ def convert(
                 verification = verify_at_precision(
                     model, onnx_model, [example, *extra_sets], precision=precision,
                     float_model=float_model, min_cosine=min_cosine, device=verify_device,
-                    dynamic_axes=dynamic_axes_by_input(model, example, dynamic_shapes),
+                    dynamic_axes=axis_names,
                     bounds=dynamic_dim_bounds(program), notes=result_warnings,
                 )
     output_path = None
