@@ -12,12 +12,19 @@ Example::
 from __future__ import annotations
 
 import re
+import traceback
 from typing import Any
 
 import torch
 from torch.export import Dim
 
-from fxport.errors import CaptureError, InputSpecError, user_location_from_exception
+from fxport.errors import (
+    CaptureError,
+    ControlFlowError,
+    InputSpecError,
+    user_location_from_exception,
+    user_location_from_stack,
+)
 from fxport.load import InputSet, forward_parameters
 from fxport.quiet import quiet_torch
 
@@ -192,9 +199,16 @@ def dynamic_dim_bounds(program: torch.export.ExportedProgram) -> dict[int, dict[
 
 def classify_capture_failure(exc: BaseException) -> CaptureError:
     """Name the kind of failure and the user's file:line; failures are data, not strings."""
-    where = user_location_from_exception(exc)
-    text = str(exc)
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    where = _location_named_in_message(text) or user_location_from_exception(exc)
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
+        return ControlFlowError(
+            "a Python number read from a tensor (.item(), float(), int()) decides control flow inside "
+            "a converted branch or loop body, which torch.cond/while_loop cannot trace",
+            where=where,
+            hint="compare tensors instead (x.sum() > 0.5 rather than x.sum().item() > 0.5)",
+        )
     if _is_data_dependent(exc, text):
         return CaptureError(
             "data-dependent control flow (a Python branch or loop on a tensor value) cannot be captured",
@@ -209,6 +223,15 @@ def classify_capture_failure(exc: BaseException) -> CaptureError:
         )
     return CaptureError(f"torch.export failed: {type(exc).__name__}: {first_line}", where=where,
                         hint="run with --debug for the full trace")
+
+
+_RAISING_CALL = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)')
+
+
+def _location_named_in_message(text: str):
+    """torch names the call that raised a data-dependent guard in its message; the last user frame."""
+    frames = [traceback.FrameSummary(m["file"], int(m["line"]), m["name"]) for m in _RAISING_CALL.finditer(text)]
+    return user_location_from_stack(frames)
 
 
 def _is_data_dependent(exc: BaseException, text: str) -> bool:

@@ -215,16 +215,19 @@ def user_location_from_traceback(tb: TracebackType | None) -> SourceLocation | N
 
 
 def user_location_from_exception(exc: BaseException) -> SourceLocation | None:
-    """Search ``exc`` and its causes/contexts for the innermost user frame."""
+    """The innermost user frame of the deepest exception in ``exc``'s cause/context chain.
+
+    The deepest exception is where things first went wrong (torch re-raises export failures
+    from a shallower frame), so its user frame is the most precise location.
+    """
     seen: set[int] = set()
+    found = None
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        where = user_location_from_traceback(current.__traceback__)
-        if where is not None:
-            return where
+        found = user_location_from_traceback(current.__traceback__) or found
         current = current.__cause__ or current.__context__
-    return None
+    return found
 
 
 def user_location_from_stack(frames: Iterable[traceback.FrameSummary]) -> SourceLocation | None:

@@ -8,31 +8,10 @@
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 import time
 
-from benchmarks.fuzz.campaign import PROFILES, Summary, run_campaign
-
-
-def _worker(args: tuple[int, int]) -> Summary:
-    count, seed_value = args
-    return run_campaign(count, seed_value)
-
-
-def campaign(programs: int, seed_value: int, workers: int) -> Summary:
-    """Split the programs over ``workers`` processes (distinct seeds) and merge the summaries."""
-    shares = [programs // workers + (1 if i < programs % workers else 0) for i in range(workers)]
-    jobs = [(share, seed_value * 1000 + i) for i, share in enumerate(shares) if share]
-    total = Summary()
-    if workers == 1:
-        results = [_worker(job) for job in jobs]
-    else:
-        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-            results = pool.map(_worker, jobs)
-    for result in results:
-        total.merge(result)
-    return total
+from benchmarks.fuzz.campaign import PROFILES, Summary, campaign
 
 
 def report(summary: Summary, seconds: float) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import multiprocessing
 import os
 import tempfile
 
@@ -79,6 +80,26 @@ def run_campaign(programs_to_run: int, seed_value: int, shrink: bool = True, kee
         if keep:
             save_regression(minimal)
     return summary
+
+
+def _worker(job: tuple[int, int]) -> Summary:
+    count, seed_value = job
+    return run_campaign(count, seed_value)
+
+
+def campaign(programs_to_run: int, seed_value: int, workers: int) -> Summary:
+    """Split the programs over ``workers`` processes (distinct seeds) and merge the summaries."""
+    shares = [programs_to_run // workers + (1 if i < programs_to_run % workers else 0) for i in range(workers)]
+    jobs = [(share, seed_value * 1000 + i) for i, share in enumerate(shares) if share]
+    if workers == 1:
+        results = [_worker(job) for job in jobs]
+    else:
+        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+            results = pool.map(_worker, jobs)
+    total = Summary()
+    for result in results:
+        total.merge(result)
+    return total
 
 
 def save_regression(outcome: Outcome) -> str:
