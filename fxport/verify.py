@@ -346,7 +346,7 @@ def compare_outputs(
         same_special = np.array_equal(np.isnan(r), np.isnan(g)) and np.array_equal(np.isinf(r) & (r > 0), np.isinf(g) & (g > 0)) \
             and np.array_equal(np.isinf(r) & (r < 0), np.isinf(g) & (g < 0))
         finite = np.isfinite(r) & np.isfinite(g)
-        abs_err = np.abs(r - g)[finite]
+        abs_err = np.abs(r[finite] - g[finite])
         rel_err = abs_err / np.maximum(np.abs(r[finite]), 1e-12)
         close = bool(np.all(abs_err <= atol + rtol * np.abs(r[finite])))
         max_abs = float(abs_err.max()) if abs_err.size else 0.0

@@ -87,15 +87,19 @@ def _worker(job: tuple[int, int]) -> Summary:
     return run_campaign(count, seed_value)
 
 
+#: Programs per hypothesis run: a bug stops (and shrinks) only its own chunk.
+CHUNK = 25
+
+
 def campaign(programs_to_run: int, seed_value: int, workers: int) -> Summary:
-    """Split the programs over ``workers`` processes (distinct seeds) and merge the summaries."""
-    shares = [programs_to_run // workers + (1 if i < programs_to_run % workers else 0) for i in range(workers)]
-    jobs = [(share, seed_value * 1000 + i) for i, share in enumerate(shares) if share]
+    """Run chunks of programs (distinct seeds) over ``workers`` processes and merge the summaries."""
+    shares = [CHUNK] * (programs_to_run // CHUNK) + ([programs_to_run % CHUNK] if programs_to_run % CHUNK else [])
+    jobs = [(share, seed_value * 1000 + i) for i, share in enumerate(shares)]
     if workers == 1:
         results = [_worker(job) for job in jobs]
     else:
-        with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-            results = pool.map(_worker, jobs)
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(jobs))) as pool:
+            results = pool.map(_worker, jobs, chunksize=1)
     total = Summary()
     for result in results:
         total.merge(result)

@@ -59,17 +59,23 @@ def input_sets(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return sets
 
 
-def load_program(program: Program, directory: str):
-    """Write the program's source to a file and import its module class (source must exist)."""
+def write_program(program: Program, directory: str) -> str:
+    """Write the program's source to a file (the converter reads the model's own source)."""
     digest = hashlib.sha1(program.source.encode()).hexdigest()[:12]
     path = os.path.join(directory, f"fuzzed_{digest}.py")
     with open(path, "w") as handle:
         handle.write(program.source)
-    spec = importlib.util.spec_from_file_location(f"fuzzed_{digest}", path)
+    return path
+
+
+def load_module(path: str):
+    """Import the file at ``path`` and build its ``Fuzzed`` module in eval mode."""
+    name = "fuzzed_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.Fuzzed().eval(), path
+    return module.Fuzzed().eval()
 
 
 @contextlib.contextmanager
@@ -89,30 +95,37 @@ def time_limit(seconds: int):
 def run_program(program: Program, directory: str | None = None) -> Outcome:
     """Convert ``program`` with fxport and verify it on every planned input set."""
     directory = directory or tempfile.mkdtemp(prefix="fxport-fuzz-")
-    module, path = load_program(program, directory)
+    return run_file(write_program(program, directory))
+
+
+def run_file(path: str) -> Outcome:
+    """The verdict for the program in ``path`` (a generated or a kept regression program)."""
+    with open(path) as handle:
+        source = handle.read()
+    module = load_module(path)
     example, *others = input_sets()
     try:
         with torch.no_grad():
             for inputs in (example, *others):
                 module(*inputs)
     except Exception as exc:  # the generator wrote a program that fails by itself
-        return Outcome("invalid", type(exc).__name__, str(exc).splitlines()[0], program.source)
+        return Outcome("invalid", type(exc).__name__, str(exc).splitlines()[0], source)
     try:
         with time_limit(TIMEOUT_S):
             fxport.convert(module, example, dynamic_shapes={"x": {0: "batch"}},
                            verify_inputs=others, device="cpu")
     except fxport.VerificationError as exc:
-        return Outcome("bug", "mismatch", exc.message, program.source)
+        return Outcome("bug", "mismatch", exc.message, source)
     except fxport.ConversionError as exc:
         if exc.where is None or os.path.basename(exc.where.filename) != os.path.basename(path):
-            return Outcome("bug", "error-without-user-location", exc.message, program.source)
-        return Outcome("clear-error", type(exc).__name__ + ": " + error_kind(exc.what), exc.message, program.source)
+            return Outcome("bug", "error-without-user-location", exc.message, source)
+        return Outcome("clear-error", type(exc).__name__ + ": " + error_kind(exc.what), exc.message, source)
     except TimeoutError as exc:
-        return Outcome("bug", "hang", str(exc), program.source)
+        return Outcome("bug", "hang", str(exc), source)
     except Exception as exc:  # a crash inside fxport: always a bug
         summary = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
-        return Outcome("bug", "crash", summary, program.source)
-    return Outcome("equal", source=program.source)
+        return Outcome("bug", "crash", summary, source)
+    return Outcome("equal", source=source)
 
 
 def error_kind(what: str) -> str:
