@@ -82,19 +82,23 @@ def run_campaign(programs_to_run: int, seed_value: int, shrink: bool = True, kee
     return summary
 
 
-def _worker(job: tuple[int, int]) -> Summary:
-    count, seed_value = job
-    return run_campaign(count, seed_value)
+def _worker(job: tuple[int, int, bool]) -> Summary:
+    count, seed_value, shrink = job
+    return run_campaign(count, seed_value, shrink=shrink)
 
 
 #: Programs per hypothesis run: a bug stops (and shrinks) only its own chunk.
 CHUNK = 25
 
 
-def campaign(programs_to_run: int, seed_value: int, workers: int) -> Summary:
-    """Run chunks of programs (distinct seeds) over ``workers`` processes and merge the summaries."""
+def campaign(programs_to_run: int, seed_value: int, workers: int, shrink: bool = True) -> Summary:
+    """Run chunks of programs (distinct seeds) over ``workers`` processes and merge the summaries.
+
+    ``shrink=False`` reports a bug's program as found (CI: bounded time); shrinking re-runs the
+    conversion many times to reach a minimal program.
+    """
     shares = [CHUNK] * (programs_to_run // CHUNK) + ([programs_to_run % CHUNK] if programs_to_run % CHUNK else [])
-    jobs = [(share, seed_value * 1000 + i) for i, share in enumerate(shares)]
+    jobs = [(share, seed_value * 1000 + i, shrink) for i, share in enumerate(shares)]
     if workers == 1:
         results = [_worker(job) for job in jobs]
     else:
