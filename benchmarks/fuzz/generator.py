@@ -161,7 +161,8 @@ def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list
         return ["for i in range(int(n)):", *indent(uses_index + body)]
     if kind == "for_dim":
         return ["for i in range(x.shape[0]):", *indent(body)]
-    return ["k = torch.zeros((), dtype=torch.int64)", "while k < n:", *indent(body + ["k = k + 1"])]
+    # the counter moves first, so a `continue` in the body cannot make the loop endless
+    return ["k = torch.zeros((), dtype=torch.int64)", "while k < n:", *indent(["k = k + 1"] + body)]
 
 
 @st.composite

@@ -105,10 +105,10 @@ def run_file(path: str) -> Outcome:
     module = load_module(path)
     example, *others = input_sets()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), time_limit(TIMEOUT_S):
             for inputs in (example, *others):
                 module(*inputs)
-    except Exception as exc:  # the generator wrote a program that fails by itself
+    except Exception as exc:  # the generator wrote a program that fails (or never ends) by itself
         return Outcome("invalid", type(exc).__name__, str(exc).splitlines()[0], source)
     try:
         with time_limit(TIMEOUT_S):
