@@ -207,20 +207,22 @@ def instantiate(obj: Any, target: str) -> torch.nn.Module:
             f"{target} needs constructor arguments ({', '.join(required)})",
             hint="give defaults, or point the target at a no-argument factory function",
         )
-    try:
-        module = obj()
-    except Exception as exc:
-        raise ModelLoadError(
-            f"building {target} raised {type(exc).__name__}: {exc}",
-            where=user_location_from_exception(exc),
-            hint="fix the constructor",
-        ) from exc
+    module = call_user_code(obj, ModelLoadError, f"building {target}", "fix the constructor")
     if not isinstance(module, torch.nn.Module):
         raise ModelLoadError(
             f"{target}() returned a {type(module).__name__}, not a torch.nn.Module",
             hint="the factory must return a module",
         )
     return module
+
+
+def call_user_code(fn: Callable[[], Any], error: type, what: str, hint: str) -> Any:
+    """Call ``fn()``; an exception becomes ``error`` naming ``what`` and the user's file:line."""
+    try:
+        return fn()
+    except Exception as exc:
+        raise error(f"{what} raised {type(exc).__name__}: {exc}",
+                    where=user_location_from_exception(exc), hint=hint) from exc
 
 
 def _required_parameters(fn: Callable) -> list[str]:
@@ -369,14 +371,7 @@ def load_inputs_fn(spec: str) -> list[InputSet]:
     fn = resolve_target(spec)
     if not callable(fn):
         raise InputSpecError(f"{spec} is not callable", hint="point --inputs-fn at a function")
-    try:
-        value = fn()
-    except Exception as exc:
-        raise InputSpecError(
-            f"{spec} raised {type(exc).__name__}: {exc}",
-            where=user_location_from_exception(exc),
-            hint="fix the inputs function",
-        ) from exc
+    value = call_user_code(fn, InputSpecError, spec, "fix the inputs function")
     return to_input_sets(value, spec)
 
 
@@ -384,14 +379,7 @@ def inputs_carried_by(module: torch.nn.Module) -> list[InputSet] | None:
     """Example inputs the module carries (``example_inputs()`` or ``example_args``), if any."""
     if callable(getattr(module, "example_inputs", None)):
         origin = f"{type(module).__name__}.example_inputs()"
-        try:
-            value = module.example_inputs()
-        except Exception as exc:
-            raise InputSpecError(
-                f"{origin} raised {type(exc).__name__}: {exc}",
-                where=user_location_from_exception(exc),
-                hint="fix example_inputs()",
-            ) from exc
+        value = call_user_code(module.example_inputs, InputSpecError, origin, "fix example_inputs()")
         return to_input_sets(value, origin)
     if hasattr(module, "example_args"):
         return to_input_sets(module.example_args, f"{type(module).__name__}.example_args")
