@@ -103,3 +103,12 @@ def trip_counts(model, inputs: list[tuple]) -> dict[int, set]:
 
 def ops(exported: Exported) -> dict[str, int]:
     return exported.ops
+
+
+def line_in_source(fn, text: str) -> int:
+    """The line number of the first line of ``fn``'s source that contains ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return first + offset
+    raise AssertionError(f"{text!r} not in {fn.__qualname__}")

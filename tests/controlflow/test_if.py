@@ -11,7 +11,7 @@ import torch
 from fxport.controlflow import convert_control_flow, converted_source
 from fxport.errors import ControlFlowError
 from tests.controlflow import if_models as m
-from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort
+from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, line_in_source
 
 t, scaled, D = m.t, m.scaled, m.D
 
@@ -119,7 +119,7 @@ def test_records_say_where_and_why():
     (record,) = [r for r in exported.records if r.rule.startswith("if-to")]
     assert record.rule == "if-to-cond" and record.tier == "control-flow"
     assert "calls self.a" in record.detail
-    assert record.location.lineno == _line_of(m.SelectSubmodule.forward, "if x.mean() > 0.5")
+    assert record.location.lineno == line_in_source(m.SelectSubmodule.forward, "if x.mean() > 0.5")
     assert "def forward" in record.data["source_before"] and "_fx.if_stmt" in record.data["source_after"]
     cheap = export_to_ort(m.IfElse(), (scaled(3, 1.0),), BATCH)
     assert [r.detail for r in cheap.records] == ["where: pure cheap branches, same dtype and shape"]
@@ -151,17 +151,9 @@ def test_error_points_at_user_line():
             model("not a tensor")
         except Exception as exc:  # noqa: BLE001 - we inspect the traceback
             frames = [f for f in inspect.getinnerframes(exc.__traceback__) if f.filename == m.__file__]
-            assert frames and frames[-1].lineno == _line_of(m.IfElse.forward, "if x.mean() > 0.5")
+            assert frames and frames[-1].lineno == line_in_source(m.IfElse.forward, "if x.mean() > 0.5")
         else:
             pytest.fail("expected an error")
-
-
-def _line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return first + offset
-    raise AssertionError(f"{text!r} not in {fn.__qualname__}")
 
 
 ERRORS = {
@@ -187,7 +179,7 @@ def test_unconvertible_if_reports_line(name):
     assert "\n" not in message
     match = re.search(pattern, message)
     assert match, message
-    assert int(match.group(1)) == _line_of(cls.forward, "# error-line")
+    assert int(match.group(1)) == line_in_source(cls.forward, "# error-line")
 
 
 def test_user_code_without_source_is_an_error(tmp_path):
@@ -248,4 +240,4 @@ def test_node_stack_traces_point_at_user_lines():
     muls = [n for n in program.graph.nodes if n.op == "call_function" and "mul" in str(n.target)]
     assert muls, program.graph
     trace = muls[0].meta.get("stack_trace", "")
-    assert f'if_models.py", line {_line_of(m.IfElse.forward, "y = x * 2")}' in trace, trace
+    assert f'if_models.py", line {line_in_source(m.IfElse.forward, "y = x * 2")}' in trace, trace

@@ -1,7 +1,6 @@
 """Loops → while_loop (ONNX Loop): eager vs ONNX Runtime for trip counts 0, 1, 2 and larger."""
 
 import dataclasses
-import inspect
 import re
 from typing import Callable
 
@@ -11,7 +10,7 @@ import torch
 from fxport.controlflow import convert_control_flow
 from fxport.errors import ControlFlowError
 from tests.controlflow import loop_models as m
-from tests.controlflow._util import assert_matches_eager, export_to_ort, trip_counts
+from tests.controlflow._util import assert_matches_eager, export_to_ort, line_in_source, trip_counts
 
 D = m.D
 
@@ -127,16 +126,8 @@ def test_loop_record_names_carried_variables():
     exported = export_to_ort(model, (rand(6), n(1.0)), ({0: D}, None))
     (record,) = [r for r in exported.records if r.rule == "while-to-while_loop"]
     assert set(record.data["carried"]) >= {"i", "total"}
-    assert record.location.lineno == _line_of(m.BreakInWhile.forward, "while i < x.shape[0]")
+    assert record.location.lineno == line_in_source(m.BreakInWhile.forward, "while i < x.shape[0]")
     assert "while_loop" in record.detail
-
-
-def _line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return first + offset
-    raise AssertionError(f"{text!r} not in {fn.__qualname__}")
 
 
 ERRORS = {
@@ -160,7 +151,7 @@ def test_unconvertible_loop_reports_line(name):
     assert "\n" not in message
     match = re.search(pattern, message)
     assert match, message
-    assert int(match.group(1)) == _line_of(cls.forward, "# error-line")
+    assert int(match.group(1)) == line_in_source(cls.forward, "# error-line")
     assert "forward" not in model.__dict__
 
 
