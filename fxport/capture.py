@@ -32,18 +32,12 @@ from fxport.quiet import quiet_torch
 def normalize_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, inputs: InputSet) -> Any:
     """Turn the simple ``{name: {axis: "dim"}}`` form into torch.export's, keyed by parameter.
 
-    Strings become ``Dim`` objects shared by name; everything else passes through unchanged.
-    Inputs of ``forward`` that are not mentioned get ``None`` (static).
+    Strings become ``Dim`` objects shared by name, also in torch.export's positional form
+    (``({0: "batch"}, None)``); everything else passes through unchanged. Inputs of ``forward``
+    that the dict form does not mention get ``None`` (static).
     """
-    if dynamic_shapes is None or not isinstance(dynamic_shapes, dict):
-        return dynamic_shapes
-    parameters = forward_parameters(module)
-    unknown = [name for name in dynamic_shapes if name not in parameters]
-    if unknown:
-        raise InputSpecError(
-            f"dynamic shapes name {', '.join(map(str, unknown))}, which forward does not take",
-            hint=f"forward's parameters are: {', '.join(parameters)}",
-        )
+    if dynamic_shapes is None:
+        return None
     dims: dict[str, Dim] = {}
 
     def to_dim(value):
@@ -58,6 +52,15 @@ def normalize_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, input
             return type(value)(to_dim(v) for v in value)
         return value
 
+    if not isinstance(dynamic_shapes, dict):
+        return to_dim(dynamic_shapes)
+    parameters = forward_parameters(module)
+    unknown = [name for name in dynamic_shapes if name not in parameters]
+    if unknown:
+        raise InputSpecError(
+            f"dynamic shapes name {', '.join(map(str, unknown))}, which forward does not take",
+            hint=f"forward's parameters are: {', '.join(parameters)}",
+        )
     return {name: to_dim(dynamic_shapes.get(name)) for name in bound_parameter_names(module, inputs)}
 
 
@@ -204,10 +207,10 @@ def classify_capture_failure(exc: BaseException) -> CaptureError:
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
         return ControlFlowError(
-            "a Python number read from a tensor (.item(), float(), int()) decides control flow inside "
+            "a Python number read from a tensor (.item(), float(), int()) is used as a number inside "
             "a converted branch or loop body, which torch.cond/while_loop cannot trace",
             where=where,
-            hint="compare tensors instead (x.sum() > 0.5 rather than x.sum().item() > 0.5)",
+            hint="keep it a tensor (x * x.max() rather than x * float(x.max().item()))",
         )
     if _is_data_dependent(exc, text):
         return CaptureError(

@@ -93,6 +93,14 @@ def test_torch_export_dim_objects_pass_through():
     assert result.verified and len(result.verification) == 4
 
 
+def test_positional_dynamic_shapes_accept_dimension_names():
+    result = fxport.convert(Scale(), (torch.randn(3, 4),), dynamic_shapes=({0: "batch"},))
+    assert result.verified
+    assert result.model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    batch_sizes = {row.input_shapes[0][0] for row in result.verification}
+    assert len(batch_sizes) >= 3, f"verification varied batch only over {batch_sizes}"
+
+
 def test_output_written_atomically_and_loadable(tmp_path):
     path = tmp_path / "scale.onnx"
     result = fxport.convert(Scale(), (torch.randn(2, 4),), output=path)

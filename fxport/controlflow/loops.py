@@ -29,6 +29,7 @@ from fxport.controlflow.runtime import (
     _fail,
     _find_error,
     _is_number,
+    _is_symbolic,
     _is_traced,
     _note,
     _record,
@@ -60,7 +61,7 @@ class TensorRange:
 def _as_int64(value):
     if isinstance(value, torch.Tensor):
         return value.reshape(()).to(torch.int64)
-    if isinstance(value, torch.SymInt):
+    if _is_symbolic(value):
         return torch.full((), value, dtype=torch.int64)
     return torch.full((), int(value), dtype=torch.int64)
 
@@ -71,6 +72,8 @@ def int_(value):
         if torch.compiler.is_dynamo_compiling():  # inside a traced body: keep it a tensor
             return value.reshape(()).to(torch.int64)
         return value.reshape(()).to(torch.int64).item()
+    if _is_symbolic(value):  # int(x.shape[0] / 2) inside a traced body: no guard on its value
+        return value if isinstance(value, (int, torch.SymInt)) and not isinstance(value, (bool, torch.SymBool)) else torch.sym_int(value)
     return int(value)
 
 
@@ -227,9 +230,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
 
 
 def _is_dynamic(size) -> bool:
-    from torch.fx.experimental.symbolic_shapes import is_concrete_int
-
-    return isinstance(size, torch.SymInt) and not is_concrete_int(size)
+    return _is_symbolic(size)
 
 
 def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info):

@@ -22,6 +22,7 @@ from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import has_static_value
 
 from fxport.errors import ControlFlowError
 from fxport.report import AppliedRewrite
@@ -137,13 +138,31 @@ class Undefined:
         raise NameError(f"local variable {self.name!r} is not defined on this path")
 
 
+_SCALAR_TYPES = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
+
+
+def _is_symbolic(value) -> bool:
+    """True for a SymBool/SymInt/SymFloat whose value is not fixed (e.g. ``x.shape[0] > 3``).
+
+    Inside a body dynamo traces (a cond branch, a while_loop body) a symbolic scalar passes
+    ``isinstance(v, bool/int/float)`` and fails ``isinstance(v, torch.SymBool)``, and Python's
+    ``if v:`` would silently specialise it to the example's value. torch's ``has_static_value``
+    answers correctly in both worlds, so every check goes through here.
+    """
+    if isinstance(value, torch.Tensor) or not isinstance(value, _SCALAR_TYPES):
+        return False
+    return not has_static_value(value)
+
+
+def _is_bool_like(value) -> bool:
+    return isinstance(value, (bool, torch.SymBool))
+
+
 def _is_traced(value) -> bool:
-    """True for a SymBool/SymInt, or a tensor seen while exporting (not eager)."""
-    if isinstance(value, (torch.SymBool, torch.SymInt, torch.SymFloat)):
-        return True
+    """True for a symbolic scalar (:func:`_is_symbolic`), or a tensor seen while exporting."""
     if isinstance(value, torch.Tensor):
         return torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling()
-    return False
+    return _is_symbolic(value)
 
 
 def _fail(what: str, info, hint: str):
@@ -152,10 +171,8 @@ def _fail(what: str, info, hint: str):
 
 def _predicate(pred, info):
     """A bool scalar tensor (or SymBool) for a traced condition."""
-    if isinstance(pred, torch.SymBool):
-        return pred
-    if isinstance(pred, (torch.SymInt, torch.SymFloat)):
-        return pred != 0
+    if not isinstance(pred, torch.Tensor):
+        return pred if _is_bool_like(pred) else pred != 0
     if pred.dim() > 0 and not all(isinstance(s, int) and s == 1 for s in pred.shape):
         _fail(f"{info.kind} condition is a tensor of shape {tuple(pred.shape)}, not a single value", info,
               "reduce it with .any()/.all() or compare a single element")
@@ -176,10 +193,10 @@ def _scalar(value, dtype=None):
 
 
 def _as_bool_tensor(pred):
-    if isinstance(pred, torch.SymBool):
-        return torch.full((), pred, dtype=torch.bool)
     if isinstance(pred, torch.Tensor):
         return pred.reshape(()).to(torch.bool) if pred.dtype != torch.bool else pred.reshape(())
+    if _is_symbolic(pred):
+        return torch.full((), pred if _is_bool_like(pred) else pred != 0, dtype=torch.bool)
     return torch.full((), bool(pred), dtype=torch.bool)
 
 
@@ -206,8 +223,8 @@ def or_(left: Callable, right: Callable):
 
 def not_(value):
     """``not a``."""
-    if isinstance(value, torch.SymBool):
-        return torch.sym_not(value)
+    if _is_symbolic(value):
+        return torch.sym_not(value) if _is_bool_like(value) else value == 0
     if _is_traced(value):
         return torch.logical_not(_as_bool_tensor(value))
     return not value
@@ -403,8 +420,7 @@ def _select(mask, a, b):
         return a
     a_is_tensor, b_is_tensor = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
     if not a_is_tensor and not b_is_tensor:
-        symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
-        if not isinstance(a, symbolic) and not isinstance(b, symbolic) and a == b and type(a) is type(b):
+        if not _is_symbolic(a) and not _is_symbolic(b) and a == b and type(a) is type(b):
             return a
         a, b = _scalar(a), _scalar(b)
         a, b = a.to(torch.promote_types(a.dtype, b.dtype)), b.to(torch.promote_types(a.dtype, b.dtype))

@@ -9,9 +9,28 @@ class ItemInsideTracedBranch(nn.Module):
         g = x
         if x.mean() > 0:
             g = torch.exp(g)
-            if g.sum().item() > 0.5:
+            if g.sum().item() > 30.0:
                 g = g * 2
+            else:
+                g = g - 100
         return g
+
+
+class ItemPredicateInsideLoop(nn.Module):
+    def forward(self, x, n):
+        for _ in range(int(n)):
+            if x.sum().item() > 3.0:
+                x = x * 0.5
+            else:
+                x = x + 1.0
+        return x
+
+
+class ItemValueInsideLoop(nn.Module):
+    def forward(self, x, n):
+        for _ in range(int(n)):
+            x = x * float(x.max().item())
+        return x
 
 
 class ItemAtTopLevel(nn.Module):

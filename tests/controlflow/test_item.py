@@ -1,4 +1,5 @@
-"""`.item()` predicates: converted at the top level, a clear error inside a traced body."""
+"""`.item()` predicates convert at the top level and inside traced bodies; an `.item()` value
+used as a number inside a loop body is a clear, located error."""
 
 import os
 
@@ -7,7 +8,8 @@ import torch
 
 import fxport
 from tests.conftest import line_of, op_counts
-from tests.controlflow.item_models import ItemAtTopLevel, ItemInsideTracedBranch
+from tests.controlflow._util import assert_every_branch_taken
+from tests.controlflow.item_models import ItemAtTopLevel, ItemInsideTracedBranch, ItemPredicateInsideLoop, ItemValueInsideLoop
 
 MODELS = os.path.join(os.path.dirname(__file__), "item_models.py")
 
@@ -20,10 +22,25 @@ def test_item_predicate_at_top_level_converts_and_takes_both_branches():
     assert "Where" in op_counts(result.model) or "If" in op_counts(result.model)
 
 
-def test_item_predicate_inside_traced_branch_is_a_located_error():
+@pytest.mark.parametrize("make, args, inputs", [
+    (ItemInsideTracedBranch, (torch.rand(5, 4),),
+     [(torch.rand(b, 4) * scale + shift,) for b, scale, shift in ((3, 0.01, 0.01), (2, 1.0, 1.0), (4, 0.1, -10.0), (7, 0.1, 0.2))]),
+    (ItemPredicateInsideLoop, (torch.rand(3, 4), torch.tensor(3)),
+     [(torch.rand(b, 4), torch.tensor(k)) for b, k in ((1, 0), (1, 1), (2, 5), (4, 3), (6, 8))]),
+], ids=["in_cond_branch", "in_loop_body"])
+def test_item_predicate_inside_traced_body_converts(make, args, inputs):
+    model = make().eval()
+    assert_every_branch_taken(model, inputs)
+    result = fxport.convert(model, args, dynamic_shapes={"x": {0: "batch"}}, verify_inputs=inputs)
+    assert result.verified
+    assert any(r.rule.endswith("in-traced-body") for r in result.rewrites)
+    assert {"If", "Loop"} & set(op_counts(result.model)) and "Where" in op_counts(result.model)
+
+
+def test_item_value_inside_loop_body_is_a_located_error():
     with pytest.raises(fxport.ControlFlowError) as info:
-        fxport.convert(ItemInsideTracedBranch(), (torch.randn(5, 4),), dynamic_shapes={"x": {0: "batch"}})
+        fxport.convert(ItemValueInsideLoop(), (torch.rand(3, 4), torch.tensor(2)), dynamic_shapes={"x": {0: "batch"}})
     message = str(info.value)
     assert "inside a converted branch or loop body" in message
-    assert line_of(MODELS, "if g.sum().item() > 0.5") in message
+    assert line_of(MODELS, "x = x * float(x.max().item())") in message
     assert "\n" not in message
