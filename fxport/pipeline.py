@@ -27,6 +27,7 @@ import torch
 
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.controlflow import convert_control_flow
+from fxport.controlflow.tensorize import tensorize_item_predicates
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
@@ -125,6 +126,8 @@ def convert(
         with timer("capture"), ruleset.patches_applied(rewrites), \
                 capture_rewrites(export_model, rewrites, if_strategy if control_flow else None):
             program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
+            if control_flow:
+                tensorize_item_predicates(program, rewrites)
         if keep_artifacts:
             artifacts["exported_program_before"] = snapshot_graph_module(program)
         with timer("rewrite"):

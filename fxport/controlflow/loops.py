@@ -38,6 +38,8 @@ from fxport.controlflow.runtime import (
     getitem,
     not_,
     probing,
+    restore_size_relations,
+    size_relations,
 )
 from fxport.errors import ControlFlowError
 
@@ -280,11 +282,13 @@ def _tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_fro
         return counter, stop, carried
 
     def cond_fn(*carried):
+        restore_size_relations(carried, relations)
         counter, stop, rest = split(carried)
         _, values = layout.unpack(rest, False)
         return keep_going(counter, values, stop)
 
     def step_fn(*carried):
+        restore_size_relations(carried, relations)
         counter, stop, rest = split(carried)
         _, values = layout.unpack(rest, False, fresh=True, mutated=info.mutated)
         params = values[: len(info.params)]
@@ -301,6 +305,7 @@ def _tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_fro
     carried = tuple(_dense(t) for t in layout.pack(tuple(state) + tuple(free), info))
     if rng is not None:
         carried = (counter0, stop_value) + carried
+    relations = size_relations(carried)
     try:
         final = while_loop(cond_fn, step_fn, carried)
     except Exception as exc:

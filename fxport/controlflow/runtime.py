@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.experimental.symbolic_shapes import has_static_value
+from torch.fx.experimental.symbolic_shapes import has_static_value, statically_known_true
 
 from fxport.errors import ControlFlowError
 from fxport.report import AppliedRewrite
@@ -409,9 +409,36 @@ def _shape_mismatch(a, b) -> str | None:
 
 
 def _same_size(x, y) -> bool:
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
     return statically_known_true(x == y)
+
+
+def size_relations(tensors) -> list[tuple[int, int, int, int]]:
+    """``(i, axis_i, j, axis_j)`` for symbolic sizes of ``tensors`` known equal here.
+
+    torch traces a cond branch or while_loop body with dynamo, which gives each operand fresh
+    size symbols: inside, ``x.shape[0] == g.shape[0]`` is no longer known even when both are
+    the batch size outside. :func:`restore_size_relations` re-states these facts in the body.
+    """
+    known: list[tuple[int, int, object]] = []
+    relations = []
+    for i, tensor in enumerate(tensors):
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        for axis, size in enumerate(tensor.shape):
+            if not _is_symbolic(size):
+                continue
+            match = next(((j, axis_j) for j, axis_j, other in known if _same_size(size, other)), None)
+            if match is None:
+                known.append((i, axis, size))
+            else:
+                relations.append((i, axis) + match)
+    return relations
+
+
+def restore_size_relations(tensors, relations) -> None:
+    """Inside a traced body: ``torch._check`` the size equalities that held outside."""
+    for i, axis_i, j, axis_j in relations:
+        torch._check(tensors[i].shape[axis_i] == tensors[j].shape[axis_j])
 
 
 def _select(mask, a, b):
@@ -436,9 +463,11 @@ def _select(mask, a, b):
 def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
     tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
     operands = tuple(_dense(args[i]) for i in tensor_slots)
+    relations = size_relations(operands)
 
     def branch(fn, side):
         def run(*tensors):
+            restore_size_relations(tensors, relations)
             full = list(args)
             for slot, tensor in zip(tensor_slots, tensors):
                 full[slot] = tensor.clone() if info.params[slot] in info.mutated else tensor

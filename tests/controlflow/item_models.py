@@ -38,3 +38,28 @@ class ItemAtTopLevel(nn.Module):
         if x.sum().item() > 0:
             return x * 2
         return x - 1
+
+
+class ItemPredicatesInBranchWithParameters(nn.Module):
+    """A cond branch that reads parameters and branches on .item() (fuzzer find, seed 0)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x
+        g = torch.tanh(x)
+        if g.sum().item() > 1.0:
+            h = self.lin(h)
+            if h.sum().item() > -4.0:
+                g = g * 0.0 + h
+        return (h + g).sum(dim=-1)
+
+
+class ItemAgainstUnrepresentableConstant(nn.Module):
+    def forward(self, x):
+        if x.sum().item() > 0.99999999:  # 1.0 > 0.99999999 in Python; float32(0.99999999) == 1.0
+            return x * 2
+        return x - 1

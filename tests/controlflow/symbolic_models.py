@@ -90,3 +90,23 @@ class FuzzedWhileWithShapeElif(nn.Module):
             else:
                 h = torch.sqrt(h) * 2.0
         return h.sum(dim=-1)
+
+
+class LoopInCondBranchMixingOperands(nn.Module):
+    """torch gives each cond operand fresh size symbols: inside the branch, g = log(h) must still
+    be known to have g's shape (fuzzer find, seed 0)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, n):
+        h = x
+        g = self.lin(h)
+        if h.mean() < 2.0:
+            k = torch.zeros((), dtype=torch.int64)
+            while k < n:
+                k = k + 1
+                g = torch.log(h)
+        return (h + g).sum(dim=-1)

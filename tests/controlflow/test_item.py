@@ -9,7 +9,8 @@ import torch
 import fxport
 from tests.conftest import line_of, op_counts
 from tests.controlflow._util import assert_every_branch_taken
-from tests.controlflow.item_models import ItemAtTopLevel, ItemInsideTracedBranch, ItemPredicateInsideLoop, ItemValueInsideLoop
+from tests.controlflow.item_models import (ItemAgainstUnrepresentableConstant, ItemAtTopLevel, ItemInsideTracedBranch,
+                                          ItemPredicateInsideLoop, ItemPredicatesInBranchWithParameters, ItemValueInsideLoop)
 
 MODELS = os.path.join(os.path.dirname(__file__), "item_models.py")
 
@@ -44,3 +45,23 @@ def test_item_value_inside_loop_body_is_a_located_error():
     assert "inside a converted branch or loop body" in message
     assert line_of(MODELS, "x = x * float(x.max().item())") in message
     assert "\n" not in message
+
+
+def test_item_predicates_in_branch_reading_parameters_become_tensor_comparisons():
+    model = ItemPredicatesInBranchWithParameters().eval()
+    inputs = [(torch.rand(b, 4) + shift,) for b, shift in ((3, 0.0), (5, 0.0), (6, 1.0), (5, 2.0), (4, -3.0))]
+    assert_every_branch_taken(model, inputs)
+    result = fxport.convert(model, (torch.rand(4, 4) + 1,), dynamic_shapes={"x": {0: "batch"}}, verify_inputs=inputs)
+    assert result.verified
+    assert sum(r.rule == "item-predicate-to-tensor" for r in result.rewrites) == 2
+    assert "If" in op_counts(result.model)
+
+
+def test_item_comparison_keeps_python_double_precision():
+    model = ItemAgainstUnrepresentableConstant().eval()
+    ones = torch.ones(1)
+    assert torch.equal(model(ones), ones * 2)
+    result = fxport.convert(model, (torch.rand(3),), dynamic_shapes={"x": {0: "n"}},
+                            verify_inputs=[(ones,), (torch.full((1,), 0.5),)])
+    assert result.verified
+    assert any(r.rule == "item-predicate-to-tensor" for r in result.rewrites)
