@@ -38,8 +38,8 @@ def lower(
     folding, dead-code elimination, common-subexpression elimination).
     """
     counts = node_counts if node_counts is not None else {}
-    try:
-        with quiet_torch():
+    try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
+        with quiet_torch(), torch.no_grad():
             onnx_program = torch.onnx.export(
                 program,
                 dynamo=True,

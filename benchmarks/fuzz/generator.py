@@ -28,6 +28,10 @@ FEATURES = 4
 MAX_DEPTH = 2
 
 CONSTANTS = st.sampled_from(["0.0", "0.5", "-0.5", "1.0", "2.0", "-1.0"])
+#: Predicate thresholds. Never 0.0: ``(h - h.mean(...)).sum() > 0.0`` compares rounding noise with
+#: its exact value, and eager and ONNX Runtime legitimately round differently (a knife edge, not
+#: a converter bug; the first CI campaign met one).
+THRESHOLDS = st.sampled_from(["0.1", "0.5", "-0.5", "1.0", "2.0", "-1.0", "-0.1"])
 
 
 @dataclasses.dataclass
@@ -97,7 +101,7 @@ def predicate(draw, scope: Scope) -> str:
     """A condition on tensor values (or a dynamic dimension)."""
     a = draw(operand(scope))
     b = draw(operand(scope))
-    c = draw(CONSTANTS)
+    c = draw(THRESHOLDS)
     simple = [
         f"{a}.sum() > {c}",
         f"{a}.mean() < {c}",

@@ -6,13 +6,13 @@ A converted ``if t.item() > 0.5:`` reaches the captured graph as a Python-number
     gt = item > 0.5                          # a SymBool
     mask = aten.full([], gt, dtype=bool)     # (or gt is a cond's predicate)
 
-torch 2.13's ONNX exporter re-traces cond branches in its type-promotion pass and cannot
-place an unbacked symbol created inside a branch that also reads lifted parameters
-(``PendingUnbackedSymbolNotFound``; found by the fuzzer). This pass rewrites, in every graph
-and subgraph, such a ``full`` or cond predicate into ``aten.gt(t as float64, 0.5)``: the same
-comparison, in double precision as Python does it, with no symbol; the ``item`` goes when
-nothing else reads it. Only comparisons of ``item`` values with each other or with constants,
-and ``and``/``or``/``not`` of those, are rewritten: arithmetic on the numbers stays as written.
+torch.onnx (2.13) lowers that comparison in float32 with the constant rounded to float32, so
+``t.item() > 0.99999999`` is False for t = 1 in ONNX and True in Python. This pass rewrites, in
+every graph and subgraph, such a ``full`` or cond predicate into a float64 tensor comparison,
+as Python compares; the ``item`` (and its symbol, which the exporter's passes handle poorly
+inside subgraphs) goes when nothing else reads it. Only comparisons of ``item`` values with
+each other or with constants, and ``and``/``or``/``not`` of those, are rewritten: arithmetic on
+the numbers stays as written.
 
 Example::
 

@@ -63,3 +63,25 @@ class ItemAgainstUnrepresentableConstant(nn.Module):
         if x.sum().item() > 0.99999999:  # 1.0 > 0.99999999 in Python; float32(0.99999999) == 1.0
             return x * 2
         return x - 1
+
+
+class ItemRangeThenShapeCondWithParameters(nn.Module):
+    """range(int(n)) reads n with .item(); a later cond with parameters made the exporter's
+    re-run fail on that symbol while autograd was on (fuzzer find, seed 0)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, n):
+        h = x
+        for i in range(int(n)):
+            h = h + 0.1 * i
+        g = self.lin(h)
+        if not (g.shape[0] > 3):
+            if (h > 0.5).any():
+                g = torch.exp(h * 4.0)
+            else:
+                g = torch.relu(h) - h * 0.5
+        return (h + g).sum(dim=-1)

@@ -10,7 +10,8 @@ import fxport
 from tests.conftest import line_of, op_counts
 from tests.controlflow._util import assert_every_branch_taken
 from tests.controlflow.item_models import (ItemAgainstUnrepresentableConstant, ItemAtTopLevel, ItemInsideTracedBranch,
-                                          ItemPredicateInsideLoop, ItemPredicatesInBranchWithParameters, ItemValueInsideLoop)
+                                          ItemPredicateInsideLoop, ItemPredicatesInBranchWithParameters, ItemRangeThenShapeCondWithParameters,
+                                          ItemValueInsideLoop)
 
 MODELS = os.path.join(os.path.dirname(__file__), "item_models.py")
 
@@ -65,3 +66,13 @@ def test_item_comparison_keeps_python_double_precision():
                             verify_inputs=[(ones,), (torch.full((1,), 0.5),)])
     assert result.verified
     assert any(r.rule == "item-predicate-to-tensor" for r in result.rewrites)
+
+
+def test_item_symbol_before_a_cond_with_parameters_lowers():
+    model = ItemRangeThenShapeCondWithParameters().eval()
+    inputs = [(torch.rand(b, 4) + shift, torch.tensor(k)) for b, shift, k in ((2, 0.0, 0), (3, -1.0, 1), (5, 0.0, 2), (2, -2.0, 3))]
+    assert_every_branch_taken(model, inputs)
+    result = fxport.convert(model, (torch.rand(3, 4), torch.tensor(2)), dynamic_shapes={"x": {0: "batch"}},
+                            verify_inputs=inputs)
+    assert result.verified
+    assert {"If", "Loop"} <= set(op_counts(result.model))

@@ -1,4 +1,4 @@
-"""Fuzz regression (error-without-user-location): the ONNX exporter failed: PendingUnbackedSymbolNotFound: Pending unbacked symbols {u14} not in returned outputs [FakeTensor(..., size=(s77, 4)), FakeTensor(..., size=(4,), requires_grad=True), FakeTen"""
+"""Fuzz regression (error-without-user-location): the ONNX exporter failed: PendingUnbackedSymbolNotFound: Pending unbacked symbols {u12} not in returned outputs [FakeTensor(..., size=(s77, 4)), FakeTensor(..., size=(s77, 4)), FakeTensor(..., size=(4"""
 
 import torch
 from torch import nn
