@@ -11,24 +11,7 @@ import argparse
 import sys
 import time
 
-from benchmarks.fuzz.campaign import PROFILES, Summary, campaign
-
-
-def report(summary: Summary, seconds: float) -> str:
-    lines = [
-        f"programs tried:        {summary.tried}",
-        f"converted and equal:   {summary.counts['equal']}",
-        f"clear errors:          {summary.counts['clear-error']}",
-    ]
-    lines += [f"    {count:5d}  {kind}" for kind, count in summary.error_kinds.most_common()]
-    lines += [
-        f"invalid programs:      {summary.counts['invalid']}  (fail eagerly by themselves; not counted as bugs)",
-        f"bugs:                  {summary.counts['bug']}",
-    ]
-    for bug in summary.bugs:
-        lines += [f"  bug ({bug.kind}): {bug.message}", bug.source]
-    lines.append(f"time: {seconds:.0f}s")
-    return "\n".join(lines)
+from benchmarks.fuzz.campaign import PROFILES, campaign, report
 
 
 def main(argv=None) -> int:

@@ -82,23 +82,24 @@ def run_campaign(programs_to_run: int, seed_value: int, shrink: bool = True, kee
     return summary
 
 
-def _worker(job: tuple[int, int, bool]) -> Summary:
-    count, seed_value, shrink = job
-    return run_campaign(count, seed_value, shrink=shrink)
+def _worker(job: tuple[int, int, bool, bool]) -> Summary:
+    count, seed_value, shrink, keep = job
+    return run_campaign(count, seed_value, shrink=shrink, keep=keep)
 
 
 #: Programs per hypothesis run: a bug stops (and shrinks) only its own chunk.
 CHUNK = 25
 
 
-def campaign(programs_to_run: int, seed_value: int, workers: int, shrink: bool = True) -> Summary:
+def campaign(programs_to_run: int, seed_value: int, workers: int, shrink: bool = True, keep: bool = True) -> Summary:
     """Run chunks of programs (distinct seeds) over ``workers`` processes and merge the summaries.
 
     ``shrink=False`` reports a bug's program as found (CI: bounded time); shrinking re-runs the
-    conversion many times to reach a minimal program.
+    conversion many times to reach a minimal program. ``keep=False`` does not write bugs to
+    tests/fuzz_regressions/ (the test suite's own run).
     """
     shares = [CHUNK] * (programs_to_run // CHUNK) + ([programs_to_run % CHUNK] if programs_to_run % CHUNK else [])
-    jobs = [(share, seed_value * 1000 + i, shrink) for i, share in enumerate(shares)]
+    jobs = [(share, seed_value * 1000 + i, shrink, keep) for i, share in enumerate(shares)]
     if workers == 1:
         results = [_worker(job) for job in jobs]
     else:
@@ -119,3 +120,21 @@ def save_regression(outcome: Outcome) -> str:
     with open(path, "w") as handle:
         handle.write(header + outcome.source)
     return path
+
+
+def report(summary: Summary, seconds: float) -> str:
+    """The campaign's figures as printed by ``python -m benchmarks.fuzz`` (bugs with their programs)."""
+    lines = [
+        f"programs tried:        {summary.tried}",
+        f"converted and equal:   {summary.counts['equal']}",
+        f"clear errors:          {summary.counts['clear-error']}",
+    ]
+    lines += [f"    {count:5d}  {kind}" for kind, count in summary.error_kinds.most_common()]
+    lines += [
+        f"invalid programs:      {summary.counts['invalid']}  (fail eagerly by themselves; not counted as bugs)",
+        f"bugs:                  {summary.counts['bug']}",
+    ]
+    for bug in summary.bugs:
+        lines += [f"  bug ({bug.kind}): {bug.message}", bug.source]
+    lines.append(f"time: {seconds:.0f}s")
+    return "\n".join(lines)
