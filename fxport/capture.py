@@ -21,6 +21,7 @@ from torch.export import Dim
 from fxport.errors import (
     CaptureError,
     ControlFlowError,
+    ConversionError,
     InputSpecError,
     user_location_from_exception,
     user_location_from_stack,
@@ -123,16 +124,25 @@ def capture(
     normalized = normalize_dynamic_shapes(module, dynamic_shapes, inputs)
     try:
         return _export(module, inputs, normalized)
-    except InputSpecError:
+    except ConversionError:
         raise
     except Exception as exc:
         refined = _adopt_suggested_bounds(exc, dynamic_shapes, normalized, notes)
         if refined is None:
-            raise classify_capture_failure(exc) from exc
+            _raise_classified(exc)
     try:
         return _export(module, inputs, refined)
+    except ConversionError:
+        raise
     except Exception as exc:
-        raise classify_capture_failure(exc) from exc
+        _raise_classified(exc)
+
+
+def _raise_classified(exc: Exception) -> None:
+    error = classify_capture_failure(exc)
+    if error in _exception_chain(exc):  # fxport's own error that torch wrapped: no second cause
+        raise error.with_traceback(error.__traceback__) from None
+    raise error from exc
 
 
 def _export(module, inputs: InputSet, dynamic_shapes) -> torch.export.ExportedProgram:
@@ -200,8 +210,15 @@ def dynamic_dim_bounds(program: torch.export.ExportedProgram) -> dict[int, dict[
     return result
 
 
-def classify_capture_failure(exc: BaseException) -> CaptureError:
-    """Name the kind of failure and the user's file:line; failures are data, not strings."""
+def classify_capture_failure(exc: BaseException) -> ConversionError:
+    """Name the kind of failure and the user's file:line; failures are data, not strings.
+
+    fxport's own errors raised during capture (a control-flow construct the converter refuses,
+    a patch rule's error), however deeply torch wrapped them, are the answer as they are.
+    """
+    own = next((e for e in _exception_chain(exc) if isinstance(e, ConversionError)), None)
+    if own is not None:
+        return own
     text = "\n".join(str(e) for e in _exception_chain(exc))
     where = _location_named_in_message(text) or user_location_from_exception(exc)
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)

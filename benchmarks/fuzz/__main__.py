@@ -21,11 +21,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-shrink", action="store_true", help="report bugs unshrunk (faster)")
+    parser.add_argument("--show-errors", action="store_true",
+                        help="print the shortest program and message for each clear-error kind")
     options = parser.parse_args(argv)
     count = options.programs or PROFILES[options.profile]
     start = time.perf_counter()
     summary = campaign(count, options.seed, max(1, options.workers), shrink=not options.no_shrink)
-    print(report(summary, time.perf_counter() - start))
+    print(report(summary, time.perf_counter() - start, show_errors=options.show_errors))
     return 1 if summary.counts["bug"] else 0
 
 

@@ -36,11 +36,20 @@ class Summary:
     counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     error_kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     bugs: list[Outcome] = dataclasses.field(default_factory=list)
+    #: the shortest program seen for each clear-error kind (``--show-errors``)
+    error_examples: dict[str, Outcome] = dataclasses.field(default_factory=dict)
 
     def merge(self, other: "Summary") -> None:
         self.counts.update(other.counts)
         self.error_kinds.update(other.error_kinds)
         self.bugs.extend(other.bugs)
+        for outcome in other.error_examples.values():
+            self.note_error(outcome)
+
+    def note_error(self, outcome: Outcome) -> None:
+        known = self.error_examples.get(outcome.kind)
+        if known is None or len(outcome.source) < len(known.source):
+            self.error_examples[outcome.kind] = outcome
 
     @property
     def tried(self) -> int:
@@ -70,6 +79,7 @@ def run_campaign(programs_to_run: int, seed_value: int, shrink: bool = True, kee
         summary.counts[outcome.verdict] += 1
         if outcome.verdict == "clear-error":
             summary.error_kinds[outcome.kind] += 1
+            summary.note_error(outcome)
 
     try:
         property_holds()
@@ -122,7 +132,7 @@ def save_regression(outcome: Outcome) -> str:
     return path
 
 
-def report(summary: Summary, seconds: float) -> str:
+def report(summary: Summary, seconds: float, show_errors: bool = False) -> str:
     """The campaign's figures as printed by ``python -m benchmarks.fuzz`` (bugs with their programs)."""
     lines = [
         f"programs tried:        {summary.tried}",
@@ -136,5 +146,8 @@ def report(summary: Summary, seconds: float) -> str:
     ]
     for bug in summary.bugs:
         lines += [f"  bug ({bug.kind}): {bug.message}", bug.source]
+    if show_errors:
+        for kind, example in sorted(summary.error_examples.items()):
+            lines += [f"  shortest program with {kind}: {example.message}", example.source]
     lines.append(f"time: {seconds:.0f}s")
     return "\n".join(lines)

@@ -461,6 +461,7 @@ class FunctionConverter:
 
     def convert_for(self, node: ast.For, defined: set[str]) -> list[ast.stmt]:
         """``for target in iter: body`` → body function + ``_fx.for_stmt``."""
+        _bind_target_in_body(node)
         state, info, index = self._loop_info("for", node, analysis.reads(node.iter), defined)
         target = node.target
         if isinstance(target, ast.Name):
@@ -479,9 +480,22 @@ class FunctionConverter:
             iterable = ast.copy_location(_call(_rt("range_"), *iterable.args), iterable)
         args = _tuple([self._state_value(p, defined) for p in info.params])
         call = _call(_rt("for_stmt"), iterable, _name(body_fn.name), args, self._meta(index))
-        defined |= set(state) | analysis.writes(target)
+        defined |= set(state)  # the target is bound after the loop only as state (_bind_target_in_body)
         out = [body_fn, self._assign_outputs(state, call, node)]
         return out + self.convert_block(node.orelse, defined)
+
+
+def _bind_target_in_body(node: ast.For) -> None:
+    """A loop target read after the loop becomes loop state: ``for _fx_item in it: i = _fx_item``.
+
+    Python leaves ``i`` bound to the last item; carried as state it keeps that value after a
+    Python loop and a ``while_loop`` alike (and a data-dependent loop with no value for ``i``
+    before it is the usual clear error asking for an initial value).
+    """
+    if not analysis.writes(node.target) & getattr(node, "_fx_live_out", set()):
+        return
+    node.body = [_at(ast.Assign(targets=[node.target], value=_name("_fx_item")), node)] + node.body
+    node.target = _at(_name("_fx_item", store=True), node.target)
 
 
 def _check_no_outer_writes(converter: "FunctionConverter", construct: str, node: ast.AST, modified: set[str]) -> None:

@@ -311,3 +311,41 @@ class ReturnInTensorLoop(nn.Module):
             if x.sum() > i:
                 return x * i
         return x
+
+
+class IndexReadAfterLoop(nn.Module):
+    """Python leaves the loop variable bound to the last item: ``i`` after the loop is n - 1."""
+
+    def forward(self, x, n):
+        i = torch.zeros((), dtype=torch.int64) - 1
+        for i in range(int(n)):
+            x = x + 0.5
+        return x * i
+
+
+class IndexReadAfterStaticLoop(nn.Module):
+    def forward(self, x):
+        for i in range(3):
+            x = x + i
+        return x * i
+
+
+class LoopThenLoopInBranch(nn.Module):
+    """A loop variable reused by a loop inside a branch (fuzzer find: NameError for ``i``)."""
+
+    def forward(self, x, n):
+        for i in range(x.shape[0]):
+            x = x + 0.1 * i
+        if x.sum() > 0:
+            x = x * 2
+        else:
+            for i in range(int(n)):
+                x = torch.tanh(x)
+        return x
+
+
+class IndexUndefinedBeforeLoop(nn.Module):
+    def forward(self, x, n):
+        for i in range(int(n)):  # error-line
+            x = x + 0.5
+        return x * i

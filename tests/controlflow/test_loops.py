@@ -71,6 +71,10 @@ CASES = {
                                       dynamic=({0: D},)),
     "rnn_append_stack_dim1": Case(m.TinyRNN, (rand(2, 4, 3),), [(rand(b, k, 3, seed=k),) for b in (1, 3) for k in (1, 2, 7)], {1, 2, 7},
                                   dynamic=({0: D, 1: D},)),
+    "index_read_after_loop": Case(m.IndexReadAfterLoop, (X, n(3)), [(X, n(k)) for k in (0, 1, 2, 5)], {0, 1, 2, 5}),
+    "index_read_after_static_loop": Case(m.IndexReadAfterStaticLoop, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
+    "loop_then_loop_in_branch": Case(m.LoopThenLoopInBranch, (X, n(2)), [(X - 2, n(k)) for k in (0, 1, 2, 4)] + [(rand(6, 4), n(1))],
+                                     {0, 1, 2, 3, 4, 6}, loops=2, dynamic=({0: D}, None)),
     "static_range_unrolled": Case(m.StaticRange, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "module_list_unrolled": Case(m.ModuleListIteration, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "return_in_python_loop": Case(m.ReturnInPythonLoop, (X,), [(rand(5, 4),)], {2}, loops=0, dynamic=({0: D},)),
@@ -136,6 +140,7 @@ ERRORS = {
     "defined_only_in_loop": (m.DefinedOnlyInLoop, r"for: variable 'y' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'y' an initial value"),
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
     "append_in_unbounded_while": (m.AppendInUnboundedWhile, r"while: list 'outs' grows without bound .* at .*loop_models.py:(\d+);"),
+    "index_undefined_before_loop": (m.IndexUndefinedBeforeLoop, r"for: variable 'i' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'i' an initial value"),
     "return_in_tensor_loop": (m.ReturnInTensorLoop, r"for: return inside a data-dependent loop at .*loop_models.py:(\d+); assign"),
 }
 
