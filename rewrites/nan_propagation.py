@@ -16,7 +16,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import const_like, ints, is_float, norm_dim, rank
+from rewrites._helpers import FLOAT_TYPES, const_like, ints, is_float, norm_dim, rank
 
 
 def _reduce(x, axes, keepdim: bool, largest: bool):
@@ -38,13 +38,16 @@ def _reduce(x, axes, keepdim: bool, largest: bool):
     return op.Where(has_nan, const_like(float("nan"), x), reduced)
 
 
-def _arg(x, axis: int, keepdim: bool, largest: bool):
-    """(index of the extreme along axis, NaN-aware: first NaN wins), int64."""
+def _arg(x, axis: int, keepdim: bool, largest: bool, dtype: ir.DataType):
+    """(index of the extreme along axis, NaN-aware: first NaN wins), int64.
+
+    ``dtype`` is the rule input's: an intermediate value (``x`` flattened) carries none.
+    """
     arg = op.ArgMax if largest else op.ArgMin
     keep = 1 if keepdim else 0
-    source = op.Cast(x, to=ir.DataType.INT32) if x.dtype == ir.DataType.BOOL else x
+    source = op.Cast(x, to=ir.DataType.INT32) if dtype == ir.DataType.BOOL else x
     index = arg(source, axis=axis, keepdims=keep, select_last_index=0)
-    if not is_float(x):
+    if dtype not in FLOAT_TYPES:
         return index
     is_nan = op.Cast(op.IsNaN(x), to=ir.DataType.INT32)
     first_nan = op.ArgMax(is_nan, axis=axis, keepdims=keep, select_last_index=0)
@@ -61,18 +64,18 @@ def _values_and_indices(self, dim: int, keepdim: bool, largest: bool):
     if rank(self) == 0:
         return op.Identity(self), op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64))
     axis = norm_dim(dim, self)
-    return _reduce(self, [axis], keepdim, largest), _arg(self, axis, keepdim, largest)
+    return _reduce(self, [axis], keepdim, largest), _arg(self, axis, keepdim, largest, self.dtype)
 
 
 def _arg_reduce(self, dim, keepdim: bool, largest: bool):
     if rank(self) == 0:
         return op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64))
     if dim is None:
-        index = _arg(_flat(self), 0, keepdim=False, largest=largest)
+        index = _arg(_flat(self), 0, keepdim=False, largest=largest, dtype=self.dtype)
         if keepdim:
             index = op.Reshape(index, op.Constant(value_ints=[1] * rank(self)))
         return index
-    return _arg(self, norm_dim(dim, self), keepdim, largest)
+    return _arg(self, norm_dim(dim, self), keepdim, largest, self.dtype)
 
 
 def _amax_amin(self, dim, keepdim: bool, largest: bool):

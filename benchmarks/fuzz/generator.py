@@ -2,9 +2,12 @@
 
 A program is a module whose ``forward(self, x, n)`` takes a float tensor ``x`` of shape
 ``(batch, 4)`` (batch dynamic) and an int64 scalar ``n`` (a trip count), and mixes
-tensor-conditioned if/elif/else, while and for loops with data-dependent and dynamic trip
-counts, break/continue/return, nesting, list append + stack, buffer writes, reductions,
-elementwise math that can yield inf/nan on an untaken path, and submodule calls.
+tensor-conditioned if/elif/else, while loops on counters and on tensor conditions, for loops
+with data-dependent, dynamic and static trip counts, break/continue/return inside loops,
+nesting (loops in loops, branches in loops), list append + stack, buffer and column writes,
+a Python int counted through branches and loops, reductions, elementwise math that can yield
+inf/nan on an untaken path, and calls into submodules (a Linear, and a user module with its
+own data-dependent branch).
 
 Programs are drawn from hypothesis strategies, so a failing program shrinks to a minimal one.
 Their source is real Python written to a file, because fxport converts the model's own source.
@@ -50,16 +53,31 @@ PROGRAM_TEMPLATE = '''import torch
 from torch import nn
 
 
+class Gate(nn.Module):
+    """A user submodule with its own data-dependent branch and early return."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, t):
+        if t.mean() > 0.1:
+            return t * self.scale
+        return torch.tanh(t) - 0.5
+
+
 class Fuzzed(nn.Module):
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
         self.lin = nn.Linear({features}, {features})
+        self.gate = Gate()
         self.register_buffer("threshold", torch.tensor(0.25))
 
     def forward(self, x, n):
         h = x
         g = torch.tanh(x)
+        steps = 0
 {{forward}}
 '''.format(features=FEATURES)
 
@@ -87,6 +105,7 @@ def expression(draw, scope: Scope) -> str:
         f"{a} * {c} + {b}",
         f"torch.relu({a}) - {b} * {c}",
         f"self.lin({a})",
+        f"self.gate({a})",
         f"{a} - {a}.mean(dim=-1, keepdim=True)",
         f"torch.log({a})",                    # NaN for negative values: must not leak
         f"torch.exp({a} * 40.0)",             # overflows to inf on large values
@@ -137,19 +156,24 @@ def indent(lines: list[str]) -> list[str]:
 @st.composite
 def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list[str]:
     """One statement (possibly compound). Only existing variables are reassigned in blocks."""
-    kinds = ["assign", "assign"]
+    kinds = ["assign", "assign", "write_column", "count"]
     if depth < MAX_DEPTH:
-        kinds += ["if", "if_else", "elif"]
-        if not in_loop:
-            kinds += ["for_n", "while_n", "for_dim"]
+        kinds += ["if", "if_else", "elif", "for_n", "while_n", "while_cond", "for_dim", "for_static"]
     if in_loop:
-        kinds += ["break", "continue"]
+        kinds += ["break", "continue", "return"]
     kind = draw(st.sampled_from(kinds))
     target = draw(operand(scope))
     if kind == "assign":
         return [f"{target} = {draw(expression(scope))}"]
+    if kind == "write_column":  # an in-place write into a local tensor (a copy: never the input)
+        column = draw(st.integers(0, FEATURES - 1))
+        return [f"{target} = {target}.clone()", f"{target}[:, {column}] = ({draw(expression(scope))})[:, 0]"]
+    if kind == "count":  # a Python int carried through branches and loops
+        return ["steps = steps + 1"]
     if kind in ("break", "continue"):
         return [f"if {draw(predicate(scope))}:", f"    {kind}"]
+    if kind == "return":  # early return from inside a loop
+        return [f"if {draw(predicate(scope))}:", f"    return ({target} * 2.0).sum(dim=-1) + steps"]
     if kind == "if":
         return [f"if {draw(predicate(scope))}:", *indent(draw(block(scope, depth + 1, in_loop)))]
     if kind == "if_else":
@@ -165,8 +189,14 @@ def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list
         return ["for i in range(int(n)):", *indent(uses_index + body)]
     if kind == "for_dim":
         return ["for i in range(x.shape[0]):", *indent(body)]
-    # the counter moves first, so a `continue` in the body cannot make the loop endless
-    return ["k = torch.zeros((), dtype=torch.int64)", "while k < n:", *indent(["k = k + 1"] + body)]
+    if kind == "for_static":  # a Python trip count: unrolled, with tensor control flow inside
+        return ["for i in range(2):", *indent(body)]
+    # the counter moves first, so a `continue` in the body cannot make the loop endless; each
+    # nesting depth has its own counter
+    counter = f"k{depth}"
+    test = f"{counter} < n" if kind == "while_n" else f"({counter} < n + 2) and ({draw(predicate(scope))})"
+    return [f"{counter} = torch.zeros((), dtype=torch.int64)", f"while {test}:",
+            *indent([f"{counter} = {counter} + 1"] + body)]
 
 
 @st.composite
@@ -183,7 +213,7 @@ def epilogue(draw, scope: Scope) -> list[str]:
     if kind == "early_return":
         return [f"if {draw(predicate(scope))}:", f"    return ({a} * 2.0).sum(dim=-1)",
                 "return (h + g).sum(dim=-1)"]
-    return ["return (h + g).sum(dim=-1)"]
+    return ["return (h + g).sum(dim=-1) + steps"]
 
 
 @st.composite
