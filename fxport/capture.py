@@ -229,6 +229,13 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
             where=where,
             hint="keep it a tensor (x * x.max() rather than x * float(x.max().item()))",
         )
+    if _is_data_dependent(exc, text) and where is not None and where.function == "<lambda>":
+        return ControlFlowError(
+            "a tensor condition inside a lambda cannot be converted (fxport converts def functions "
+            "and methods; a lambda's source is not reliably its own)",
+            where=where,
+            hint="write the lambda as a def function or a method, or use torch.where in it",
+        )
     if _is_data_dependent(exc, text):
         return CaptureError(
             "data-dependent control flow (a Python branch or loop on a tensor value) cannot be captured",

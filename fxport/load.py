@@ -34,6 +34,7 @@ from fxport.errors import (
     InputSpecError,
     ModelLoadError,
     SourceLocation,
+    UsageError,
     user_location_from_exception,
 )
 
@@ -329,12 +330,33 @@ def inputs_from_specs(module: torch.nn.Module, specs: list[TensorSpec], seed: in
 
 
 def forward_parameters(module: torch.nn.Module) -> dict[str, inspect.Parameter]:
-    """The named parameters of ``module.forward`` (no ``self``, no ``*args``/``**kwargs``)."""
-    signature = inspect.signature(module.forward)
+    """The named parameters of ``module.forward`` (no ``self``, no ``*args``/``**kwargs``).
+
+    A forward without a Python signature (a builtin or C function assigned as ``forward``) is a
+    one-line UsageError at the class: export and conversion both need the parameters.
+    """
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        cls = type(module)
+        raise UsageError(
+            f"{cls.__qualname__}.forward is the builtin {getattr(module.forward, '__name__', '?')!r}, "
+            "which has no Python signature",
+            where=_class_location(cls),
+            hint="define forward as a method: def forward(self, x): return the_function(x)",
+        ) from None
     return {
         name: p for name, p in signature.parameters.items()
         if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
+
+
+def _class_location(cls: type) -> SourceLocation | None:
+    try:
+        lines, first = inspect.getsourcelines(cls)
+        return SourceLocation(inspect.getsourcefile(cls), first, cls.__qualname__)
+    except (OSError, TypeError):
+        return None
 
 
 def to_input_sets(value: Any, origin: str) -> list[InputSet]:

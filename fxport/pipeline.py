@@ -29,7 +29,7 @@ from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow.tensorize import tensorize_item_predicates
 from fxport.errors import OutputWriteError, UsageError
-from fxport.load import InputSet, register_output_dataclasses, run_eager, to_input_sets
+from fxport.load import InputSet, forward_parameters, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
 from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
                               verify_at_precision)
@@ -105,6 +105,7 @@ def convert(
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"model is a {type(model).__name__}, not a torch.nn.Module",
                          hint="pass an nn.Module instance")
+    forward_parameters(model)  # a forward without a Python signature is a usage error here
     example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
     extra_sets = to_input_sets(list(verify_inputs), "verify_inputs") if verify_inputs else []
     for index, input_set in enumerate(extra_sets, start=1):

@@ -1,7 +1,10 @@
 """Unusual model signatures and behaviours: converted faithfully, or refused with one line."""
 
 import dataclasses
+import functools
+import inspect
 
+import pytest
 import torch
 
 import fxport
@@ -48,6 +51,75 @@ class CountingBuffer(torch.nn.Module):
     def forward(self, x):
         self.calls += 1
         return x * self.calls
+
+
+class LambdaAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = lambda t: t * 2 if t.sum() > 0 else -t  # lambda-line
+
+    def forward(self, x):
+        return self.act(x) + 1
+
+
+class LocalLambda(torch.nn.Module):
+    def forward(self, x):
+        pick = lambda t: t + 1 if t.mean() > 0 else t - 1  # noqa: E731 - the case under test
+        return pick(x) * 2
+
+
+def scaled_or_shifted(t, scale):
+    if t.sum() > 0:
+        return t * scale
+    return t - scale
+
+
+class PartialOfUserFunction(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fn = functools.partial(scaled_or_shifted, scale=3.0)
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class BuiltinForward(torch.nn.Module):
+    forward = staticmethod(torch.relu)
+
+
+def _line_of(cls, text: str) -> int:
+    lines, first = inspect.getsourcelines(cls)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _converted_with_where(model):
+    x = torch.randn(3, 4)
+    result = fxport.convert(model, (x,), verify_inputs=[(x.abs() + 1,), (-x.abs() - 1,)])
+    assert result.verified and "Where" in result.op_counts()
+    for inputs in (x.abs() + 1, -x.abs() - 1):  # both sides of the condition
+        (out,) = run_onnx(result.model, inputs)
+        torch.testing.assert_close(torch.from_numpy(out), model(inputs))
+
+
+def test_local_lambda_in_converted_code_is_converted():
+    _converted_with_where(LocalLambda())
+
+
+def test_partial_of_a_user_function_is_converted():
+    _converted_with_where(PartialOfUserFunction())
+
+
+def test_lambda_attribute_with_tensor_condition_is_a_clear_error():
+    with pytest.raises(fxport.ControlFlowError, match="inside a lambda cannot be converted") as info:
+        fxport.convert(LambdaAttribute(), (torch.randn(3, 4),))
+    assert info.value.where.lineno == _line_of(LambdaAttribute, "# lambda-line")
+    assert "\n" not in str(info.value)
+
+
+def test_builtin_forward_is_a_usage_error_at_the_class():
+    with pytest.raises(fxport.UsageError, match="forward is the builtin 'relu', which has no Python signature") as info:
+        fxport.convert(BuiltinForward(), (torch.randn(3),))
+    assert info.value.where.lineno == _line_of(BuiltinForward, "class BuiltinForward")
 
 
 def test_varargs_forward():

@@ -262,7 +262,6 @@ def _tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_fro
     counter0 = _as_int64(rng.start) if rng is not None else None
     flag_slot = names.index(info.break_flag) if info.break_flag else None
     stop_value = _as_int64(rng.stop) if rng is not None else None
-    layout_free = len(free)
 
     def keep_going(counter, values, stop):
         ok = None

@@ -545,6 +545,9 @@ def call(f):
     if isinstance(f, types.FunctionType):
         converted = _lookup(f)
         return converted if converted is not None else f
+    if isinstance(f, functools.partial) and isinstance(f.func, (types.FunctionType, types.MethodType)):
+        inner = call(f.func)
+        return f if inner is f.func else functools.partial(inner, *f.args, **f.keywords)
     return f
 
 

@@ -139,7 +139,12 @@ class ExpressionConverter(ast.NodeTransformer):
     def visit_FunctionDef(self, node):
         return node  # nested user functions are left as written
 
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        """A lambda written in converted code holds only expressions: convert them in place."""
+        self.generic_visit(node)
+        return node
 
     def visit_BoolOp(self, node):
         self.generic_visit(node)
