@@ -14,17 +14,20 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import contextlib
-import functools
-import types
 import dataclasses
+import functools
+import re
+import types
 from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import has_static_value, statically_known_true
 
-from fxport.errors import ControlFlowError
+from fxport.controlflow.canonicalize import RETVAL
+from fxport.errors import ControlFlowError, SourceLocation
 from fxport.report import AppliedRewrite
 
 # --- session state ----------------------------------------------------------------------------
@@ -165,8 +168,36 @@ def _is_traced(value) -> bool:
     return _is_symbolic(value)
 
 
+class _FailureInTracedBody(Exception):
+    """A :class:`ControlFlowError` raised inside a body dynamo traces (a cond branch).
+
+    Dynamo cannot build fxport's error there, and it reports a raised exception only by its
+    repr, so the parts travel as constant args that :func:`_find_error` reads back.
+    """
+
+
 def _fail(what: str, info, hint: str):
-    raise ControlFlowError(what, where=info.location if info is not None else None, hint=hint)
+    where = info.location if info is not None else None
+    if torch.compiler.is_dynamo_compiling():
+        parts = (where.filename, where.lineno, where.function) if where is not None else (None, None, None)
+        raise _FailureInTracedBody(what, *parts, hint)
+    raise ControlFlowError(what, where=where, hint=hint)
+
+
+_TRACED_FAILURE = re.compile(r"raised exception _FailureInTracedBody(\(.*\))")
+
+
+def _failure_from_text(text: str) -> ControlFlowError | None:
+    """The ControlFlowError a traced body raised, read back from dynamo's report of it."""
+    match = _TRACED_FAILURE.search(text)
+    if match is None:
+        return None
+    try:
+        what, filename, lineno, function, hint = ast.literal_eval(match.group(1))
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    where = SourceLocation(filename, lineno, function) if filename is not None else None
+    return ControlFlowError(what, where=where, hint=hint)
 
 
 def _predicate(pred, info):
@@ -366,6 +397,11 @@ def _first_diff(spec_t, spec_f, info) -> str:
     return info.names[0] if info.names else "?"
 
 
+def _fail_return_on_one_path(info) -> None:
+    _fail("if: a return under a tensor condition inside a loop returns on one path and goes on on the other, "
+          "which a traced loop body cannot express", info, "assign the result to a variable, break, and return once after the loop")
+
+
 def _check_pair(name: str, a, b, info) -> None:
     for side, value in (("true", a), ("false", b)):
         if isinstance(value, Undefined):
@@ -373,6 +409,8 @@ def _check_pair(name: str, a, b, info) -> None:
                   f"give {name!r} a value before the if or in both branches")
     if (a is None) != (b is None):
         side = "true" if a is None else "false"
+        if name == RETVAL:
+            _fail_return_on_one_path(info)
         _fail(f"if: {name!r} is None in the {side} branch but a value in the other", info,
               "give both branches a value of the same kind")
     ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
@@ -499,6 +537,8 @@ def _cond_leaf(name, leaf, inputs, info, side):
         _fail(f"if: variable {name!r} is not defined in the {side} branch and used afterwards", info,
               f"give {name!r} a value before the if or in both branches")
     if leaf is None:
+        if name == RETVAL:
+            _fail_return_on_one_path(info)
         _fail(f"if: {name!r} is None in the {side} branch", info, "give both branches a tensor value")
     if _is_number(leaf):
         return _scalar(leaf)
@@ -524,6 +564,12 @@ def _find_error(exc: BaseException):
         seen.add(id(current))
         if isinstance(current, ControlFlowError):
             return current
+        if isinstance(current, _FailureInTracedBody):
+            return ControlFlowError(current.args[0], where=SourceLocation(*current.args[1:4]) if current.args[1] else None,
+                                    hint=current.args[4])
+        from_text = _failure_from_text(str(current))
+        if from_text is not None:
+            return from_text
         todo.extend([current.__cause__, current.__context__])
         for arg in getattr(current, "args", ()):
             if isinstance(arg, BaseException):

@@ -349,3 +349,17 @@ class IndexUndefinedBeforeLoop(nn.Module):
         for i in range(int(n)):  # error-line
             x = x + 0.5
         return x * i
+
+
+class ReturnInLoopInBranch(nn.Module):
+    """A return under a tensor condition in a Python loop inside a converted branch (fuzzer find:
+    the refusal raised inside the traced branch surfaced as a generic torch.export failure)."""
+
+    def forward(self, x, n):
+        h = x
+        if x.sum() > 0:
+            h = h * 0.5
+            for i in range(2):
+                if x.mean() > 5:  # error-line
+                    return h * 2.0
+        return h + 1

@@ -141,6 +141,7 @@ ERRORS = {
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
     "append_in_unbounded_while": (m.AppendInUnboundedWhile, r"while: list 'outs' grows without bound .* at .*loop_models.py:(\d+);"),
     "index_undefined_before_loop": (m.IndexUndefinedBeforeLoop, r"for: variable 'i' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'i' an initial value"),
+    "return_in_loop_in_branch": (m.ReturnInLoopInBranch, r"if: a return under a tensor condition inside a loop returns on one path .* at .*loop_models.py:(\d+); assign"),
     "return_in_tensor_loop": (m.ReturnInTensorLoop, r"for: return inside a data-dependent loop at .*loop_models.py:(\d+); assign"),
 }
 
