@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from fxport.controlflow.canonicalize import RETVAL
 from fxport.controlflow.runtime import (
     Undefined,
     _as_bool_tensor,
@@ -341,9 +342,9 @@ def _loop_entry_state(state, info, rng):
                   f"after it or in the next iteration, with no value before the loop", info,
                   f"give {name!r} an initial value before the loop")
         if value is None:
-            if name == "_fx_retval":
-                _fail(f"{info.kind}: return inside a data-dependent loop", info,
-                      "assign the result to a variable, break, and return after the loop")
+            if name == RETVAL:  # a return inside the loop: the probe learns the value's type
+                checked.append(value)
+                continue
             _fail(f"{info.kind}: loop variable {name!r} is None before a data-dependent loop", info,
                   f"initialise {name!r} with a tensor of the shape and dtype the loop produces")
         if name in info.appended:
@@ -384,12 +385,29 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows):
         if isinstance(before, _Appender):
             final.append(_allocate(before, after, rng, info))
             continue
+        if before is None and name == RETVAL:
+            before = _return_placeholder(after, info)
         if isinstance(before, torch.Tensor) and _is_number(original):
             after_t = after if isinstance(after, torch.Tensor) else _scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
         _check_carry(name, before, after, info)
         final.append(before)
     return tuple(final)
+
+
+def _return_placeholder(returned, info):
+    """The carried return value before any iteration returned: zeros of the returned type.
+
+    Read only where the loop's return flag is true, which the iteration that returns sets
+    together with the value; so the zeros never reach an output.
+    """
+    if _is_number(returned):
+        returned = _scalar(returned)
+    if not isinstance(returned, torch.Tensor):
+        _fail(f"{info.kind}: return inside a data-dependent loop returns a "
+              f"{type(returned).__name__ if returned is not None else 'value on no path'}, not a tensor", info,
+              "return one tensor from inside the loop, or assign the result to a variable, break, and return after the loop")
+    return torch.zeros_like(returned, memory_format=torch.contiguous_format)
 
 
 def _number_to_tensor(value):

@@ -358,8 +358,7 @@ def _fresh(args: tuple, info) -> list:
 
 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | None = None):
-    true_out = true_fn(*_fresh(args, info))
-    false_out = false_fn(*_fresh(args, info))
+    true_out, false_out = _return_value_on_both_paths(true_fn(*_fresh(args, info)), false_fn(*_fresh(args, info)), info)
     leaves_t, spec_t = pytree.tree_flatten(true_out)
     leaves_f, spec_f = pytree.tree_flatten(false_out)
     names = _leaf_names(true_out, info)
@@ -380,6 +379,28 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | N
     detail = detail or ("where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape")
     _record(info, f"{info.kind}-to-where", detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
+
+
+def _return_value_on_both_paths(true_out, false_out, info):
+    """A ``return`` inside a loop sets the return value on one path only (None on the other).
+
+    The value is read only where the return flag set with it is true, so the path that did not
+    return may carry the other path's value: the select then needs no value that does not exist.
+    """
+    if RETVAL not in info.names:
+        return true_out, false_out
+    slot = info.names.index(RETVAL)
+    a, b = true_out[slot], false_out[slot]
+    if (a is None) == (b is None):
+        return true_out, false_out
+    value = b if a is None else a
+    return _replaced(true_out, slot, value), _replaced(false_out, slot, value)
+
+
+def _replaced(outs, slot: int, value) -> tuple:
+    outs = list(outs)
+    outs[slot] = value
+    return tuple(outs)
 
 
 def _leaf_names(outs, info) -> list[str]:

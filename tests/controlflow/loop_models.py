@@ -306,11 +306,33 @@ class AppendInUnboundedWhile(nn.Module):
 
 
 class ReturnInTensorLoop(nn.Module):
+    """An early return under a tensor condition in a data-dependent loop (a search loop)."""
+
+    def forward(self, x, n):
+        for i in range(int(n)):
+            x = x * 1.5
+            if x.sum() > 10.0:
+                return x * i
+        return x - 1
+
+
+class ReturnInWhile(nn.Module):
+    def forward(self, x, n):
+        k = torch.zeros((), dtype=torch.int64)
+        while k < n:
+            k = k + 1
+            if x.abs().max() > 4.0:
+                return x.sum(dim=-1) * k
+            x = x * 2.0
+        return x.sum(dim=-1)
+
+
+class ReturnTupleInTensorLoop(nn.Module):
     def forward(self, x, n):
         for i in range(int(n)):  # error-line
             if x.sum() > i:
-                return x * i
-        return x
+                return x, x * i
+        return x, x
 
 
 class IndexReadAfterLoop(nn.Module):
@@ -353,13 +375,14 @@ class IndexUndefinedBeforeLoop(nn.Module):
 
 class ReturnInLoopInBranch(nn.Module):
     """A return under a tensor condition in a Python loop inside a converted branch (fuzzer find:
-    the refusal raised inside the traced branch surfaced as a generic torch.export failure)."""
+    first a refusal lost inside the traced branch, then converted once loop returns were)."""
 
     def forward(self, x, n):
         h = x
         if x.sum() > 0:
             h = h * 0.5
             for i in range(2):
-                if x.mean() > 5:  # error-line
+                if x.mean() > 0.55:
                     return h * 2.0
+                h = h + 1
         return h + 1

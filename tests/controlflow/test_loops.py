@@ -10,7 +10,7 @@ import torch
 from fxport.controlflow import convert_control_flow
 from fxport.errors import ControlFlowError
 from tests.controlflow import loop_models as m
-from tests.controlflow._util import assert_matches_eager, export_to_ort, line_in_source, trip_counts
+from tests.controlflow._util import assert_matches_eager, coverage, export_to_ort, line_in_source, trip_counts
 
 D = m.D
 
@@ -75,6 +75,12 @@ CASES = {
     "index_read_after_static_loop": Case(m.IndexReadAfterStaticLoop, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "loop_then_loop_in_branch": Case(m.LoopThenLoopInBranch, (X, n(2)), [(X - 2, n(k)) for k in (0, 1, 2, 4)] + [(rand(6, 4), n(1))],
                                      {0, 1, 2, 3, 4, 6}, loops=2, dynamic=({0: D}, None)),
+    "return_in_tensor_loop": Case(m.ReturnInTensorLoop, (X, n(3)),
+                                  [(X * 0.1, n(k)) for k in (0, 1, 2, 6)] + [(X, n(5)), (X * 3, n(4)), (X * 3, n(0))], {0, 1, 2, 6}),
+    "return_in_while": Case(m.ReturnInWhile, (X, n(3)), [(X, n(k)) for k in (0, 1, 2)] + [(X * 0.1, n(5)), (X, n(5)), (X * 20, n(3))],
+                            {0, 1, 2, 5}),
+    "return_in_loop_in_branch": Case(m.ReturnInLoopInBranch, (X + 1, n(0)), [(X + 0.2, n(0)), (X + 1.0, n(0)), (X - 1, n(0))],
+                                     {1, 2}),  # the static range's tensor break continues as a Loop
     "static_range_unrolled": Case(m.StaticRange, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "module_list_unrolled": Case(m.ModuleListIteration, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "return_in_python_loop": Case(m.ReturnInPythonLoop, (X,), [(rand(5, 4),)], {2}, loops=0, dynamic=({0: D},)),
@@ -94,6 +100,15 @@ def test_loop_pattern_matches_eager(name):
         loop_records = [r for r in exported.records if r.data.get("construct") in ("for", "while")]
         assert loop_records and all("while_loop" in r.data["lowering"] for r in loop_records)
         assert all("carried" in r.data for r in loop_records)
+
+
+@pytest.mark.parametrize("name", ["return_in_tensor_loop", "return_in_while", "return_in_loop_in_branch"])
+def test_early_return_inputs_take_both_paths(name):
+    """The inputs of the early-return cases return from inside the loop and also fall through."""
+    case = CASES[name]
+    outcomes = coverage(case.make(), [case.example] + case.inputs)
+    branches = {line: seen for (kind, line), seen in outcomes.items() if kind == "if"}
+    assert branches and all(seen == {False, True} for seen in branches.values()), branches
 
 
 def _decoder_with_varied_lengths():
@@ -141,8 +156,7 @@ ERRORS = {
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
     "append_in_unbounded_while": (m.AppendInUnboundedWhile, r"while: list 'outs' grows without bound .* at .*loop_models.py:(\d+);"),
     "index_undefined_before_loop": (m.IndexUndefinedBeforeLoop, r"for: variable 'i' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'i' an initial value"),
-    "return_in_loop_in_branch": (m.ReturnInLoopInBranch, r"if: a return under a tensor condition inside a loop returns on one path .* at .*loop_models.py:(\d+); assign"),
-    "return_in_tensor_loop": (m.ReturnInTensorLoop, r"for: return inside a data-dependent loop at .*loop_models.py:(\d+); assign"),
+    "return_tuple_in_tensor_loop": (m.ReturnTupleInTensorLoop, r"for: return inside a data-dependent loop returns a tuple, not a tensor at .*loop_models.py:(\d+); return one tensor"),
 }
 
 

@@ -1,4 +1,9 @@
-"""Fuzz regression (mismatch): ONNX Runtime differs from eager PyTorch on 2 of 10 input sets (first: user-2, output[0], max abs error 10.2); run with --debug, or report the model; fxport never ships a mismatching model"""
+"""Fuzz regression (mismatch): ONNX Runtime differs from eager PyTorch on 2 of 10 input sets (first: user-2, output[0], max abs error 10.2); run with --debug, or report the model; fxport never ships a mismatching model
+
+Kept with thresholds 0.1 where the fuzzer drew 0.0: g is h minus its row means there, so
+g.sum() > 0.0 compares rounding noise, which eager and ONNX Runtime round differently (with
+onnxruntime 1.32 it flipped on 2 input sets). The generator no longer draws 0.0 thresholds.
+"""
 
 import torch
 from torch import nn
@@ -29,7 +34,7 @@ class Fuzzed(nn.Module):
                 continue
         for i in range(x.shape[0]):
             if ((h > -0.5).any()) or (h.sum().item() > -0.5):
-                if (g.sum().item() > 0.0) and (g.sum() > 0.0):
+                if (g.sum().item() > 0.1) and (g.sum() > 0.1):
                     continue
                 g = torch.relu(g) - g * 1.0
             else:
