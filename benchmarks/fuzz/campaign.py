@@ -23,7 +23,7 @@ import tempfile
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from benchmarks.fuzz.generator import Program, programs
-from benchmarks.fuzz.runner import Outcome, run_program
+from benchmarks.fuzz.runner import Coverage, Outcome, run_program
 
 REGRESSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "tests", "fuzz_regressions")
@@ -38,11 +38,13 @@ class Summary:
     bugs: list[Outcome] = dataclasses.field(default_factory=list)
     #: the shortest program seen for each clear-error kind (``--show-errors``)
     error_examples: dict[str, Outcome] = dataclasses.field(default_factory=dict)
+    coverage: Coverage = dataclasses.field(default_factory=Coverage)
 
     def merge(self, other: "Summary") -> None:
         self.counts.update(other.counts)
         self.error_kinds.update(other.error_kinds)
         self.bugs.extend(other.bugs)
+        self.coverage.add(other.coverage)
         for outcome in other.error_examples.values():
             self.note_error(outcome)
 
@@ -77,6 +79,7 @@ def run_campaign(programs_to_run: int, seed_value: int, shrink: bool = True, kee
             last_bug[:] = [outcome]
             raise BugFound(outcome.message)
         summary.counts[outcome.verdict] += 1
+        summary.coverage.add(outcome.coverage)
         if outcome.verdict == "clear-error":
             summary.error_kinds[outcome.kind] += 1
             summary.note_error(outcome)
@@ -132,6 +135,16 @@ def save_regression(outcome: Outcome) -> str:
     return path
 
 
+def coverage_line(covered: Coverage) -> str:
+    """How much of the programs' control flow the input sets exercised (eager, converted code)."""
+    def share(part: int, whole: int) -> str:
+        return f"{100 * part / whole:.0f}%" if whole else "-"
+
+    return (f"coverage:              {share(covered.ifs_both, covered.ifs)} of {covered.ifs} tensor-conditioned ifs "
+            f"took both branches; of {covered.loops} loops {share(covered.loops_zero, covered.loops)} ran 0 times on "
+            f"some input, {share(covered.loops_varied, covered.loops)} ran with 2+ trip counts")
+
+
 def report(summary: Summary, seconds: float, show_errors: bool = False) -> str:
     """The campaign's figures as printed by ``python -m benchmarks.fuzz`` (bugs with their programs)."""
     lines = [
@@ -143,6 +156,7 @@ def report(summary: Summary, seconds: float, show_errors: bool = False) -> str:
     lines += [
         f"invalid programs:      {summary.counts['invalid']}  (fail eagerly by themselves; not counted as bugs)",
         f"bugs:                  {summary.counts['bug']}",
+        coverage_line(summary.coverage),
     ]
     for bug in summary.bugs:
         lines += [f"  bug ({bug.kind}): {bug.message}", bug.source]

@@ -32,6 +32,7 @@ import torch
 
 import fxport
 from benchmarks.fuzz.generator import FEATURES, Program
+from fxport.controlflow import convert_control_flow, runtime
 
 #: Seconds one program may take before it counts as a hang.
 TIMEOUT_S = 120
@@ -43,11 +44,30 @@ INPUT_PLAN = [(3, 2, 1.0, 0.0), (2, 0, 0.5, 0.0), (5, 1, 3.0, 0.0), (4, 4, 0.5, 
 
 
 @dataclasses.dataclass
+class Coverage:
+    """What the input sets exercised, measured on the converted code run eagerly.
+
+    Counted per statement (file line) that ran on at least one input set.
+    """
+
+    ifs: int = 0          # tensor-conditioned if / if-expressions that ran
+    ifs_both: int = 0     # ... and took both outcomes across the input sets
+    loops: int = 0        # loops that ran
+    loops_zero: int = 0   # ... with zero trips on some input set
+    loops_varied: int = 0  # ... with at least two different trip counts
+
+    def add(self, other: "Coverage") -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+@dataclasses.dataclass
 class Outcome:
     verdict: str
     kind: str = ""
     message: str = ""
     source: str = ""
+    coverage: Coverage = dataclasses.field(default_factory=Coverage)
 
 
 def input_sets(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -110,6 +130,36 @@ def run_file(path: str) -> Outcome:
                 module(*inputs)
     except Exception as exc:  # the generator wrote a program that fails (or never ends) by itself
         return Outcome("invalid", type(exc).__name__, str(exc).splitlines()[0], source)
+    try:
+        covered = measure_coverage(module, [example, *others])
+    except Exception as exc:  # converted code must run eagerly wherever the original does
+        return Outcome("bug", "converted-eager-crash", f"{type(exc).__name__}: {exc}".splitlines()[0], source)
+    outcome = _convert_and_verify(module, example, others, path, source)
+    outcome.coverage = covered
+    return outcome
+
+
+def measure_coverage(module, input_sets) -> Coverage:
+    """Branch outcomes and trip counts of the converted code run eagerly on ``input_sets``."""
+    with convert_control_flow(module), runtime.coverage() as notes, torch.no_grad(), time_limit(TIMEOUT_S):
+        for inputs in input_sets:
+            module(*inputs)
+    seen: dict[tuple[str, int], set] = {}
+    for kind, location, result in notes:
+        seen.setdefault((kind, location.lineno), set()).add(result)
+    covered = Coverage()
+    for (kind, _), results in seen.items():
+        if kind in ("if", "ifexp"):
+            covered.ifs += 1
+            covered.ifs_both += results >= {True, False}
+        elif kind in ("for", "while"):
+            covered.loops += 1
+            covered.loops_zero += 0 in results
+            covered.loops_varied += len(results) >= 2
+    return covered
+
+
+def _convert_and_verify(module, example, others, path: str, source: str) -> Outcome:
     try:
         with time_limit(TIMEOUT_S):
             fxport.convert(module, example, dynamic_shapes={"x": {0: "batch"}},
