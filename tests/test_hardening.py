@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import fxport
-from tests.conftest import run_onnx
+from tests.conftest import run_cli, run_onnx
 
 
 def converted(model, args, **kwargs):
@@ -160,3 +160,15 @@ def test_train_mode_is_converted_in_eval_and_restored():
     assert model.training and all(m.training for m in model.modules())
     assert torch.equal(model[0].running_mean, torch.zeros(3)), "no statistics updated"
     assert "Dropout" not in result.op_counts()
+
+
+@pytest.mark.parametrize("target, code, fragment, marker", [
+    ("BuiltinForward", 2, "forward is the builtin 'relu', which has no Python signature", "class BuiltinForward"),
+    ("LambdaAttribute", 1, "a tensor condition inside a lambda cannot be converted", "# lambda-line"),
+])
+def test_cli_refusals_are_one_line_at_the_users_line(target, code, fragment, marker):
+    result = run_cli("convert", f"tests/test_hardening.py:{target}", "-i", "x=3x4")
+    assert result.returncode == code, result.stdout + result.stderr
+    line = result.stderr.strip().splitlines()[-1]  # progress lines come before the error
+    assert line.startswith("error: ") and fragment in line
+    assert f"test_hardening.py:{_line_of(globals()[target], marker)}" in line
