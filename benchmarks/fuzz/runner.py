@@ -5,7 +5,8 @@ The verdict is exactly one of:
 - ``equal``: converted, and ONNX Runtime equals eager on every input set;
 - ``clear-error``: a documented :class:`fxport.ConversionError` whose one-line message names
   the user's file:line;
-- ``invalid``: the program fails eagerly by itself (a generator defect, not fxport's);
+- ``invalid``: the program fails eagerly by itself, or its float32 output is rounding noise
+  (float32 and float64 eager disagree): a generator defect, not fxport's;
 - ``bug``: anything else — a mismatch (VerificationError), an exception that is not a
   ConversionError (a crash inside fxport), an error without a location, or a hang.
 
@@ -19,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import importlib.util
@@ -29,10 +31,12 @@ import tempfile
 import traceback
 
 import torch
+import torch.utils._pytree as pytree
 
 import fxport
 from benchmarks.fuzz.generator import FEATURES, Program
 from fxport.controlflow import convert_control_flow, runtime
+from fxport.verify import TOLERANCES
 
 #: Seconds one program may take before it counts as a hang.
 TIMEOUT_S = 120
@@ -130,6 +134,9 @@ def run_file(path: str) -> Outcome:
                 module(*inputs)
     except Exception as exc:  # the generator wrote a program that fails (or never ends) by itself
         return Outcome("invalid", type(exc).__name__, str(exc).splitlines()[0], source)
+    problem = conditioning_problem(module, [example, *others])
+    if problem is not None:  # its float32 output is rounding noise: no converter can match it
+        return Outcome("invalid", "ill-conditioned", problem, source)
     try:
         covered = measure_coverage(module, [example, *others])
     except Exception as exc:  # converted code must run eagerly wherever the original does
@@ -137,6 +144,35 @@ def run_file(path: str) -> Outcome:
     outcome = _convert_and_verify(module, example, others, path, source)
     outcome.coverage = covered
     return outcome
+
+
+def conditioning_problem(module, input_sets) -> str | None:
+    """Why the program's float32 eager output is rounding noise, or None when it is not.
+
+    Runs a float64 copy on the same inputs. Where float32 eager differs from it by more than
+    half of fxport's float32 tolerance, the float32 result is dominated by rounding (a
+    cancellation of huge values, a branch on a sum that is zero up to rounding), and ONNX
+    Runtime, rounding differently, cannot be expected to match eager: such a program says
+    nothing about the converter. Elements that are inf/NaN in either run are left to the
+    verification, which requires them in the same places.
+    """
+    atol, rtol = TOLERANCES[torch.float32]
+    try:
+        wide = copy.deepcopy(module).double()
+        with torch.no_grad(), time_limit(TIMEOUT_S):
+            for index, (x, n) in enumerate(input_sets):
+                narrow_out = pytree.tree_leaves(module(x, n))
+                wide_out = pytree.tree_leaves(wide(x.double(), n))
+                for narrow, exact in zip(narrow_out, wide_out):
+                    narrow, exact = narrow.double(), exact.double()
+                    finite = torch.isfinite(narrow) & torch.isfinite(exact)
+                    error = (narrow - exact).abs()[finite]
+                    if bool((error > 0.5 * (atol + rtol * exact.abs()[finite])).any()):
+                        return (f"float32 eager differs from float64 eager by {float(error.max()):.3g} on input set "
+                                f"{index}: the result is dominated by rounding")
+    except Exception:  # a program that cannot run in float64 is simply not checked
+        return None
+    return None
 
 
 def measure_coverage(module, input_sets) -> Coverage:

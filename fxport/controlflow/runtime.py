@@ -538,6 +538,8 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
 
         return run
 
+    if isinstance(pred, torch.Tensor):
+        pred = _dense(pred)  # a view of a while_loop output cannot be lifted by dynamo (fuzzer find)
     try:
         outs = torch.cond(pred, branch(true_fn, "true"), branch(false_fn, "false"), operands)
     except Exception as exc:  # surface our own error raised while torch traced a branch

@@ -386,3 +386,22 @@ class ReturnInLoopInBranch(nn.Module):
                     return h * 2.0
                 h = h + 1
         return h + 1
+
+
+class ReturnInWhileThenSubmodule(nn.Module):
+    """The select after a loop that may return is a cond (the rest calls a submodule) whose
+    predicate is the loop's return flag."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, n):
+        k = torch.zeros((), dtype=torch.int64)
+        while k < n:
+            k = k + 1
+            x = torch.tanh(x) + 0.5
+            if x.mean() > 0.9:
+                return x * 2.0
+        return self.lin(x)

@@ -79,6 +79,9 @@ CASES = {
                                   [(X * 0.1, n(k)) for k in (0, 1, 2, 6)] + [(X, n(5)), (X * 3, n(4)), (X * 3, n(0))], {0, 1, 2, 6}),
     "return_in_while": Case(m.ReturnInWhile, (X, n(3)), [(X, n(k)) for k in (0, 1, 2)] + [(X * 0.1, n(5)), (X, n(5)), (X * 20, n(3))],
                             {0, 1, 2, 5}),
+    "return_in_while_then_submodule": Case(m.ReturnInWhileThenSubmodule, (X, n(3)),
+                                           [(X * s, n(k)) for s in (1, 4) for k in (0, 1, 2, 5)] + [(X - 5, n(6)), (rand(6, 4) - 5, n(6))],
+                                           {0, 1, 2, 4}, dynamic=({0: D}, None)),
     "return_in_loop_in_branch": Case(m.ReturnInLoopInBranch, (X + 1, n(0)), [(X + 0.2, n(0)), (X + 1.0, n(0)), (X - 1, n(0))],
                                      {1, 2}),  # the static range's tensor break continues as a Loop
     "static_range_unrolled": Case(m.StaticRange, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
@@ -102,7 +105,8 @@ def test_loop_pattern_matches_eager(name):
         assert all("carried" in r.data for r in loop_records)
 
 
-@pytest.mark.parametrize("name", ["return_in_tensor_loop", "return_in_while", "return_in_loop_in_branch"])
+@pytest.mark.parametrize("name", ["return_in_tensor_loop", "return_in_while", "return_in_while_then_submodule",
+                                  "return_in_loop_in_branch"])
 def test_early_return_inputs_take_both_paths(name):
     """The inputs of the early-return cases return from inside the loop and also fall through."""
     case = CASES[name]

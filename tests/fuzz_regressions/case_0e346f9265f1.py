@@ -1,4 +1,5 @@
 """Fuzz regression (error-without-user-location): the ONNX exporter failed: PendingUnbackedSymbolNotFound: Pending unbacked symbols {u12} not in returned outputs [FakeTensor(..., size=(s77, 4)), FakeTensor(..., size=(s77, 4)), FakeTensor(..., size=(4"""
+# expect: equal
 
 import torch
 from torch import nn

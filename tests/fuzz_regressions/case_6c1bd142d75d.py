@@ -1,4 +1,5 @@
 """Fuzz regression (error-without-user-location): the ONNX exporter failed: PendingUnbackedSymbolNotFound: Pending unbacked symbols {u3} not in returned outputs [FakeTensor(..., size=(s77, 4), requires_grad=True), FakeTensor(..., size=(s77, 4))] .; r"""
+# expect: equal
 
 import torch
 from torch import nn

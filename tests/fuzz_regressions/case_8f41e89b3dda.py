@@ -1,4 +1,5 @@
 """Fuzz regression (error-without-user-location): the ONNX exporter failed: PendingUnbackedSymbolNotFound: Pending unbacked symbols {zuf13} not in returned outputs [FakeTensor(..., size=(s77, 4)), FakeTensor(..., size=(s77, 4)), FakeTensor(..., size="""
+# expect: equal
 
 import torch
 from torch import nn

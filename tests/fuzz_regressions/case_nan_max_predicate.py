@@ -1,4 +1,5 @@
 """Fuzz regression (mismatch): ONNX Runtime's ReduceMax skipped NaN, so the branch differed."""
+# expect: equal
 
 import torch
 from torch import nn
