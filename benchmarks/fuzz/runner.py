@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -215,5 +216,11 @@ def _convert_and_verify(module, example, others, path: str, source: str) -> Outc
 
 
 def error_kind(what: str) -> str:
-    """The construct an error names, without variable names, for grouping in the summary."""
-    return what.split(":")[0].split(" at ")[0][:80]
+    """What an error says, without names, shapes and numbers, for grouping in the summary.
+
+    >>> error_kind("for: list 'outs' is appended to in a data-dependent loop nested in another traced body")
+    "for: list '…' is appended to in a data-dependent loop nested in another traced body"
+    """
+    text = re.sub(r"'[^']*'", "'…'", what.split(" at /")[0])
+    text = re.sub(r"\([^()]*\)", "(…)", text)
+    return re.sub(r"\d+", "N", text)[:100]
