@@ -141,7 +141,7 @@ def capture(
 def _raise_classified(exc: Exception) -> None:
     error = classify_capture_failure(exc)
     if error in _exception_chain(exc):  # fxport's own error that torch wrapped: no second cause
-        raise error.with_traceback(error.__traceback__) from None
+        raise error from None
     raise error from exc
 
 

@@ -193,9 +193,13 @@ def _failure_from_text(text: str) -> ControlFlowError | None:
     if match is None:
         return None
     try:
-        what, filename, lineno, function, hint = ast.literal_eval(match.group(1))
+        return _error_from_parts(*ast.literal_eval(match.group(1)))
     except (ValueError, SyntaxError, TypeError):
         return None
+
+
+def _error_from_parts(what: str, filename, lineno, function, hint) -> ControlFlowError:
+    """The ControlFlowError whose parts ``_fail`` raised as ``_FailureInTracedBody`` args."""
     where = SourceLocation(filename, lineno, function) if filename is not None else None
     return ControlFlowError(what, where=where, hint=hint)
 
@@ -418,11 +422,6 @@ def _first_diff(spec_t, spec_f, info) -> str:
     return info.names[0] if info.names else "?"
 
 
-def _fail_return_on_one_path(info) -> None:
-    _fail("if: a return under a tensor condition inside a loop returns on one path and goes on on the other, "
-          "which a traced loop body cannot express", info, "assign the result to a variable, break, and return once after the loop")
-
-
 def _check_pair(name: str, a, b, info) -> None:
     for side, value in (("true", a), ("false", b)):
         if isinstance(value, Undefined):
@@ -430,8 +429,6 @@ def _check_pair(name: str, a, b, info) -> None:
                   f"give {name!r} a value before the if or in both branches")
     if (a is None) != (b is None):
         side = "true" if a is None else "false"
-        if name == RETVAL:
-            _fail_return_on_one_path(info)
         _fail(f"if: {name!r} is None in the {side} branch but a value in the other", info,
               "give both branches a value of the same kind")
     ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
@@ -560,8 +557,10 @@ def _cond_leaf(name, leaf, inputs, info, side):
         _fail(f"if: variable {name!r} is not defined in the {side} branch and used afterwards", info,
               f"give {name!r} a value before the if or in both branches")
     if leaf is None:
-        if name == RETVAL:
-            _fail_return_on_one_path(info)
+        if name == RETVAL:  # where-selected ifs borrow the other path's value; a cond branch cannot
+            _fail("if: a return under a tensor condition inside a loop returns on one path and goes on on the other, "
+                  "which a traced loop body cannot express", info,
+                  "assign the result to a variable, break, and return once after the loop")
         _fail(f"if: {name!r} is None in the {side} branch", info, "give both branches a tensor value")
     if _is_number(leaf):
         return _scalar(leaf)
@@ -588,8 +587,7 @@ def _find_error(exc: BaseException):
         if isinstance(current, ControlFlowError):
             return current
         if isinstance(current, _FailureInTracedBody):
-            return ControlFlowError(current.args[0], where=SourceLocation(*current.args[1:4]) if current.args[1] else None,
-                                    hint=current.args[4])
+            return _error_from_parts(*current.args)
         from_text = _failure_from_text(str(current))
         if from_text is not None:
             return from_text
