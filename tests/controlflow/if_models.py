@@ -480,3 +480,22 @@ class AssignsGlobal(nn.Module):
         if x.sum() > 0:  # error-line
             CALLS = CALLS + 1
         return x
+
+
+class RefusalInsideCondBranch(nn.Module):
+    """A refusal raised while dynamo traces a cond branch (the outer branch calls a submodule,
+    so it is a cond) keeps its message and line instead of a generic torch failure."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            h = self.lin(x)
+            if h.mean() > 0:  # error-line
+                y = (h > 0).long()
+            else:
+                y = h
+            return y * 2
+        return x

@@ -160,6 +160,7 @@ ERRORS = {
     "defined_in_one_branch": (m.DefinedInOneBranch, r"if: variable 'y' is defined only in the true branch and used afterwards at .*if_models.py:(\d+); give 'y' a value"),
     "none_in_one_branch": (m.NoneInOneBranch, r"if: 'y' is None in the false branch but a value in the other at .*if_models.py:(\d+);"),
     "dtypes_differ": (m.DtypesDiffer, r"if: 'y' is int64 in the true branch but float32 in the false branch at .*if_models.py:(\d+); cast"),
+    "refusal_inside_cond_branch": (m.RefusalInsideCondBranch, r"if: 'y' is int64 in the true branch but float32 in the false branch at .*if_models.py:(\d+); cast"),
     "mutates_self": (m.MutatesSelf, r"if on a tensor condition has a side effect the converter cannot carry \(assignment to self.seen at line \d+\) at .*if_models.py:(\d+);"),
     "prints": (m.Prints, r"if on a tensor condition has a side effect .*print\(\) at line \d+\) at .*if_models.py:(\d+);"),
     "raises": (m.RaisesOnTensorCondition, r"if on a tensor condition has a side effect the converter cannot carry \(raise at line \d+\) at .*if_models.py:(\d+); move"),
