@@ -147,8 +147,50 @@ def _raise_classified(exc: Exception) -> None:
 
 def _export(module, inputs: InputSet, dynamic_shapes) -> torch.export.ExportedProgram:
     with quiet_torch():
-        return torch.export.export(module, inputs.args, inputs.kwargs or None,
-                                   dynamic_shapes=dynamic_shapes, strict=False)
+        program = torch.export.export(module, inputs.args, inputs.kwargs or None,
+                                      dynamic_shapes=dynamic_shapes, strict=False)
+    constant_outputs_as_tensors(program)
+    return program
+
+
+def constant_outputs_as_tensors(program: torch.export.ExportedProgram) -> None:
+    """Turn Python-number outputs (``return x, 3``) into 0-d tensor outputs, in place.
+
+    torch.export keeps a constant output as a constant, which the ONNX exporter cannot write;
+    an ONNX model only returns tensors, so the number becomes an int64 / float32 / bool scalar
+    (verification compares eager's number with it as a value). Symbolic sizes (``x.shape[1] +
+    1`` on a dynamic axis) are already graph values and stay as they are.
+
+    Example::
+
+        >>> class Size(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return x * 2, 3
+        >>> program = torch.export.export(Size(), (torch.ones(2),))
+        >>> constant_outputs_as_tensors(program)
+        >>> [type(spec.arg).__name__ for spec in program.graph_signature.output_specs]
+        ['TensorArgument', 'TensorArgument']
+    """
+    from torch.export.graph_signature import ConstantArgument, OutputKind, TensorArgument
+
+    output_node = next(node for node in program.graph.nodes if node.op == "output")
+    values = list(output_node.args[0])
+    specs = program.graph_signature.output_specs
+    changed = False
+    for position, spec in enumerate(specs):
+        value = spec.arg.value if isinstance(spec.arg, ConstantArgument) else None
+        if spec.kind != OutputKind.USER_OUTPUT or not isinstance(value, (bool, int, float)):
+            continue
+        dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
+        with program.graph.inserting_before(output_node):
+            node = program.graph.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
+        node.meta["val"] = torch.scalar_tensor(value, dtype=dtype)
+        values[position] = node
+        spec.arg = TensorArgument(name=node.name)
+        changed = True
+    if changed:
+        output_node.args = (tuple(values),)
+        program.graph_module.recompile()
 
 
 _SUGGESTED_DIM = re.compile(r"^\s*(\w+) = Dim\('(\w+)'((?:, (?:min|max)=\d+)*)\)\s*$", re.M)

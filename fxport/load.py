@@ -52,6 +52,13 @@ class InputSet:
         flat, _ = torch.utils._pytree.tree_flatten((self.args, self.kwargs))
         return [t for t in flat if isinstance(t, torch.Tensor)]
 
+    def copy(self) -> "InputSet":
+        """The same inputs with every tensor cloned: a model writing into its inputs changes the copy."""
+        cloned = torch.utils._pytree.tree_map(
+            lambda v: v.clone() if isinstance(v, torch.Tensor) else v, (self.args, self.kwargs)
+        )
+        return InputSet(cloned[0], cloned[1], self.name)
+
     def to(self, device: str) -> "InputSet":
         moved = torch.utils._pytree.tree_map(
             lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, (self.args, self.kwargs)
@@ -449,7 +456,10 @@ def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
 
     Buffers the forward mutates (counters, running statistics) are restored afterwards, so every
     run starts from the state the ONNX model bakes in and the user's module is left unchanged.
+    The model runs on a copy of ``inputs``: a forward that writes into its inputs leaves the
+    caller's tensors (and the next run's) as they were.
     """
+    inputs = inputs.copy()
     try:
         with torch.no_grad(), buffers_restored(module):
             return module(*inputs.args, **inputs.kwargs)

@@ -28,6 +28,7 @@ import torch
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow.tensorize import tensorize_item_predicates
+from fxport.domain import input_domains
 from fxport.errors import OutputWriteError, UsageError
 from fxport.load import InputSet, forward_parameters, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
@@ -153,7 +154,8 @@ def convert(
                     model, onnx_model, [example, *extra_sets], precision=precision,
                     float_model=float_model, min_cosine=min_cosine, device=verify_device,
                     dynamic_axes=axis_names,
-                    bounds=dynamic_dim_bounds(program), notes=result_warnings,
+                    bounds=dynamic_dim_bounds(program), domains=input_domains(program, example),
+                    notes=result_warnings,
                 )
     output_path = None
     if output is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ import numpy as np
 import onnx
 import torch
 
+from fxport.domain import InputDomain, padding_mask
 from fxport.errors import ConversionError, EagerRunError, VerificationError
 from fxport.load import InputSet, run_eager
 from fxport.report import VerificationRow
@@ -220,24 +222,33 @@ def generate_input_sets(
     dynamic_axes: dict[int, dict[int, str]] | None = None,
     seed: int = 1234,
     bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
+    domains: dict[int, InputDomain] | None = None,
 ) -> list[InputSet]:
-    """Fresh random values of the example's shapes, then larger/smaller dynamic sizes.
+    """Fresh values of the example's shapes, padding variants of its masks, other dynamic sizes.
 
     ``bounds`` (tensor index → axis → (low, high), from the exported program) keeps the new
-    sizes inside the range the export is valid for.
+    sizes inside the range the export is valid for; ``domains`` (from
+    :func:`fxport.domain.input_domains`) keeps the values inside the model's domain: ids below
+    their table's size, padding-shaped masks, sorted sequences. Each set is named by what it
+    exercises (``random``, ``left-padded mask``, ``larger[batch=3,seq=12], left-padded mask``).
     """
+    domains = domains or {}
     generator = torch.Generator().manual_seed(seed)
-    sets = [_with_new_values(example, {}, generator, "random")]
+    has_mask = any(domain.padding_mask for domain in domains.values())
+    draw = functools.partial(_with_new_values, example, domains=domains, generator=generator)
+    sets = [draw({}, name="random" + (", all-ones mask" if has_mask else ""), mask_side="none")]
+    if has_mask:
+        sets += [draw({}, name=f"{side}-padded mask", mask_side=side) for side in ("right", "left")]
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if sizes:
         low, high = _size_limits(dynamic_axes, bounds or {})
         larger = {name: min(size + max(1, size // 2), high.get(name, 2**62)) for name, size in sizes.items()}
         smaller = {name: max(2, low.get(name, 2), size // 2) for name, size in sizes.items()}
-        for label, new_sizes in (("larger", larger), ("smaller", smaller)):
+        for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
             if new_sizes != sizes:
                 desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
-                sets.append(_with_new_values(example, _axis_sizes(example, dynamic_axes, new_sizes),
-                                             generator, f"{label}[{desc}]"))
+                name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
+                sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
     return sets
 
 
@@ -267,7 +278,9 @@ def _axis_sizes(example, dynamic_axes, new_sizes) -> dict[int, dict[int, int]]:
             for index, axes in dynamic_axes.items()}
 
 
-def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], generator, name: str) -> InputSet:
+def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], *, name: str,
+                     domains: dict[int, InputDomain], generator: torch.Generator, mask_side: str) -> InputSet:
+    """The example with every tensor redrawn (``axis_sizes`` resizes axes) inside its domain."""
     flat, spec = torch.utils._pytree.tree_flatten((example.args, example.kwargs))
     tensor_index = 0
     new_flat = []
@@ -276,12 +289,36 @@ def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], g
             shape = list(value.shape)
             for axis, size in axis_sizes.get(tensor_index, {}).items():
                 shape[axis] = size
-            new_flat.append(random_like(value, tuple(shape), generator))
+            domain = domains.get(tensor_index, InputDomain())
+            new_flat.append(draw_in_domain(value, tuple(shape), domain, generator, mask_side))
             tensor_index += 1
         else:
             new_flat.append(value)
     args, kwargs = torch.utils._pytree.tree_unflatten(new_flat, spec)
     return InputSet(args, kwargs, name)
+
+
+def draw_in_domain(example: torch.Tensor, shape: tuple[int, ...], domain: InputDomain,
+                   generator: torch.Generator, mask_side: str = "none") -> torch.Tensor:
+    """A fresh tensor of ``shape`` like ``example`` whose values lie in ``domain``.
+
+    Example::
+
+        >>> ids = draw_in_domain(torch.tensor([[3, 4]]), (2, 5), InputDomain(index_bound=7),
+        ...                      torch.Generator().manual_seed(0))
+        >>> bool((ids >= 0).all() and (ids < 7).all()), list(ids.shape)
+        (True, [2, 5])
+    """
+    if domain.padding_mask:
+        return padding_mask(shape, example.dtype, mask_side, generator).to(example.device)
+    if domain.index_bound is not None:
+        drawn = torch.randint(0, max(domain.index_bound, 1), shape, generator=generator)
+        drawn = drawn.to(example.dtype).to(example.device)
+    else:
+        drawn = random_like(example, shape, generator)
+    if domain.sorted_last_axis and drawn.dim() > 0:
+        drawn = torch.sort(drawn, dim=-1).values
+    return drawn
 
 
 def random_like(example: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -363,9 +400,25 @@ def compare_outputs(
 
 
 def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
-    """Eager outputs flattened the way the exporter flattens them (tensors only)."""
+    """Eager outputs flattened the way the exporter flattens them.
+
+    Python numbers (int, float, bool) become 0-d tensors, as the exported model returns them
+    (see :func:`fxport.capture.constant_outputs_as_tensors`); None is dropped.
+
+    Example::
+
+        >>> [t.dtype for t in flatten_outputs((torch.ones(2), 3, (2.5, True), None))]
+        [torch.float32, torch.int64, torch.float32, torch.bool]
+    """
     flat, _ = torch.utils._pytree.tree_flatten(outputs)
-    return [t for t in flat if isinstance(t, torch.Tensor)]
+    return [value if isinstance(value, torch.Tensor) else number_as_tensor(value)
+            for value in flat if isinstance(value, (torch.Tensor, bool, int, float))]
+
+
+def number_as_tensor(value: bool | int | float) -> torch.Tensor:
+    """A Python number as the 0-d tensor an exported model returns for it (int64, float32, bool)."""
+    dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
+    return torch.tensor(value, dtype=dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,6 +446,7 @@ def verify_model(
     generate: bool = True,
     seed: int = 1234,
     bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
+    domains: dict[int, InputDomain] | None = None,
     acceptance: Acceptance = Acceptance(),
     prepare_inputs: Callable[[InputSet], InputSet] | None = None,
     label: str = "",
@@ -403,14 +457,15 @@ def verify_model(
 
     ``module`` is copied, never moved, when ``device`` is not the CPU. ``prepare_inputs``
     transforms each input set before both runs (e.g. cast to float16 for an eager float16
-    reference); ``label`` is appended to row names; with ``optional_reference`` an eager failure
+    reference); ``domains`` keep generated values inside the model's domain (see
+    :func:`generate_input_sets`); ``label`` is appended to row names; with ``optional_reference`` an eager failure
     (e.g. an op without a float16 CPU kernel) skips the row instead of raising. ``notes``
     receives one-line warnings (nodes ONNX Runtime placed on CPU instead of CUDA).
     """
     runner = OnnxRunner(model, device)
     candidates = list(input_sets)
     if generate:
-        candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed, bounds)
+        candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains)
     module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []
@@ -460,7 +515,7 @@ def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
 def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
                acceptance: Acceptance = Acceptance()) -> VerificationRow:
     shapes = [list(t.shape) for t in inputs.tensors()]
-    expected = flatten_outputs(run_eager(module, inputs))
+    expected = flatten_outputs(run_eager(module, inputs))  # run_eager runs on a copy of the inputs
     actual = runner.run(inputs)
     comparisons, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype)
     if acceptance.min_cosine is not None:
