@@ -1,0 +1,125 @@
+"""``aten::scaled_dot_product_attention`` that equals eager PyTorch on every query row.
+
+What eager computes (torch 2.13, CPU; measured): ``softmax(q·kᵀ·scale + mask)·v``, where a bool
+mask's False entries are left out (``-inf``) and a float mask is added. A query row whose keys are
+*all* left out — a bool mask all False on that row, or a float mask all ``-inf`` on it — comes
+out as **0**. Such rows are ordinary: in a left-padded batch every padding position's query sees
+only padding keys under the causal mask (transformers' ``sdpa_mask`` gives exactly that 4-D bool
+mask), and so does a sequence that is all padding.
+
+What the stock translation computes (torch 2.13's dynamo exporter at its default opset 20 uses
+onnxscript's torchlib ``aten_scaled_dot_product_attention``): a bool mask becomes an additive mask
+of the dtype's *minimum* rather than ``-inf``, so a fully masked row's scores are all equal and
+the row is the **mean of v**; a float mask with a row of ``-inf`` gives **NaN** (ONNX ``Softmax``
+of ``-inf`` everywhere is 0/0). Neither is eager's 0.
+
+This rule computes the same attention, leaves masked keys out with ``-inf``, and sets rows with
+no visible key to 0 with one ``Where`` on the output, driven by a reduction over the *mask*
+(``ReduceMax`` over its key axis: ``[B, 1, L, S] → [B, 1, L, 1]``, no pass over the
+``[B, H, L, S]`` scores). That also replaces the stock bool path's ``IsNaN`` + ``Where`` over the
+full scores, so the rule is no slower than the stock translation (benchmarks/attention_latency.py).
+Other eager behaviours kept:
+
+- a float mask of the dtype's minimum is *not* a fully masked row: eager adds it, so a float32
+  row of ``finfo.min`` is the mean of v (in eager too), and a float16 row is nearly unmasked
+  attention, because eager's CPU kernel computes the scores in float32 — as does this rule for
+  float16/bfloat16 inputs (q, k, v upcast, output cast back), so that holds on every execution
+  provider, not only where ONNX Runtime happens to insert the casts itself;
+- ``is_causal``: top-left aligned ``tril`` (row i sees keys 0..i), as eager; no row is empty;
+- ``enable_gqa`` with fewer key/value heads than query heads: each key/value head serves
+  ``Hq / Hkv`` consecutive query heads (``repeat_interleave``);
+- ``scale`` given or ``1/√E``; any rank ≥ 3 (the stock translation refuses rank 3).
+
+``dropout_p`` is ignored, as by the stock translation (ONNX inference; transformers passes 0.0
+in eval mode). A NaN inside a float mask gives NaN rows as in eager, except that a row mixing NaN
+and only ``-inf`` may come out as 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from onnxscript import ir
+from onnxscript import opset18 as op
+
+import fxport
+from rewrites._helpers import const_like, ints, rank
+
+#: Inputs computed in float32 inside the rule (eager's CPU kernels accumulate these in float32).
+REDUCED_TYPES = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+
+
+@fxport.onnx_op("aten::scaled_dot_product_attention", opset=18,
+                priority=fxport.BUILTIN_PRIORITY)
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False):
+    """softmax(q·kᵀ·scale + mask)·v; query rows with every key masked are 0, as in eager."""
+    r = rank(query)
+    out_dtype = query.dtype
+    gqa = enable_gqa and not _same_size(query, key, r - 3)
+    upcast = out_dtype in REDUCED_TYPES
+    factor = _scale(query, scale, ir.DataType.FLOAT if upcast else out_dtype)
+    if upcast:  # (values made here carry no static shape: shapes were read above)
+        query, key, value = (op.Cast(t, to=ir.DataType.FLOAT) for t in (query, key, value))
+    if gqa:
+        key, value = _repeat_heads(key, query, r), _repeat_heads(value, query, r)
+
+    # Scores: q·scale against kᵀ (ORT fuses the scalar Mul and the Transpose into the MatMul).
+    key_t = op.Transpose(key, perm=list(range(r - 2)) + [r - 1, r - 2])
+    scores = op.MatMul(op.Mul(query, factor), key_t)
+
+    valid_rows = None
+    if is_causal:  # row i sees keys 0..i: never an empty row
+        scores = op.Where(_causal_mask(query, key, r), scores, const_like(-math.inf, scores))
+    elif attn_mask is not None and attn_mask.dtype == ir.DataType.BOOL:
+        scores = op.Where(attn_mask, scores, const_like(-math.inf, scores))
+        seen = op.ReduceMax(op.Cast(attn_mask, to=ir.DataType.UINT8), ints(-1), keepdims=1)
+        valid_rows = op.Cast(seen, to=ir.DataType.BOOL)
+    elif attn_mask is not None:
+        mask = op.CastLike(attn_mask, scores)
+        scores = op.Add(scores, mask)
+        # Empty row: every entry -inf. (Not(Equal): a NaN maximum keeps the row, NaN as eager.)
+        largest = op.ReduceMax(mask, ints(-1), keepdims=1)
+        valid_rows = op.Not(op.Equal(largest, const_like(-math.inf, largest)))
+
+    out = op.MatMul(op.Softmax(scores, axis=-1), value)
+    if valid_rows is not None:  # fully masked rows: Softmax gave NaN there; eager gives 0
+        out = op.Where(valid_rows, out, const_like(0.0, out))
+    return op.Cast(out, to=out_dtype) if upcast else out
+
+
+def _same_size(a, b, axis: int) -> bool:
+    """Whether ``a`` and ``b`` certainly have one length along ``axis`` (static shapes)."""
+    size_a, size_b = a.shape[axis], b.shape[axis]
+    return isinstance(size_a, int) and isinstance(size_b, int) and size_a == size_b
+
+
+def _repeat_heads(kv, query, r: int):
+    """Repeat each key/value head ``Hq / Hkv`` times along axis ``r - 3`` (repeat_interleave)."""
+    axis = r - 3
+    q_heads = op.Shape(query, start=axis, end=axis + 1)
+    groups = op.Div(q_heads, op.Shape(kv, start=axis, end=axis + 1))
+    # [..., Hkv, S, E] -> [..., Hkv, G, S, E] (Expand broadcasts the 1s) -> [..., Hq, S, E]
+    widened = op.Expand(op.Unsqueeze(kv, ints(axis + 1)),
+                        op.Concat(ints(*[1] * (axis + 1)), groups, ints(1, 1), axis=0))
+    shape = op.Concat(op.Shape(kv, start=0, end=axis), q_heads, op.Shape(kv, start=axis + 1),
+                      axis=0)
+    return op.Reshape(widened, shape)
+
+
+def _scale(query, scale, dtype: ir.DataType):
+    """``scale`` or 1/√E as a ``dtype`` scalar (E read from the static shape when it is known)."""
+    if scale is None and not isinstance(query.shape[-1], int):
+        embedding = op.Cast(op.Squeeze(op.Shape(query, start=-1)), to=ir.DataType.DOUBLE)
+        return op.Cast(op.Reciprocal(op.Sqrt(embedding)), to=dtype)
+    value = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    return op.Constant(value=ir.tensor(float(value), dtype=dtype))
+
+
+def _causal_mask(query, key, r: int):
+    """Bool ``[L, S]``: key j visible from query i iff j <= i (torch's top-left ``tril``)."""
+    rows = op.Range(op.Constant(value_int=0), op.Squeeze(op.Shape(query, start=r - 2, end=r - 1)),
+                    op.Constant(value_int=1))
+    cols = op.Range(op.Constant(value_int=0), op.Squeeze(op.Shape(key, start=r - 2, end=r - 1)),
+                    op.Constant(value_int=1))
+    return op.GreaterOrEqual(op.Unsqueeze(rows, ints(1)), op.Unsqueeze(cols, ints(0)))
