@@ -4,6 +4,8 @@
 translations contributed by rules (``custom_translation_table``), optional optimisation
 (``ONNXProgram.optimize()``: constant folding, dead code, common subexpressions), the ONNX
 checker, and one-line errors. When an op has no translation, every missing op is listed at once.
+Weights over protobuf's 2 GB limit go to external data (fxport/external.py): streamed from the
+module's tensors into a staged data file, never copied into the proto.
 
 Example::
 
@@ -20,6 +22,7 @@ import torch
 
 from fxport.coverage import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
+from fxport.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
 from fxport.quiet import quiet_torch
 
 
@@ -30,12 +33,19 @@ def lower(
     translation_table: dict[Callable, Callable] | None = None,
     optimize: bool = True,
     node_counts: dict[str, int] | None = None,
+    external_data: bool | None = None,
+    stage: Staging | None = None,
 ) -> onnx.ModelProto:
     """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError.
 
     ``node_counts``, when given, receives the node count (subgraphs included) as exported and,
     with ``optimize``, after ``ONNXProgram.optimize()`` (onnxscript's optimizer: constant
     folding, dead-code elimination, common-subexpression elimination).
+
+    ``external_data`` (None: when the weights exceed ``fxport.external.THRESHOLD_BYTES``)
+    streams the weights into a data file in ``stage`` and returns a proto that references it
+    (``stage.home(model)`` names the directory). Without a ``stage`` the weights are read back
+    into the returned proto, which may then exceed 2 GB in memory.
     """
     counts = node_counts if node_counts is not None else {}
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
@@ -54,13 +64,30 @@ def lower(
                 counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc
-    model = onnx_program.model_proto
+    if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
+        model = onnx_program.model_proto
+        _check(model)
+        return model
+    if stage is not None:
+        model = stage.externalize(onnx_program.model)
+        _check(stage.model_path(model))
+        return model
+    stage = Staging()  # no home for the data file: check through a temporary pair, then read it in
+    try:
+        model = stage.externalize(onnx_program.model)
+        _check(stage.model_path(model))
+        return load_weights_into(model, stage.home(model))
+    finally:
+        stage.cleanup()
+
+
+def _check(model: onnx.ModelProto | str) -> None:
+    """The ONNX checker on a proto or, for external data, on the staged model file."""
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         raise LoweringError(f"the exported ONNX model is invalid: {str(exc).splitlines()[0]}",
                             hint="report this with --debug output") from exc
-    return model
 
 
 def count_ir_nodes(model) -> int:

@@ -30,6 +30,7 @@ from fxport.controlflow import convert_control_flow
 from fxport.controlflow.tensorize import tensorize_item_predicates
 from fxport.domain import input_domains
 from fxport.errors import OutputWriteError, UsageError
+from fxport.external import Staging, load_weights_into
 from fxport.load import InputSet, forward_parameters, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
 from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
@@ -63,6 +64,7 @@ def convert(
     precision: str = "fp32",
     calibration: Any = None,
     min_cosine: float | None = None,
+    external_data: bool | None = None,
 ) -> ConversionResult:
     """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
 
@@ -96,6 +98,12 @@ def convert(
         calibration: int8 only: ``"FILE.py:FUNC"`` or a list of input sets; switches dynamic
             quantisation to static (calibrated) quantisation.
         min_cosine: int8 only: fail below this cosine similarity to eager float32 (default 0.99).
+        external_data: store the weights in ``OUTPUT.data`` beside ``output`` (the ONNX
+            external-data convention). None (default): when they exceed 1.5 GiB, as the stock
+            exporter does (protobuf cannot hold 2 GiB); True: always; False: never (an error for
+            a model over 2 GiB). The pair is written atomically (fxport/external.py). For such a
+            model ``result.model`` holds the graph with references into that file; without
+            ``output`` the weights are read into ``result.model`` in memory.
 
     Returns:
         A :class:`~fxport.report.ConversionResult`.
@@ -120,8 +128,9 @@ def convert(
     check_precision(precision, calibration, min_cosine)
     calibration_sets = load_calibration(calibration) if calibration is not None else None
     node_counts: dict[str, int] = {}
+    stage = Staging(output)  # where a pair over 2 GB is written and verified before its commit
 
-    with eval_mode(model, result_warnings):
+    with eval_mode(model, result_warnings), contextlib.closing(stage):
         with timer("eager"):
             register_output_dataclasses(run_eager(model, example))
         export_model, export_example = exported_at_precision(model, example, precision)
@@ -139,28 +148,31 @@ def convert(
         with timer("lower"):
             onnx_model = float_model = lower(program, opset=opset, optimize=optimize,
                                              translation_table=ruleset.translation_table(),
-                                             node_counts=node_counts)
+                                             node_counts=node_counts, external_data=external_data,
+                                             stage=stage)
             ruleset.record_op_rules_fired(onnx_model, rewrites)
             axis_names = dynamic_axes_by_input(model, example, dynamic_shapes)
             name_dynamic_axes(onnx_model, axis_names)
         if precision != "fp32":
             with timer(precision):
-                onnx_model = apply_precision(float_model, precision, calibration_sets)
+                onnx_model = apply_precision(float_model, precision, calibration_sets, stage=stage)
             node_counts[precision] = sum(1 for _ in iter_nodes(onnx_model.graph))
         verification = []
         if verify:
             with timer("verify"):
                 verification = verify_at_precision(
-                    model, onnx_model, [example, *extra_sets], precision=precision,
-                    float_model=float_model, min_cosine=min_cosine, device=verify_device,
+                    model, runnable(onnx_model, stage), [example, *extra_sets], precision=precision,
+                    float_model=runnable(float_model, stage), min_cosine=min_cosine, device=verify_device,
                     dynamic_axes=axis_names,
                     bounds=dynamic_dim_bounds(program), domains=input_domains(program, example),
                     notes=result_warnings,
                 )
-    output_path = None
-    if output is not None:
-        with timer("write"):
-            output_path = write_atomically(onnx_model, output)
+        output_path = None
+        if output is not None:
+            with timer("write"):
+                output_path = stage.commit(onnx_model) if stage.home(onnx_model) else write_atomically(onnx_model, output)
+        elif stage.home(onnx_model):
+            onnx_model = load_weights_into(onnx_model, stage.home(onnx_model))
     return ConversionResult(
         model=onnx_model,
         output_path=output_path,
@@ -173,6 +185,11 @@ def convert(
         precision=precision,
         node_counts=node_counts,
     )
+
+
+def runnable(model: onnx.ModelProto, stage: Staging) -> "onnx.ModelProto | str":
+    """What ONNX Runtime loads: the proto, or for external data the staged model file beside its data."""
+    return stage.model_path(model) if stage.home(model) else model
 
 
 def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:

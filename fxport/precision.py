@@ -34,6 +34,7 @@ import onnx
 import torch
 
 from fxport.errors import ConversionError, UsageError
+from fxport.external import Staging
 from fxport.load import InputSet, load_inputs_fn, to_input_sets
 from fxport.quiet import quiet_torch
 
@@ -93,23 +94,34 @@ def load_calibration(spec_or_value: Any) -> list[InputSet]:
     return sets
 
 
-def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = None) -> onnx.ModelProto:
+def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = None, *,
+                  stage: "Staging | None" = None) -> onnx.ModelProto:
     """Quantise a float32 ONNX model to int8 with onnxruntime.quantization.
 
     Without ``calibration``: dynamic quantisation (MatMul/Gemm → MatMulInteger, Conv →
     ConvInteger; activation scales computed at run time). With it: static QDQ quantisation,
     activation ranges calibrated (MinMax) on those input sets.
 
+    With ``stage`` holding ``model``'s external data, the quantiser reads the staged pair and
+    writes the int8 pair into a new stage directory; the returned proto references it.
+
     Example::
 
         >>> int8_model = quantize_int8(result.model)                 # doctest: +SKIP
     """
+    home = stage.home(model) if stage is not None else None
     source = unshare_transposed_gemm_weights(without_value_info(model))
     reader = CalibrationReader(source, calibration) if calibration else None
     with tempfile.TemporaryDirectory(prefix="fxport-int8-") as workdir:
-        target = os.path.join(workdir, "model.int8.onnx")
+        target = os.path.join(stage.new_dir() if home else workdir, stage.model_name if home else "model.int8.onnx")
         try:
             with quiet_torch():  # the quantiser logs advice through the root logger
+                if home:  # the quantiser loads the weights itself; it reads the staged file, not a copy
+                    staged_source = os.path.join(home, ".fxport-int8-source.onnx")
+                    onnx.save(source, staged_source)
+                    _run_quantizer(staged_source, target, reader, external_data=True)
+                    os.unlink(staged_source)
+                    return stage.adopt(onnx.load(target, load_external_data=False), os.path.dirname(target))
                 _run_quantizer(source, target, reader)
             return onnx.load(target)
         except Exception as exc:
@@ -120,13 +132,14 @@ def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = N
             ) from exc
 
 
-def _run_quantizer(source: onnx.ModelProto, target: str, reader: "CalibrationReader | None") -> None:
+def _run_quantizer(source: "onnx.ModelProto | str", target: str, reader: "CalibrationReader | None",
+                   external_data: bool = False) -> None:
     from onnxruntime.quantization import QuantFormat, quantize_dynamic, quantize_static
 
     if reader is None:
-        quantize_dynamic(source, target)
+        quantize_dynamic(source, target, use_external_data_format=external_data)
     else:
-        quantize_static(source, target, reader, quant_format=QuantFormat.QDQ)
+        quantize_static(source, target, reader, quant_format=QuantFormat.QDQ, use_external_data_format=external_data)
 
 
 def without_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -221,19 +234,25 @@ def verify_at_precision(
     return verify_model(module, onnx_model, input_sets, **verify_options)
 
 
-def apply_precision(model: onnx.ModelProto, precision: str, calibration: list[InputSet] | None = None) -> onnx.ModelProto:
+def apply_precision(model: onnx.ModelProto, precision: str, calibration: list[InputSet] | None = None,
+                    *, stage: "Staging | None" = None) -> onnx.ModelProto:
     """The graph-level step of ``precision`` on a lowered model, checked by the ONNX checker.
 
     fp16: float32 islands for :data:`FLOAT32_OPS`; int8: :func:`quantize_int8`; fp32: unchanged.
+    A model whose weights ``stage`` holds as external data (fxport/external.py) stays so: fp16
+    edits only the graph and shares the data file; int8 writes its own pair into the stage.
     """
+    home = stage.home(model) if stage is not None else None
     if precision == "fp16":
         model = keep_ops_in_float32(model)
+        if home:
+            stage.adopt(model, home)
     elif precision == "int8":
-        model = quantize_int8(model, calibration)
+        model = quantize_int8(model, calibration, stage=stage if home else None)
     else:
         return model
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(stage.model_path(model) if home else model)
     except onnx.checker.ValidationError as exc:
         raise ConversionError(f"the {precision} model is invalid: {str(exc).splitlines()[0]}",
                               hint="report this with --debug output; --precision fp32 works meanwhile") from exc

@@ -52,7 +52,9 @@ class OnnxRunner:
         >>> outputs = runner.run(InputSet((x,)))                 # doctest: +SKIP
     """
 
-    def __init__(self, model: onnx.ModelProto, device: str = "cpu", *, profile_placement: bool | None = None):
+    def __init__(self, model: "onnx.ModelProto | str | os.PathLike", device: str = "cpu", *,
+                 profile_placement: bool | None = None):
+        """``model``: a proto, or the path of a model file (one with external data: ORT maps the data file)."""
         import onnxruntime as ort
 
         self.providers = select_providers(device)
@@ -67,7 +69,8 @@ class OnnxRunner:
             options.enable_profiling = True
             options.profile_file_prefix = os.path.join(self._profile_dir, "run")
         try:
-            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=self.providers)
+            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else model.SerializeToString()
+            self.session = ort.InferenceSession(source, options, providers=self.providers)
         except Exception as exc:
             raise VerificationError(
                 f"ONNX Runtime cannot load the model: {_first_line(exc)}",
