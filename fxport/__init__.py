@@ -30,12 +30,41 @@ from fxport.errors import (
     UsageError,
     VerificationError,
 )
-from fxport.pipeline import convert
-from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
-from fxport import rules
-from fxport.rules import BUILTIN_PRIORITY, Scope, graph_rule, onnx_op, patch
 
 __version__ = "0.1.0"
+
+#: Public names whose modules import torch: loaded on first use, so that ``import fxport.cli``
+#: (``fxport --help``, ``fxport --version``) starts without importing torch.
+_LAZY = {
+    "convert": "fxport.pipeline",
+    "AppliedRewrite": "fxport.report",
+    "ConversionResult": "fxport.report",
+    "VerificationRow": "fxport.report",
+    "rules": "fxport.rules",
+    "BUILTIN_PRIORITY": "fxport.rules",
+    "Scope": "fxport.rules",
+    "graph_rule": "fxport.rules",
+    "onnx_op": "fxport.rules",
+    "patch": "fxport.rules",
+}
+
+
+def __getattr__(name: str):
+    """Import the module behind a public name on first access (PEP 562)."""
+    import importlib
+
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'fxport' has no attribute {name!r}")
+    module = importlib.import_module(module_name)
+    value = module if name == "rules" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AppliedRewrite",

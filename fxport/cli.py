@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import sys
@@ -18,11 +19,18 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
+from rich.spinner import Spinner
 from rich.table import Table
+from rich.text import Text
 
+from fxport import __version__
 from fxport.errors import ConversionError, UsageError
+
+# Start-up budget (``fxport --help`` ≤ 0.3 s): nothing here imports torch, onnx or onnxruntime;
+# each command imports the stages it runs inside its action.
 
 app = typer.Typer(
     name="fxport",
@@ -56,30 +64,85 @@ class Precision(str, enum.Enum):
     int8 = "int8"
 
 
+def flag(help: str, *names: str) -> bool:
+    """A boolean option shown without a type (``--no-verify``, not ``--no-verify <bool>``)."""
+    return typer.Option(False, *names, help=help, metavar="", show_default=False)
+
+
+class StatusLine:
+    """The live line under the finished stages: spinner, running stage, elapsed time, detail."""
+
+    def __init__(self):
+        self.spinner = Spinner("dots", style="cyan")
+        self.stage, self.detail = "starting (importing torch)", ""
+        self.started = time.perf_counter()
+
+    def set(self, stage: str, detail: str = "") -> None:
+        if stage != self.stage:
+            self.started = time.perf_counter()
+        self.stage, self.detail = stage, detail
+
+    def __rich__(self):
+        elapsed = time.perf_counter() - self.started
+        self.spinner.update(text=Text(f"{self.stage} {elapsed:.1f}s" + (f"  {self.detail}" if self.detail else ""),
+                                      style="bold"))
+        return Group(self.spinner)
+
+
 class OutputMode:
-    """How much the CLI prints: normal, quiet (errors only) or json (one JSON document)."""
+    """How much the CLI prints: normal, quiet (errors only) or json (one JSON document).
+
+    In normal mode on a terminal a live status line names the running stage with its elapsed
+    time (and, while verifying, the input set being run), and each finished stage leaves a
+    ✓ line. Piped, quiet or JSON runs print only their final lines.
+    """
 
     def __init__(self, quiet: bool, as_json: bool, debug: bool):
         self.quiet = quiet or as_json
         self.as_json = as_json
         self.debug = debug
+        self.live_enabled = not self.quiet and sys.stdout.isatty() and sys.stderr.isatty()
+        self.status = StatusLine()
+        self.started = time.perf_counter()
+
+    @contextlib.contextmanager
+    def running(self):
+        """Show the live status line for the block (when enabled); with --json, the model's
+        own prints go to stderr so that stdout holds only the JSON document."""
+        with contextlib.ExitStack() as stack:
+            if self.as_json:
+                stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+            if self.live_enabled:
+                stack.enter_context(Live(self.status, console=stderr, transient=True, refresh_per_second=8))
+            yield
 
     def progress(self, stage: str, state: str) -> None:
-        if self.quiet:
-            return
+        """The pipeline's progress callback: ``state`` is start, done, or what the stage is doing."""
         if state == "start":
             self.started = time.perf_counter()
+            self.status.set(stage)
+        elif state == "done":
+            if self.live_enabled:
+                stderr.print(f"[green]✓[/green] {stage} ({time.perf_counter() - self.started:.2f}s)",
+                             highlight=False)
+            self.status.set("…")
         else:
-            stderr.print(f"[green]✓[/green] {stage} ({time.perf_counter() - self.started:.2f}s)", highlight=False)
+            self.status.set(stage, state)
 
 
-def run_guarded(mode: OutputMode, action):
-    """Run ``action``; map ConversionError to its one-line message and exit code."""
+def run_guarded(mode: OutputMode, action, on_error=None):
+    """Run ``action``; map ConversionError to its one-line message and exit code.
+
+    ``on_error(exc)`` runs first for a ConversionError (``--report`` of a failed run).
+    """
     try:
-        return action()
+        with mode.running():
+            return action()
     except ConversionError as exc:
         if mode.debug:
             traceback.print_exc()
+        if on_error is not None:
+            on_error(exc)
         if mode.as_json:
             stdout.print_json(json.dumps({"ok": False, **exc.to_dict()}))
         else:
@@ -107,44 +170,60 @@ def run_guarded(mode: OutputMode, action):
         raise typer.Exit(1)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"fxport {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def root() -> None:
+def root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, metavar="",
+                                 help="print fxport's version and exit"),
+) -> None:
     """fxport: PyTorch → ONNX, with data-dependent control flow and missing ops rewritten."""
 
 
 @app.command()
 def convert(
-    target: str = typer.Argument(..., help="path/to/file.py:Name or package.module:Name"),
-    inputs: List[str] = typer.Option([], "--input", "-i", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
-    dynamic: List[str] = typer.Option([], "--dynamic", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], e.g. x:0=batch,2=h"),
-    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="where to write the ONNX model"),
-    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
+    target: str = typer.Argument(..., metavar="TARGET", help="path/to/file.py:Name or package.module:Name"),
+    inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
+    dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], e.g. x:0=batch,2=h"),
+    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="where to write the ONNX model"),
+    opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
-    no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
-    no_optimize: bool = typer.Option(False, "--no-optimize", help="skip ONNX graph optimisation"),
+    no_verify: bool = flag("skip verification against eager PyTorch", "--no-verify"),
+    no_optimize: bool = flag("skip ONNX graph optimisation", "--no-optimize"),
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto (per statement)"),
-    no_control_flow: bool = typer.Option(False, "--no-control-flow", help="do not convert data-dependent control flow (shows the stock capture failure)"),
+    no_control_flow: bool = flag("do not convert data-dependent control flow (shows the stock capture failure)", "--no-control-flow"),
     precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
-    calibrate: Optional[str] = typer.Option(None, "--calibrate", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
-    min_cosine: Optional[float] = typer.Option(None, "--min-cosine", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
-    report: Optional[Path] = typer.Option(None, "--report", help="write the conversion report as JSON"),
-    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
-    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable; see `fxport rules`)"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="print errors only"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document (for machines)"),
-    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+    calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
+    min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
+    atol: Optional[float] = typer.Option(None, "--atol", metavar="X", help="absolute tolerance for float outputs (default: per dtype, 1e-4 for float32)"),
+    rtol: Optional[float] = typer.Option(None, "--rtol", metavar="X", help="relative tolerance for float outputs (default: per dtype, 1e-3 for float32)"),
+    report: Optional[Path] = typer.Option(None, "--report", metavar="PATH", help="write the conversion report as JSON"),
+    rules: List[Path] = typer.Option([], "--rules", metavar="FILE.py", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", metavar="NAME", help="leave out the rule NAME (repeatable; see `fxport rules`)"),
+    quiet: bool = flag("print errors only", "--quiet", "-q"),
+    as_json: bool = flag("print one JSON document (for machines)", "--json"),
+    debug: bool = flag("show tracebacks", "--debug"),
 ) -> None:
     """Convert a model to ONNX and verify it against eager PyTorch."""
     mode = OutputMode(quiet, as_json, debug)
 
     def action():
+        mode.progress("load", "start")
+        mode.progress("load", "importing torch and the exporter")
         from fxport.load import load_model
         from fxport.pipeline import convert as convert_model
+
+        mode.progress("load", f"loading {target}")
 
         if opset is not None and not 7 <= opset <= 30:
             raise UsageError(f"--opset {opset} is out of range", hint="use an opset between 7 and 30, e.g. 18")
         loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
+        mode.progress("load", "done")
         example, *extra = loaded.input_sets
         result = convert_model(
             loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
@@ -153,14 +232,17 @@ def convert(
             verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
             progress=mode.progress, rules=[str(path) for path in rules] or None,
             disable_rules=tuple(disable), precision=precision.value, calibration=calibrate, min_cosine=min_cosine,
+            atol=atol, rtol=rtol,
         )
         if report is not None:
-            from fxport.pipeline import write_text_atomically
-
-            write_text_atomically(result.to_json(), report)
+            write_report(result.to_json(), report)
         return result
 
-    result = run_guarded(mode, action)
+    def report_failure(exc: ConversionError) -> None:
+        if report is not None and not isinstance(exc, UsageError):
+            write_report(json.dumps({"ok": False, **exc.to_dict()}, indent=2), report)
+
+    result = run_guarded(mode, action, on_error=report_failure)
     if mode.as_json:
         stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
     elif not mode.quiet:
@@ -169,9 +251,9 @@ def convert(
 
 @app.command("rules")
 def list_rules(
-    rules: List[Path] = typer.Option([], "--rules", help="also list the rules in this file (repeatable)"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
-    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+    rules: List[Path] = typer.Option([], "--rules", metavar="FILE.py", help="also list the rules in this file (repeatable)"),
+    as_json: bool = flag("print JSON", "--json"),
+    debug: bool = flag("show tracebacks", "--debug"),
 ) -> None:
     """List the rules fxport applies: built-ins, installed packages' and --rules files'."""
     mode = OutputMode(False, as_json, debug)
@@ -197,14 +279,14 @@ def list_rules(
 
 @app.command("ops")
 def list_missing_ops(
-    target: str = typer.Argument(..., help="path/to/file.py:Name or package.module:Name"),
-    inputs: List[str] = typer.Option([], "--input", "-i", help="NAME=SHAPE[:DTYPE]"),
-    dynamic: List[str] = typer.Option([], "--dynamic", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME]"),
-    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs"),
-    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
-    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
-    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable)"),
-    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+    target: str = typer.Argument(..., metavar="TARGET", help="path/to/file.py:Name or package.module:Name"),
+    inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE]"),
+    dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME]"),
+    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs"),
+    opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
+    rules: List[Path] = typer.Option([], "--rules", metavar="FILE.py", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", metavar="NAME", help="leave out the rule NAME (repeatable)"),
+    debug: bool = flag("show tracebacks", "--debug"),
 ) -> None:
     """List every op of a model without an ONNX translation, with a rule skeleton for each.
 
@@ -240,18 +322,18 @@ def list_missing_ops(
 def diff(
     target: str = typer.Argument(..., help="a model target (file.py:Name), or A.onnx followed by B.onnx"),
     other: Optional[str] = typer.Argument(None, help="B.onnx when TARGET is A.onnx"),
-    inputs: List[str] = typer.Option([], "--input", "-i", help="NAME=SHAPE[:DTYPE], as for convert"),
-    dynamic: List[str] = typer.Option([], "--dynamic", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], as for convert"),
-    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", help="FILE.py:FUNC returning inputs, as for convert"),
-    opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset version"),
-    no_verify: bool = typer.Option(False, "--no-verify", help="skip verification against eager PyTorch"),
+    inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE], as for convert"),
+    dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], as for convert"),
+    inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs, as for convert"),
+    opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
+    no_verify: bool = flag("skip verification against eager PyTorch", "--no-verify"),
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto"),
-    rules: List[Path] = typer.Option([], "--rules", help="a Python file of fxport rules (repeatable)"),
-    disable: List[str] = typer.Option([], "--disable", help="leave out the rule NAME (repeatable)"),
-    html: Optional[Path] = typer.Option(None, "--html", help="write a self-contained HTML report"),
-    details: bool = typer.Option(False, "--details", help="list every node, not only the changed ones"),
-    as_json: bool = typer.Option(False, "--json", help="print the diff as one JSON document"),
-    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+    rules: List[Path] = typer.Option([], "--rules", metavar="FILE.py", help="a Python file of fxport rules (repeatable)"),
+    disable: List[str] = typer.Option([], "--disable", metavar="NAME", help="leave out the rule NAME (repeatable)"),
+    html: Optional[Path] = typer.Option(None, "--html", metavar="PATH", help="write a self-contained HTML report"),
+    details: bool = flag("list every node, not only the changed ones", "--details"),
+    as_json: bool = flag("print the diff as one JSON document", "--json"),
+    debug: bool = flag("show tracebacks", "--debug"),
 ) -> None:
     """Show what rewriting changed: source, captured graph and ONNX, per rule; or diff two ONNX files."""
     mode = OutputMode(False, as_json, debug)
@@ -278,6 +360,13 @@ def diff(
             stdout.print(f"wrote {escape(str(html))}", highlight=False)
 
 
+def write_report(text: str, path: Path) -> None:
+    """Write the ``--report`` JSON atomically (also for a failed run: what ran, and the error)."""
+    from fxport.pipeline import write_text_atomically
+
+    write_text_atomically(text, path)
+
+
 def print_summary(result) -> None:
     """The result table the CLI prints after a conversion."""
     for warning in result.warnings:
@@ -298,6 +387,9 @@ def print_summary(result) -> None:
     if result.node_counts:
         stages = " → ".join(f"{count} {stage}" for stage, count in result.node_counts.items())
         stdout.print(f"Nodes ({result.precision}): {stages}", highlight=False)
+    if result.tolerances:
+        given = ", ".join(f"{key} {value:g}" for key, value in result.tolerances.items() if value is not None)
+        stdout.print(f"Tolerances: {given} (yours; the rest per dtype)", highlight=False)
     timings = "  ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.timings.items())
     stdout.print(f"Time: {timings}", highlight=False)
     verdict = "[green]verified[/green]" if result.verified else "[yellow]not verified[/yellow]"
@@ -322,10 +414,26 @@ def verification_table(rows) -> Table:
 
 def main() -> None:
     """Console-script entry point; usage errors exit with 2, conversion failures with 1."""
+    command = typer.main.get_command(app)
+    for each in (command, *getattr(command, "commands", {}).values()):
+        _show_help_flag_without_type(each)
     try:
-        app(standalone_mode=True)
+        command(prog_name="fxport", standalone_mode=True)
     except SystemExit as exit_:
         sys.exit(exit_.code)
+
+
+def _show_help_flag_without_type(command) -> None:
+    """``--help`` is a flag like the others: no ``<bool>`` beside it in the help text."""
+    original = command.get_help_option
+
+    def get_help_option(ctx):
+        option = original(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option
 
 
 if __name__ == "__main__":

@@ -79,13 +79,27 @@ class ConversionError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    #: What the stages that ran before the failure produced (set by :func:`fxport.convert`):
+    #: ``timings``, ``rewrites`` (AppliedRewrite), ``warnings``.
+    partial: dict | None = None
+
     def to_dict(self) -> dict:
-        return {
+        """The error as JSON data, with the failed run's partial results and verification rows."""
+        data = {
             "error": type(self).__name__,
             "stage": self.stage,
             "message": self.message,
             "where": self.where.to_dict() if self.where else None,
         }
+        partial = self.partial or {}
+        if partial:
+            data["timings"] = {stage: round(seconds, 4) for stage, seconds in partial.get("timings", {}).items()}
+            data["rewrites"] = [rewrite.to_dict() for rewrite in partial.get("rewrites", [])]
+            data["warnings"] = list(partial.get("warnings", []))
+        rows = getattr(self, "report", None)
+        if rows:
+            data["verification"] = [row.to_dict() for row in rows]
+        return data
 
 
 class UsageError(ConversionError):
@@ -218,8 +232,11 @@ def user_location_from_exception(exc: BaseException) -> SourceLocation | None:
     """The innermost user frame of the deepest exception in ``exc``'s cause/context chain.
 
     The deepest exception is where things first went wrong (torch re-raises export failures
-    from a shallower frame), so its user frame is the most precise location.
+    from a shallower frame), so its user frame is the most precise location. A SyntaxError
+    is located where the parser stopped (its file and line), not at the import that hit it.
     """
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return SourceLocation(exc.filename, exc.lineno)
     seen: set[int] = set()
     found = None
     current: BaseException | None = exc

@@ -29,7 +29,7 @@ from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow.tensorize import tensorize_item_predicates
 from fxport.domain import input_domains
-from fxport.errors import OutputWriteError, UsageError
+from fxport.errors import ConversionError, OutputWriteError, UsageError
 from fxport.external import Staging, load_weights_into
 from fxport.load import InputSet, forward_parameters, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
@@ -39,7 +39,8 @@ from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
 from fxport.rules import resolve as resolve_rules
 from fxport.verify import resolve_device
 
-#: ``progress(stage, state)`` with state ``"start"`` or ``"done"``; the CLI draws it.
+#: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
+#: running stage is doing now (``"running left-padded mask"``); the CLI draws it.
 ProgressCallback = Callable[[str, str], None]
 
 
@@ -65,6 +66,8 @@ def convert(
     calibration: Any = None,
     min_cosine: float | None = None,
     external_data: bool | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
 ) -> ConversionResult:
     """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
 
@@ -105,11 +108,16 @@ def convert(
             model ``result.model`` holds the graph with references into that file; without
             ``output`` the weights are read into ``result.model`` in memory.
 
+        atol, rtol: element tolerances for float outputs, replacing the dtype's defaults
+            (docs/getting-started.md); recorded in ``result.tolerances``. For a model whose
+            outputs are legitimately sensitive — never to hide a real mismatch.
+
     Returns:
         A :class:`~fxport.report.ConversionResult`.
 
     Raises:
-        fxport.ConversionError: a subclass naming the stage, the user's file:line and a fix.
+        fxport.ConversionError: a subclass naming the stage, the user's file:line and a fix;
+        its ``partial`` holds what the stages that ran produced (timings, rewrites, warnings).
     """
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"model is a {type(model).__name__}, not a torch.nn.Module",
@@ -130,7 +138,9 @@ def convert(
     node_counts: dict[str, int] = {}
     stage = Staging(output)  # where a pair over 2 GB is written and verified before its commit
 
-    with eval_mode(model, result_warnings), contextlib.closing(stage):
+    check_tolerances(atol, rtol)
+    with failure_keeps_progress(timer, rewrites, result_warnings), eval_mode(model, result_warnings), \
+            contextlib.closing(stage):
         with timer("eager"):
             register_output_dataclasses(run_eager(model, example))
         export_model, export_example = exported_at_precision(model, example, precision)
@@ -165,7 +175,8 @@ def convert(
                     float_model=runnable(float_model, stage), min_cosine=min_cosine, device=verify_device,
                     dynamic_axes=axis_names,
                     bounds=dynamic_dim_bounds(program), domains=input_domains(program, example),
-                    notes=result_warnings,
+                    notes=result_warnings, atol=atol, rtol=rtol,
+                    on_input_set=(lambda name: progress("verify", f"running {name}")) if progress else None,
                 )
         output_path = None
         if output is not None:
@@ -184,7 +195,30 @@ def convert(
         artifacts=artifacts,
         precision=precision,
         node_counts=node_counts,
+        tolerances={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else {},
     )
+
+
+def check_tolerances(atol: float | None, rtol: float | None) -> None:
+    """Tolerances are finite non-negative numbers (a usage error otherwise)."""
+    for flag, value in (("--atol", atol), ("--rtol", rtol)):
+        if value is not None and not (value >= 0 and value != float("inf")):
+            raise UsageError(f"{flag} {value} is not a finite non-negative number",
+                             hint=f"pass e.g. {flag} 1e-3, or leave it out for the dtype's default")
+
+
+@contextlib.contextmanager
+def failure_keeps_progress(timer: "StageTimer", rewrites: list[AppliedRewrite], warnings_out: list[str]) -> Iterator[None]:
+    """Attach what the stages that ran produced to a ConversionError on its way out.
+
+    ``--report`` and ``--json`` write it for a failed run: timings per stage, rewrites that
+    fired, warnings (the verification table travels on the VerificationError itself).
+    """
+    try:
+        yield
+    except ConversionError as exc:
+        exc.partial = {"timings": dict(timer.seconds), "rewrites": list(rewrites), "warnings": list(warnings_out)}
+        raise
 
 
 def runnable(model: onnx.ModelProto, stage: Staging) -> "onnx.ModelProto | str":
@@ -279,12 +313,27 @@ def write_bytes_atomically(data: bytes, path: str | os.PathLike) -> str:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(temp_path, output_mode(path))
         os.replace(temp_path, path)
     except (OSError, ValueError) as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp_path)
         raise OutputWriteError(f"cannot write {path}: {exc}", hint="choose a writable path") from exc
     return path
+
+
+def output_mode(path: str | os.PathLike) -> int:
+    """The permission bits a file written to ``path`` gets: an existing file's, else 0666 minus umask.
+
+    ``mkstemp`` creates 0600 files; without this an output would be private whatever the umask,
+    and overwriting a shared 0644 model would make it private.
+    """
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def default_opset(model: onnx.ModelProto) -> int | None:

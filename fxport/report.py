@@ -85,6 +85,7 @@ class ConversionResult:
         node_counts: ONNX node count (subgraphs included) after each graph stage, in order:
             ``exported``, ``optimized`` (unless ``optimize=False``), then ``fp16`` (float32 islands added)
             or ``int8`` (quantised).
+        tolerances: the user's ``atol`` / ``rtol`` when given (empty: each dtype's defaults).
     """
 
     model: onnx.ModelProto
@@ -97,6 +98,7 @@ class ConversionResult:
     artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
     precision: str = "fp32"
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    tolerances: dict[str, float | None] = dataclasses.field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -119,6 +121,7 @@ class ConversionResult:
             "warnings": list(self.warnings),
             "precision": self.precision,
             "node_counts": dict(self.node_counts),
+            "tolerances": dict(self.tolerances),
         }
 
     def to_json(self) -> str:

@@ -213,8 +213,10 @@ def resolve_device(device: str) -> str:
         has_cuda = torch.cuda.is_available() and "CUDAExecutionProvider" in ort.get_available_providers()
         return "cuda" if has_cuda else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ConversionError("--device cuda was asked for but torch sees no CUDA device",
-                              hint="use --device cpu or auto")
+        from fxport.errors import UsageError
+
+        raise UsageError("--device cuda was asked for but torch sees no CUDA device",
+                         hint="use --device cpu or auto")
     return device
 
 
@@ -361,11 +363,14 @@ def compare_outputs(
     expected: Sequence[torch.Tensor],
     actual: Sequence[np.ndarray],
     tolerance_dtype: torch.dtype | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
 ) -> tuple[list[OutputComparison], float]:
     """Compare flattened eager outputs with ONNX Runtime outputs; returns per-output results and cosine.
 
     Float outputs use ``TOLERANCES`` of the eager output's dtype, or of ``tolerance_dtype`` when
-    given (a float16 model checked against float32 eager uses the float16 tolerances).
+    given (a float16 model checked against float32 eager uses the float16 tolerances); ``atol``
+    / ``rtol``, when given, replace the dtype's value (``--atol`` / ``--rtol``).
     """
     results = []
     dots = norm_e = norm_a = 0.0
@@ -381,14 +386,16 @@ def compare_outputs(
             diff = float(np.abs(ref_np.astype(np.float64) - got.astype(np.float64)).max()) if ref_np.size else 0.0
             results.append(OutputComparison(name, diff, diff, equal))
             continue
-        atol, rtol = TOLERANCES.get(tolerance_dtype or ref.dtype, TOLERANCES[torch.float32])
+        default_atol, default_rtol = TOLERANCES.get(tolerance_dtype or ref.dtype, TOLERANCES[torch.float32])
+        limit_abs = default_atol if atol is None else atol
+        limit_rel = default_rtol if rtol is None else rtol
         r, g = ref_np.astype(np.float64), got.astype(np.float64)
         same_special = np.array_equal(np.isnan(r), np.isnan(g)) and np.array_equal(np.isinf(r) & (r > 0), np.isinf(g) & (g > 0)) \
             and np.array_equal(np.isinf(r) & (r < 0), np.isinf(g) & (g < 0))
         finite = np.isfinite(r) & np.isfinite(g)
         abs_err = np.abs(r[finite] - g[finite])
         rel_err = abs_err / np.maximum(np.abs(r[finite]), 1e-12)
-        close = bool(np.all(abs_err <= atol + rtol * np.abs(r[finite])))
+        close = bool(np.all(abs_err <= limit_abs + limit_rel * np.abs(r[finite])))
         max_abs = float(abs_err.max()) if abs_err.size else 0.0
         max_rel = float(rel_err.max()) if rel_err.size else 0.0
         results.append(OutputComparison(name, max_abs, max_rel, same_special and close, structural_ok=same_special))
@@ -433,10 +440,14 @@ class Acceptance:
             the eager output's dtype (float16 models against float32 eager).
         min_cosine: when set, a row passes on cosine similarity ≥ ``min_cosine`` (with matching
             shapes and NaN/inf positions) instead of element tolerances: quantised models.
+        atol, rtol: the user's element tolerances for float outputs, replacing the dtype's
+            (``--atol`` / ``--rtol``); None keeps ``TOLERANCES``.
     """
 
     tolerance_dtype: torch.dtype | None = None
     min_cosine: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
 
 
 def verify_model(
@@ -455,6 +466,9 @@ def verify_model(
     label: str = "",
     optional_reference: bool = False,
     notes: list[str] | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    on_input_set: Callable[[str], None] | None = None,
 ) -> list[VerificationRow]:
     """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
 
@@ -463,8 +477,11 @@ def verify_model(
     reference); ``domains`` keep generated values inside the model's domain (see
     :func:`generate_input_sets`); ``label`` is appended to row names; with ``optional_reference`` an eager failure
     (e.g. an op without a float16 CPU kernel) skips the row instead of raising. ``notes``
-    receives one-line warnings (nodes ONNX Runtime placed on CPU instead of CUDA).
+    receives one-line warnings (nodes ONNX Runtime placed on CPU instead of CUDA). ``atol`` /
+    ``rtol`` replace the dtype tolerances of float outputs; ``on_input_set(name)`` is called
+    before each input set runs (the CLI's live status line).
     """
+    acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol)
     runner = OnnxRunner(model, device)
     candidates = list(input_sets)
     if generate:
@@ -477,6 +494,8 @@ def verify_model(
         if label:
             prepared = dataclasses.replace(prepared, name=inputs.name + label)
         on_device = prepared.to(device) if device != "cpu" else prepared
+        if on_input_set is not None:
+            on_input_set(prepared.name)
         try:
             rows.append(verify_one(module_on_device, runner, on_device, acceptance))
         except EagerRunError as exc:
@@ -520,7 +539,8 @@ def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
     shapes = [list(t.shape) for t in inputs.tensors()]
     expected = flatten_outputs(run_eager(module, inputs))  # run_eager runs on a copy of the inputs
     actual = runner.run(inputs)
-    comparisons, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype)
+    comparisons, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype,
+                                          acceptance.atol, acceptance.rtol)
     if acceptance.min_cosine is not None:
         good_cosine = cosine >= acceptance.min_cosine
         comparisons = [dataclasses.replace(c, passed=c.structural_ok and good_cosine) for c in comparisons]

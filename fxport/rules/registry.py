@@ -188,8 +188,9 @@ def load_rule_file(path: str | os.PathLike) -> types.ModuleType:
     except Exception as err:  # noqa: BLE001 - anything the user's file raises
         del sys.modules[module_name]
         where = user_location_from_exception(err) or SourceLocation(path, 1)
+        detail = err.msg if isinstance(err, SyntaxError) else str(err)
         raise RuleError(f"rule file {os.path.basename(path)} failed to load: "
-                        f"{type(err).__name__}: {err}", where=where,
+                        f"{type(err).__name__}: {detail}", where=where,
                         hint="fix the rule file (run it with python to see the traceback)") from err
     finally:
         with contextlib.suppress(ValueError):

@@ -24,8 +24,8 @@ def chromium() -> str:
     if found:
         return found
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail("chromium is not installed; scripts/setup installs it (apt-get install chromium)")
-    pytest.skip("chromium is not installed (CI requires it; run scripts/setup as root)")
+        pytest.fail("chromium is not installed; `bash scripts/setup --tests` as root installs it (apt-get install chromium)")
+    pytest.skip("chromium is not installed (CI requires it; run `bash scripts/setup --tests` as root)")
 
 
 def _run(path: str, *flags: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,96 @@
+"""The command line as a seasoned CLI user expects it: start-up, flags, files, JSON, failures."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from fxport.pipeline import write_atomically, write_text_atomically
+from tests.conftest import MODELS, REPO, run_cli
+
+CASES = os.path.join(MODELS, "cli_cases.py")
+
+
+def test_version_and_help_do_not_import_torch():
+    code = ("import sys\nfrom fxport.cli import main\nsys.argv = ['fxport', '--version']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('heavy:', sorted(m for m in ('torch', 'onnx', 'onnxruntime') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.stdout.splitlines() == ["fxport 0.1.0", "heavy: []"], done.stdout + done.stderr
+
+
+def test_help_shows_flags_without_a_type():
+    done = run_cli("convert", "--help")
+    assert done.returncode == 0
+    assert "<bool>" not in done.stdout and "--no-verify" in done.stdout and "--atol" in done.stdout
+
+
+def test_outputs_follow_the_umask_and_keep_an_overwritten_files_mode(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.json"
+        write_text_atomically("{}", fresh)
+        assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o644
+        shared = tmp_path / "shared.json"
+        shared.write_text("old")
+        os.chmod(shared, 0o664)
+        write_text_atomically("{}", shared)
+        assert stat.S_IMODE(os.stat(shared).st_mode) == 0o664 and shared.read_text() == "{}"
+    finally:
+        os.umask(previous)
+
+
+def test_json_stdout_holds_only_json_when_the_model_prints(tmp_path):
+    out, report = tmp_path / "m.onnx", tmp_path / "r.json"
+    done = run_cli("convert", f"{CASES}:Chatty", "--json", "-o", str(out), "--report", str(report))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["ok"] and data["verified"]
+    assert "forward says hello" in done.stderr
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o666 & ~_umask()
+    assert json.loads(report.read_text())["verified"]
+
+
+def test_failed_run_still_reports_every_stage_that_ran(tmp_path):
+    out, report = tmp_path / "n.onnx", tmp_path / "r.json"
+    done = run_cli("convert", f"{CASES}:Noisy", "--json", "-o", str(out), "--report", str(report))
+    assert done.returncode == 1
+    for data in (json.loads(done.stdout), json.loads(report.read_text())):
+        assert not data["ok"] and data["error"] == "VerificationError" and data["stage"] == "verify"
+        assert {"capture", "lower", "verify"} <= set(data["timings"])
+        assert [row["name"] for row in data["verification"]][:2] == ["example", "random"]
+        assert not all(row["passed"] for row in data["verification"])
+    assert not out.exists(), "a failed run writes no model"
+
+
+def test_tolerances_are_the_users_to_set_and_recorded(tmp_path):
+    report = tmp_path / "r.json"
+    done = run_cli("convert", f"{CASES}:Noisy", "--atol", "1.0", "--rtol", "0", "--report", str(report))
+    assert done.returncode == 0, done.stderr
+    assert "Tolerances: atol 1, rtol 0" in done.stdout
+    assert json.loads(report.read_text())["tolerances"] == {"atol": 1.0, "rtol": 0.0}
+    strict = run_cli("convert", f"{CASES}:Noisy", "--atol", "0.001")
+    assert strict.returncode == 1 and "differs from eager" in strict.stderr
+
+
+@pytest.mark.parametrize("flag, value", [("--atol", "-1"), ("--rtol", "nan")])
+def test_bad_tolerances_are_usage_errors(flag, value):
+    done = run_cli("convert", f"{CASES}:Chatty", flag, value)
+    assert done.returncode == 2 and flag in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_rule_file_syntax_error_points_at_its_line(tmp_path):
+    rules = tmp_path / "rules.py"
+    rules.write_text("import fxport\n\n\ndef broken(:\n    pass\n")
+    done = run_cli("convert", f"{CASES}:Chatty", "--rules", str(rules))
+    assert done.returncode == 2
+    assert f"{rules}:4" in done.stderr and "line 1" not in done.stderr
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
