@@ -2,7 +2,8 @@
 
 Every figure is a ratio measured side by side in the same run (median of repeated runs):
 conversion time vs the stock exporter, ONNX Runtime latency vs the stock exporter's output,
-control-flow latency vs hand-written torch.cond/while_loop and eager, conversion cost vs
+control-flow latency vs hand-written torch.cond/while_loop and eager, attention (fxport's SDPA
+rule vs the stock translation: latency and error on left-padded inputs), conversion cost vs
 transformer depth, and (on a GPU) the CUDA execution provider vs eager CUDA.
 
 Usage::
@@ -20,12 +21,13 @@ import os
 import time
 import warnings
 
-from benchmarks import controlflow_latency, convert_time, cuda_latency, ort_latency, scaling
+from benchmarks import attention_latency, controlflow_latency, convert_time, cuda_latency, ort_latency, scaling
 from benchmarks.common import machine_info, print_section
 
 SECTIONS = {
     "convert_time": convert_time.run,
     "ort_latency": ort_latency.run,
+    "attention_latency": attention_latency.run,
     "controlflow_latency": controlflow_latency.run,
     "scaling": scaling.run,
     "cuda_latency": cuda_latency.run,
