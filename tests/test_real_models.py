@@ -1,52 +1,48 @@
 """Real architectures from transformers, built from tiny configs with random weights.
 
-Nothing is downloaded: configs are constructed in code. Each model is converted with dynamic
-batch and sequence axes and verified by fxport on unseen sizes, then checked again here.
+The same builders and the same checker as the real-model sweep (benchmarks/real_models.py,
+docs/real-models.md), on a representative subset: a decoder with an attention mask (GPT-2),
+an encoder (BERT), a seq2seq model with decoder inputs (T5) and an MoE model (Mixtral).
+Each is converted with dynamic batch and sequence and verified by fxport, then its written file
+is checked against eager PyTorch on sizes and padding-shaped masks the export never saw.
+Nothing is downloaded.
 """
 
+import numpy as np
+import onnx
 import pytest
-import torch
-
-import fxport
-from tests.conftest import assert_matches_eager
 
 transformers = pytest.importorskip("transformers")
 
+from benchmarks.real_models import build, check_file, check_inputs, convert_fxport  # noqa: E402
 
-class LastHidden(torch.nn.Module):
-    """Wrap a transformers model to take token ids and return the last hidden state."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids, use_cache=False).last_hidden_state
-
-
-def tiny(name):
-    torch.manual_seed(0)
-    if name == "gpt2":
-        config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64)
-        return transformers.GPT2Model(config)
-    if name == "bert":
-        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                         intermediate_size=64, vocab_size=100, max_position_embeddings=64)
-        return transformers.BertModel(config)
-    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                                      num_key_value_heads=2, intermediate_size=64, vocab_size=100,
-                                      max_position_embeddings=64)
-    return transformers.LlamaModel(config)
+CI_SUBSET = ["gpt2", "bert", "t5", "mixtral"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
-def test_tiny_transformer_converts_and_verifies(name):
-    model = LastHidden(tiny(name)).eval()
-    result = fxport.convert(model, (torch.randint(0, 100, (2, 8)),),
-                            dynamic_shapes={"input_ids": {0: "batch", 1: "seq"}})
+@pytest.mark.parametrize("name", CI_SUBSET)
+def test_real_model_converts_verifies_and_equals_eager(name, tmp_path):
+    built = build(name)
+    path = str(tmp_path / f"{name}.onnx")
+    result, _ = convert_fxport(built, path)
     assert result.verified
-    assert any(row.name.startswith("larger[") for row in result.verification)
-    assert_matches_eager(model, result.model, torch.randint(0, 100, (1, 17)), atol=1e-4)
+    verified = [row.name for row in result.verification]
+    assert any("left-padded" in row for row in verified), verified
+    assert any(row.startswith("larger[") for row in verified), verified
     if name == "bert":  # position table bounds seq: fxport adopts torch.export's bound and says so
         assert any("'seq' is bounded by the model" in w for w in result.warnings)
+
+    sets = check_inputs(built)
+    assert {"batch=1 seq=5", "batch=3 seq=13 left-padded"} <= {label.split(" tgt=")[0] for label, _ in sets}
+    check = check_file(built, path, sets)
+    assert check.passed, check.summary()
+
+    # The checker is not blind: the same file with perturbed weights is reported as different.
+    model = onnx.load(path)
+    largest = max(model.graph.initializer, key=lambda t: int(np.prod(t.dims)))
+    values = onnx.numpy_helper.to_array(largest)
+    noise = np.random.default_rng(0).normal(0, 0.1, values.shape).astype(values.dtype)
+    largest.CopyFrom(onnx.numpy_helper.from_array(values + noise, largest.name))
+    broken = str(tmp_path / f"{name}-perturbed.onnx")
+    onnx.save(model, broken)
+    assert not check_file(built, broken, sets[:2]).passed
