@@ -18,8 +18,8 @@ the running row count of each group): the rows are sorted by group, group ``g`` 
     out[r] = input[r] @ weight[g(r)]          rows past offs[G-1] are 0
 
 A group may own no rows (an expert no token picked); the last offset may be below S (rows that
-no expert owns, e.g. expert-parallel sentinels: left at 0, as transformers' eager fallback
-leaves them).
+no expert owns, e.g. expert-parallel sentinels): the translation sets them to 0, as
+transformers' fallback does (torch's ``_grouped_mm`` kernel leaves them uninitialised).
 
 How the translation computes it: the number of groups G (experts) is the weight's static first
 dimension, so the translation unrolls over the groups: for each g one ``MatMul`` of the group's
