@@ -11,11 +11,15 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import traceback
 from typing import Any
 
 import torch
+import torch.fx.experimental._config as _shape_config
 from torch.export import Dim
 
 from fxport.errors import (
@@ -62,7 +66,37 @@ def normalize_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, input
             f"dynamic shapes name {', '.join(map(str, unknown))}, which forward does not take",
             hint=f"forward's parameters are: {', '.join(parameters)}",
         )
+    dynamic_shapes = _checked_axes(module, inputs, dynamic_shapes)
     return {name: to_dim(dynamic_shapes.get(name)) for name in bound_parameter_names(module, inputs)}
+
+
+def _checked_axes(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: dict) -> dict:
+    """The dict form with every axis checked against its tensor's rank; negative axes counted
+    from the end. An axis the input does not have is a usage error, not an IndexError."""
+    bound = dict(zip(forward_parameters(module), inputs.args))
+    bound.update(inputs.kwargs)
+    checked = {}
+    for name, spec in dynamic_shapes.items():
+        value = bound.get(name)
+        if not isinstance(spec, dict) or not isinstance(value, torch.Tensor):
+            if isinstance(spec, dict) and spec and name in bound and value is not None:
+                raise InputSpecError(f"dynamic axes are given for {name!r}, which is a "
+                                     f"{type(value).__name__}, not a tensor",
+                                     hint="declare dynamic axes only on tensor inputs")
+            checked[name] = spec
+            continue
+        axes = {}
+        for axis, dim in spec.items():
+            if isinstance(axis, bool) or not isinstance(axis, int) or not -value.dim() <= axis < value.dim():
+                raise InputSpecError(
+                    f"dynamic axis {axis!r} of {name!r} does not exist: {name} has "
+                    f"{value.dim()} dimension{'s' if value.dim() != 1 else ''} (shape {list(value.shape)})",
+                    hint=f"use an axis from 0 to {value.dim() - 1}" if value.dim() else
+                    f"{name} is a scalar; it has no axis to make dynamic",
+                )
+            axes[axis % value.dim()] = dim
+        checked[name] = axes
+    return checked
 
 
 def bound_parameter_names(module: torch.nn.Module, inputs: InputSet) -> list[str]:
@@ -77,6 +111,12 @@ def dynamic_axes_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_sha
 
     Used by verification to vary exactly those sizes; dims sharing a name vary together.
     """
+    return {index: {axis: _dim_name(dim, name, axis) for axis, (dim, name) in axes.items()}
+            for index, axes in _dims_by_input(module, inputs, dynamic_shapes).items()}
+
+
+def _dims_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: Any) -> dict[int, dict[int, tuple]]:
+    """Flattened tensor input index → {axis: (the spec's Dim/str/hint, input name)}."""
     if dynamic_shapes is None:
         return {}
     names = list(forward_parameters(module))
@@ -92,9 +132,11 @@ def dynamic_axes_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_sha
         spec = per_name.get(name)
         if isinstance(value, torch.Tensor):
             if isinstance(spec, dict):
-                result[index] = {axis % max(value.dim(), 1): _dim_name(d, name, axis) for axis, d in spec.items() if d is not None}
+                result[index] = {axis % max(value.dim(), 1): (d, name) for axis, d in spec.items()
+                                 if d is not None and not isinstance(d, int)}
             elif isinstance(spec, (list, tuple)):
-                result[index] = {axis: _dim_name(d, name, axis) for axis, d in enumerate(spec) if d is not None}
+                result[index] = {axis: (d, name) for axis, d in enumerate(spec)
+                                 if d is not None and not isinstance(d, int)}
             index += 1
         else:
             flat, _ = torch.utils._pytree.tree_flatten(value)
@@ -117,25 +159,45 @@ def capture(
 ) -> torch.export.ExportedProgram:
     """``torch.export.export`` (non-strict) with failures turned into one-line CaptureErrors.
 
+    Dynamic dimensions stay symbolic down to sizes 0 and 1 (docs/architecture.md, "Dynamic
+    sizes"): the first capture runs with torch's ``backed_size_oblivious``, so an example of
+    batch 1 is captured as it is and ``if x.shape[0] > 1:`` stays a symbolic condition that
+    control-flow conversion turns into where/cond. When that capture fails on a size question,
+    the model is captured the classic way, from the example grown to size 2 along dynamic
+    dimensions of size 0/1 (torch.export specialises those sizes); the range it is valid for
+    then starts at 2, and verification checks sizes on both sides of that bound.
+
     When the model bounds a dimension that the simple form declared dynamic (e.g. a sequence
-    length limited by a position table), the bound torch.export suggests is adopted and a note
-    says so; a dimension the model specialises to one value is an error.
+    length limited by a position table), the bound torch.export suggests is adopted; a
+    dimension the model specialises to one value is an error. Every narrowed range is a note
+    naming the range and, where torch's trace has one, the user's file:line; the program
+    carries the ranges (:func:`dynamic_dim_bounds`, :func:`record_dynamic_ranges`).
     """
     normalized = normalize_dynamic_shapes(module, dynamic_shapes, inputs)
-    try:
-        return _export(module, inputs, normalized)
-    except ConversionError:
-        raise
-    except Exception as exc:
-        refined = _adopt_suggested_bounds(exc, dynamic_shapes, normalized, notes)
-        if refined is None:
-            _raise_classified(exc)
-    try:
-        return _export(module, inputs, refined)
-    except ConversionError:
-        raise
-    except Exception as exc:
-        _raise_classified(exc)
+    dims = _dims_by_input(module, inputs, normalized)
+    attempts = [("oblivious", inputs), ("specialised", _grown_example(inputs, dims))] if dims \
+        else [("specialised", inputs)]
+    failure = None
+    with _watch_range_narrowing() as narrowed_at:
+        for mode, example in attempts:
+            spec, adopted = normalized, {}
+            for _ in range(2):  # the second time with the bounds torch.export suggests
+                try:
+                    with _rolled_back_on_failure():
+                        program = _export(module, example, spec, oblivious=mode == "oblivious")
+                except ConversionError:
+                    raise
+                except Exception as exc:
+                    failure = exc
+                    spec = _adopt_suggested_bounds(exc, dynamic_shapes, spec, adopted)
+                    if spec is None:
+                        break
+                    continue
+                _annotate_dim_ranges(program, module, inputs, normalized, narrowed_at, mode, adopted)
+                if notes is not None:
+                    notes.extend(narrowing_notes(program, grown=example is not inputs))
+                return program
+    _raise_classified(failure)
 
 
 def _raise_classified(exc: Exception) -> None:
@@ -145,12 +207,247 @@ def _raise_classified(exc: Exception) -> None:
     raise error from exc
 
 
-def _export(module, inputs: InputSet, dynamic_shapes) -> torch.export.ExportedProgram:
-    with quiet_torch():
+def _export(module, inputs: InputSet, dynamic_shapes, oblivious: bool = False) -> torch.export.ExportedProgram:
+    with quiet_torch(), _shape_config.patch(backed_size_oblivious=oblivious):
         program = torch.export.export(module, inputs.args, inputs.kwargs or None,
                                       dynamic_shapes=dynamic_shapes, strict=False)
     constant_outputs_as_tensors(program)
     return program
+
+
+@contextlib.contextmanager
+def _rolled_back_on_failure():
+    """Control-flow records of a capture attempt that fails are dropped (the retry makes its own)."""
+    from fxport.controlflow.runtime import records_rolled_back_on_failure
+
+    with records_rolled_back_on_failure():
+        yield
+
+
+def _grown_example(inputs: InputSet, dims: dict[int, dict[int, tuple]]) -> InputSet:
+    """``inputs`` with every dynamic axis of size 0 or 1 grown to 2 (rows repeated; zeros for 0).
+
+    torch.export specialises a dimension whose example size is 0 or 1 to that size; a copy of
+    size 2 captures the general case. Repeating rows keeps values in the model's domain (ids,
+    padding masks). Returns ``inputs`` itself when nothing needs growing.
+    """
+    flat, spec = torch.utils._pytree.tree_flatten((inputs.args, inputs.kwargs))
+    index, changed, grown = 0, False, []
+    for value in flat:
+        if isinstance(value, torch.Tensor):
+            for axis in dims.get(index, {}):
+                if value.shape[axis] < 2:
+                    value = _repeat_rows(value, axis, 2)
+                    changed = True
+            index += 1
+        grown.append(value)
+    if not changed:
+        return inputs
+    args, kwargs = torch.utils._pytree.tree_unflatten(grown, spec)
+    return InputSet(args, kwargs, inputs.name)
+
+
+def _repeat_rows(tensor: torch.Tensor, axis: int, size: int) -> torch.Tensor:
+    if tensor.shape[axis] == 0:
+        shape = list(tensor.shape)
+        shape[axis] = size
+        return tensor.new_zeros(shape)
+    rows = torch.arange(size, device=tensor.device) % tensor.shape[axis]
+    return tensor.index_select(axis, rows)
+
+
+# --- the sizes a captured program is valid for -----------------------------------------------
+
+#: Stands for "no upper bound" in size ranges.
+UNBOUNDED = 2**62
+
+
+class DimRange(tuple):
+    """``(low, high)``: the sizes one dynamic input dimension of a captured program is valid for.
+
+    It unpacks like the plain pair, and also says what the user declared (``declared``, the
+    Dim's min/max; 0..unbounded in the simple form), the dimension's ``name``, and when the
+    capture narrowed the declared range, ``where`` (the user's file:line, or None) and
+    ``reason``.
+
+    Example::
+
+        >>> r = DimRange(2, UNBOUNDED, (0, UNBOUNDED), "batch")
+        >>> low, high = r
+        >>> r.narrowed, r.describe(), r.describe(r.declared)
+        (True, '2..inf', '0..inf')
+    """
+
+    def __new__(cls, low, high, declared=(0, UNBOUNDED), name=None, where=None, reason=None):
+        self = super().__new__(cls, (int(low), int(high)))
+        self.declared = (int(declared[0]), int(declared[1]))
+        self.name, self.where, self.reason = name, where, reason
+        return self
+
+    def __reduce__(self):
+        return DimRange, (self[0], self[1], self.declared, self.name, self.where, self.reason)
+
+    @property
+    def narrowed(self) -> bool:
+        """The valid range is smaller than the declared one."""
+        return self[0] > self.declared[0] or self[1] < self.declared[1]
+
+    def describe(self, bounds: tuple[int, int] | None = None) -> str:
+        low, high = bounds if bounds is not None else self
+        return f"{low}..{'inf' if high >= UNBOUNDED else high}"
+
+
+_RANGES_KEY = "fxport.dim_ranges"
+
+
+def _declared_range(dim: Any) -> tuple[int, int]:
+    low, high = getattr(dim, "min", None), getattr(dim, "max", None)
+    low = 0 if low is None or not _is_finite(low) else int(low)
+    high = UNBOUNDED if high is None or not _is_finite(high) else int(high)
+    return low, high
+
+
+def _is_finite(value: Any) -> bool:
+    if isinstance(value, int):
+        return value < UNBOUNDED
+    return bool(getattr(value, "is_Integer", False)) and int(value) < UNBOUNDED
+
+
+def _annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_at, mode: str,
+                         adopted: dict) -> None:
+    """Store, on each user-input placeholder, the range of each dynamic axis (see DimRange).
+
+    ``adopted``: dimension name → where the model bounds it, for ranges taken from torch.export's
+    suggested fixes.
+    """
+    dims = _dims_by_input(module, inputs, normalized)
+    for index, node, value in _user_input_values(program):
+        ranges = {}
+        for axis, size in enumerate(value.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            low, high = _valid_range(size)
+            spec = dims.get(index, {}).get(axis)
+            declared = _declared_range(spec[0]) if spec is not None else (0, UNBOUNDED)
+            name = _dim_name(spec[0], spec[1], axis) if spec is not None else f"input{index}_{axis}"
+            where = reason = None
+            if low > declared[0] or high < declared[1]:
+                where = narrowed_at.get((id(size.node.shape_env), size.node.expr)) or adopted.get(name)
+                if name in adopted:
+                    reason = "bounded by the model" + (f" at {where}" if where is not None else "")
+                elif where is not None:
+                    reason = f"narrowed by the model at {where}"
+                elif mode == "specialised" and low == 2 and declared[0] < 2:
+                    reason = "limited by torch.export's 0/1 specialisation"
+                else:
+                    reason = "narrowed by torch.export"
+            ranges[axis] = {"low": low, "high": high, "declared": declared, "name": name,
+                            "where": str(where) if where is not None else None, "reason": reason}
+        if ranges:
+            node.meta[_RANGES_KEY] = ranges
+
+
+def _valid_range(size: torch.SymInt) -> tuple[int, int]:
+    shape_env = size.node.shape_env
+    bounds = shape_env.bound_sympy(size.node.expr)
+    return max(_sympy_int(bounds.lower, 0), 0), min(_sympy_int(bounds.upper, UNBOUNDED), UNBOUNDED)
+
+
+def _sympy_int(value: Any, infinite: int) -> int:
+    """``int(value)`` for a sympy integer bound; ``infinite`` for torch's int_oo or sympy's oo."""
+    return int(value) if getattr(value, "is_Integer", False) else infinite
+
+
+def _user_input_values(program: torch.export.ExportedProgram):
+    """``(tensor index, placeholder node, fake value)`` for the program's user tensor inputs."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    index = 0
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            yield index, node, value
+            index += 1
+
+
+def narrowing_notes(program: torch.export.ExportedProgram, grown: bool = False) -> list[str]:
+    """One line per dynamic dimension whose valid range is narrower than the declared one."""
+    notes, seen = [], set()
+    for axes in dynamic_dim_bounds(program).values():
+        for dim in axes.values():
+            if not dim.narrowed or dim.name in seen:
+                continue
+            seen.add(dim.name)
+            how = dim.reason or "narrowed by torch.export"
+            copy = ", captured from a copy of the example grown to size 2" if grown and dim[0] == 2 else ""
+            notes.append(f"dynamic dimension {dim.name!r} is {how}: exported for sizes {dim.describe()} only "
+                         f"(declared {dim.describe(dim.declared)}{copy}); verification checks both sides "
+                         "of the bound and the ONNX metadata records the range")
+    return notes
+
+
+@contextlib.contextmanager
+def _watch_range_narrowing():
+    """Collect where a size symbol's range is narrowed while the model is traced.
+
+    Yields a dict ``(id(shape_env), symbol) → SourceLocation`` of the first narrowing with a
+    frame of the user's code inside the traced call (torch keeps only its own frame for the
+    range; the user's line is what a message needs).
+    """
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    found: dict = {}
+    original = ShapeEnv._update_var_to_range
+
+    def update(self, symbol, vr, vr_sloc=None, **kwargs):
+        before = self.var_to_range.get(symbol)
+        original(self, symbol, vr, vr_sloc, **kwargs)
+        key = (id(self), symbol)
+        if before is not None and key not in found and self.var_to_range.get(symbol) != before:
+            where = _traced_user_frame()
+            if where is not None:
+                found[key] = where
+
+    ShapeEnv._update_var_to_range = update
+    try:
+        yield found
+    finally:
+        ShapeEnv._update_var_to_range = original
+
+
+_THIS_FILE = os.path.abspath(__file__)
+
+
+def _traced_user_frame():
+    """The innermost user frame of the current stack below fxport's call to torch.export."""
+    frames = traceback.extract_stack()
+    start = max((i for i, f in enumerate(frames)
+                 if f.name == "_export" and os.path.abspath(f.filename) == _THIS_FILE), default=-1)
+    return user_location_from_stack(frames[start + 1:])
+
+
+def record_dynamic_ranges(model: Any, program: torch.export.ExportedProgram) -> None:
+    """Write the valid range of every dynamic dimension into ``model``'s ONNX metadata.
+
+    Key ``fxport.dynamic_ranges``: JSON ``{name: {"valid": [low, high], "declared": [low,
+    high], "narrowed": reason}}`` (``high`` null when unbounded). A runtime can refuse sizes the
+    file was not exported for.
+    """
+    ranges = {}
+    for axes in dynamic_dim_bounds(program).values():
+        for dim in axes.values():
+            def pair(bounds):
+                return [bounds[0], None if bounds[1] >= UNBOUNDED else bounds[1]]
+            ranges.setdefault(dim.name, {"valid": pair(dim), "declared": pair(dim.declared),
+                                         "narrowed": dim.reason if dim.narrowed else None})
+    if not ranges:
+        return
+    for prop in list(model.metadata_props):
+        if prop.key == "fxport.dynamic_ranges":
+            model.metadata_props.remove(prop)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "fxport.dynamic_ranges", json.dumps(ranges, sort_keys=True)
 
 
 def constant_outputs_as_tensors(program: torch.export.ExportedProgram) -> None:
@@ -197,8 +494,11 @@ _SUGGESTED_DIM = re.compile(r"^\s*(\w+) = Dim\('(\w+)'((?:, (?:min|max)=\d+)*)\)
 _SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
 
 
-def _adopt_suggested_bounds(exc, user_spec, normalized, notes) -> Any:
-    """Re-create simple-form Dims with the min/max torch.export suggests; None when not applicable."""
+def _adopt_suggested_bounds(exc, user_spec, normalized, adopted: dict) -> Any:
+    """Re-create simple-form Dims with the min/max torch.export suggests; None when not applicable.
+
+    ``adopted`` receives dimension name → the user's file:line that bounds it (or None).
+    """
     text = str(exc)
     if "Suggested fixes" not in text or not _is_simple_form(user_spec) or _SUGGESTED_CONSTANT.search(text):
         return None
@@ -217,10 +517,9 @@ def _adopt_suggested_bounds(exc, user_spec, normalized, notes) -> Any:
             return dims.setdefault(value.__name__, Dim(value.__name__, **bounds[value.__name__]))
         return value
 
-    if notes is not None:
-        for name, limits in bounds.items():
-            described = ", ".join(f"{k}={v}" for k, v in limits.items())
-            notes.append(f"dynamic dimension {name!r} is bounded by the model ({described}); exported with that range")
+    where = _location_named_in_message(text) or user_location_from_exception(exc)
+    for name in bounds:
+        adopted[name] = where
     return {name: refine(spec) for name, spec in normalized.items()}
 
 
@@ -231,24 +530,26 @@ def _is_simple_form(dynamic_shapes: Any) -> bool:
     return bool(leaves) and all(isinstance(leaf, str) for leaf in leaves)
 
 
-def dynamic_dim_bounds(program: torch.export.ExportedProgram) -> dict[int, dict[int, tuple[int, int]]]:
-    """Tensor input index → {axis: (lowest, highest)} for every symbolic input dimension."""
-    user_inputs = set(program.graph_signature.user_inputs)
-    ranges = {str(symbol): bounds for symbol, bounds in program.range_constraints.items()}
-    result: dict[int, dict[int, tuple[int, int]]] = {}
-    index = 0
-    for node in program.graph.nodes:
-        if node.op != "placeholder" or node.name not in user_inputs:
-            continue
-        value = node.meta.get("val")
-        if not isinstance(value, torch.Tensor):
-            continue
+def dynamic_dim_bounds(program: torch.export.ExportedProgram) -> dict[int, dict[int, DimRange]]:
+    """Tensor input index → {axis: DimRange} for every symbolic input dimension.
+
+    A :class:`DimRange` unpacks as ``(lowest, highest)``: the sizes the program is valid for,
+    read from the shape environment torch traced with (``range_constraints`` reports 0..inf
+    even where 0/1 specialisation or a guard made the graph valid for fewer sizes). It also
+    carries the declared range and where the capture narrowed it (:func:`capture` records
+    that; for a program exported elsewhere the declared range is taken as 0..unbounded).
+    """
+    result: dict[int, dict[int, DimRange]] = {}
+    for index, node, value in _user_input_values(program):
+        stored = node.meta.get(_RANGES_KEY, {})
         for axis, size in enumerate(value.shape):
-            bounds = ranges.get(str(size))
-            if bounds is not None:
-                high = int(bounds.upper) if bounds.upper.is_Integer else 2**62
-                result.setdefault(index, {})[axis] = (int(bounds.lower), high)
-        index += 1
+            if axis in stored:
+                r = stored[axis]
+                result.setdefault(index, {})[axis] = DimRange(r["low"], r["high"], r["declared"], r["name"],
+                                                              r["where"], r["reason"])
+            elif isinstance(size, torch.SymInt):
+                low, high = _valid_range(size)
+                result.setdefault(index, {})[axis] = DimRange(low, high, (0, UNBOUNDED), f"input{index}_{axis}")
     return result
 
 

@@ -25,11 +25,12 @@ from typing import Any, Callable, Iterator
 import onnx
 import torch
 
-from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds
+from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds, record_dynamic_ranges
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow.tensorize import tensorize_item_predicates
 from fxport.domain import input_domains
-from fxport.errors import ConversionError, OutputWriteError, UsageError
+from fxport.exercise import exercise_control_flow
+from fxport.errors import ConversionError, OutputWriteError, UsageError, VerificationError
 from fxport.external import Staging, load_weights_into
 from fxport.load import InputSet, forward_parameters, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
@@ -37,7 +38,7 @@ from fxport.precision import (apply_precision, check_precision, exported_at_prec
                               verify_at_precision)
 from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
 from fxport.rules import resolve as resolve_rules
-from fxport.verify import resolve_device
+from fxport.verify import generate_input_sets, resolve_device
 
 #: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
 #: running stage is doing now (``"running left-padded mask"``); the CLI draws it.
@@ -68,6 +69,7 @@ def convert(
     external_data: bool | None = None,
     atol: float | None = None,
     rtol: float | None = None,
+    strict_coverage: bool = False,
 ) -> ConversionResult:
     """Convert ``model`` to ONNX, rewriting what the stock exporter refuses, and verify it.
 
@@ -111,6 +113,10 @@ def convert(
         atol, rtol: element tolerances for float outputs, replacing the dtype's defaults
             (docs/getting-started.md); recorded in ``result.tolerances``. For a model whose
             outputs are legitimately sensitive — never to hide a real mismatch.
+        strict_coverage: refuse the model (VerificationError) when some side of a converted
+            ``if`` or some trip count of a converted loop (0, 2+) was reached by no input set,
+            generated, searched or given; by default that is a warning at your file:line
+            (see docs/control-flow.md, "What verification exercised").
 
     Returns:
         A :class:`~fxport.report.ConversionResult`.
@@ -163,21 +169,34 @@ def convert(
             ruleset.record_op_rules_fired(onnx_model, rewrites)
             axis_names = dynamic_axes_by_input(model, example, dynamic_shapes)
             name_dynamic_axes(onnx_model, axis_names)
+            record_dynamic_ranges(onnx_model, program)  # the sizes the file is valid for
         if precision != "fp32":
             with timer(precision):
                 onnx_model = apply_precision(float_model, precision, calibration_sets, stage=stage)
             node_counts[precision] = sum(1 for _ in iter_nodes(onnx_model.graph))
-        verification = []
+        verification, coverage = [], []
         if verify:
+            domains = input_domains(program, example)
+            verify_options = dict(
+                precision=precision, float_model=runnable(float_model, stage), min_cosine=min_cosine,
+                device=verify_device, dynamic_axes=axis_names, bounds=dynamic_dim_bounds(program),
+                domains=domains, notes=result_warnings, atol=atol, rtol=rtol,
+                on_input_set=(lambda name: progress("verify", f"running {name}")) if progress else None,
+            )
             with timer("verify"):
-                verification = verify_at_precision(
-                    model, runnable(onnx_model, stage), [example, *extra_sets], precision=precision,
-                    float_model=runnable(float_model, stage), min_cosine=min_cosine, device=verify_device,
-                    dynamic_axes=axis_names,
-                    bounds=dynamic_dim_bounds(program), domains=input_domains(program, example),
-                    notes=result_warnings, atol=atol, rtol=rtol,
-                    on_input_set=(lambda name: progress("verify", f"running {name}")) if progress else None,
-                )
+                verification = verify_at_precision(model, runnable(onnx_model, stage), [example, *extra_sets],
+                                                   **verify_options)
+            if control_flow:
+                with timer("coverage"):
+                    exercised = exercise_control_flow(
+                        model, rewrites, [example, *extra_sets, *generate_input_sets(
+                            example, axis_names, bounds=verify_options["bounds"], domains=domains)],
+                        example, domains, strategy=if_strategy)
+                    if exercised.found_sets:
+                        verification += verify_at_precision(model, runnable(onnx_model, stage), exercised.found_sets,
+                                                            generate=False, **verify_options)
+                    coverage = [construct.to_dict() for construct in exercised.constructs]
+                    refuse_or_warn_uncovered(exercised.warnings(), strict_coverage, verification, result_warnings)
         output_path = None
         if output is not None:
             with timer("write"):
@@ -196,7 +215,16 @@ def convert(
         precision=precision,
         node_counts=node_counts,
         tolerances={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else {},
+        coverage=coverage,
     )
+
+
+def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warnings_out: list[str]) -> None:
+    """Converted constructs no input set fully exercised: warnings, or with ``strict`` an error."""
+    if lines and strict:
+        raise VerificationError(lines[0].replace("; add input sets", " (--strict-coverage); add input sets"),
+                                report=rows, hint="or leave out --strict-coverage to accept it with a warning")
+    warnings_out.extend(lines)
 
 
 def check_tolerances(atol: float | None, rtol: float | None) -> None:

@@ -248,13 +248,117 @@ def generate_input_sets(
     if sizes:
         low, high = _size_limits(dynamic_axes, bounds or {})
         larger = {name: min(size + max(1, size // 2), high.get(name, 2**62)) for name, size in sizes.items()}
-        smaller = {name: max(2, low.get(name, 2), size // 2) for name, size in sizes.items()}
+        smaller = {name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()}
         for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
             if new_sizes != sizes:
                 desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
                 name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
                 sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
+        covered = [sizes, larger, smaller]
+        for new_sizes, why in edge_sizes(example, dynamic_axes, bounds or {}):
+            if new_sizes in covered:
+                continue
+            covered.append(new_sizes)
+            changed = ",".join(f"{n}={s}" for n, s in new_sizes.items() if s != sizes[n])
+            name = f"size[{changed}]" + (f" {why}" if why else "") + (", right-padded mask" if has_mask else "")
+            sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right"))
     return sets
+
+
+#: Inputs of a generated size set may hold at most this many elements (or 16x the example's)
+#: when a declared maximum is tried.
+MAX_GENERATED_ELEMENTS = 1 << 24
+
+
+def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None,
+               bounds: dict[int, dict[int, tuple[int, int]]]) -> list[tuple[dict[str, int], str]]:
+    """The sizes where a converted model differs from eager when it does: ``(sizes, why)``.
+
+    For each dynamic dimension, the others kept at the example's size: size 1 and size 0 where
+    the declared range allows them; the declared minimum and maximum (the maximum when the
+    inputs stay affordable); and both sides of every bound the capture introduced (the valid
+    range of a :class:`fxport.capture.DimRange` narrower than the declared one), so a model
+    exported for sizes ≥ 2 is also run at 1. With several dimensions, also all of them at 1.
+    ``why`` says what is special about the size (``"min"``, ``"outside exported 2..inf"``).
+
+    Example::
+
+        >>> from fxport.capture import DimRange, UNBOUNDED
+        >>> ex = InputSet((torch.ones(4, 3),))
+        >>> [(s, w) for s, w in edge_sizes(ex, {0: {0: "batch"}}, {0: {0: DimRange(2, UNBOUNDED)}})]
+        [({'batch': 1}, 'outside exported 2..inf'), ({'batch': 0}, 'outside exported 2..inf'), ({'batch': 2}, 'min')]
+    """
+    sizes = example_dim_sizes(example, dynamic_axes or {})
+    if not sizes:
+        return []
+    low, high = _size_limits(dynamic_axes, bounds)
+    declared_low, declared_high = _declared_limits(dynamic_axes, bounds)
+    budget = max(MAX_GENERATED_ELEMENTS, 16 * sum(t.numel() for t in example.tensors()))
+    found: list[tuple[dict[str, int], str]] = []
+
+    def add(name: str, size: int, why: str = "") -> None:
+        lo, hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
+        if size < lo or size > hi or size == sizes[name]:
+            return
+        if size < low.get(name, 0) or size > high.get(name, 2**62):
+            why = f"outside exported {_describe(low.get(name, 0), high.get(name, 2**62))}"
+        new_sizes = {**sizes, name: size}
+        if _element_count(example, dynamic_axes, new_sizes) > budget:
+            return
+        if all(s != new_sizes for s, _ in found):
+            found.append((new_sizes, why))
+
+    for name in sizes:
+        lo, hi = low.get(name, 0), high.get(name, 2**62)
+        d_lo, d_hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
+        add(name, 1)
+        add(name, 0)
+        if d_lo > 1:
+            add(name, d_lo, "min")
+        if d_hi < 2**62:
+            add(name, d_hi, "max")
+        if lo > d_lo:  # a lower bound the export introduced: both sides
+            add(name, lo - 1)
+            add(name, lo, "min")
+        if hi < d_hi:
+            add(name, hi, "max")
+            add(name, hi + 1)
+    if len(sizes) > 1:
+        ones = {name: 1 for name in sizes}
+        if all(declared_low.get(n, 0) <= 1 for n in sizes) and ones != sizes:
+            outside = [n for n in sizes if low.get(n, 0) > 1]
+            why = f"outside exported {', '.join(outside)} range" if outside else ""
+            if all(s != ones for s, _ in found):
+                found.append((ones, why))
+    return found
+
+
+def _describe(low: int, high: int) -> str:
+    return f"{low}..{'inf' if high >= 2**62 else high}"
+
+
+def _declared_limits(dynamic_axes, bounds) -> tuple[dict[str, int], dict[str, int]]:
+    """Per dimension name, the range the user declared (the valid range when none is known)."""
+    low: dict[str, int] = {}
+    high: dict[str, int] = {}
+    for index, axes in (dynamic_axes or {}).items():
+        for axis, name in axes.items():
+            bound = bounds.get(index, {}).get(axis, (0, 2**62))
+            lo, hi = getattr(bound, "declared", (0, 2**62))
+            low[name] = max(low.get(name, 0), lo)
+            high[name] = min(high.get(name, 2**62), hi)
+    return low, high
+
+
+def _element_count(example: InputSet, dynamic_axes, new_sizes: dict[str, int]) -> int:
+    total = 0
+    for index, tensor in enumerate(example.tensors()):
+        count = 1
+        for axis, size in enumerate(tensor.shape):
+            name = (dynamic_axes or {}).get(index, {}).get(axis)
+            count *= new_sizes[name] if name is not None else size
+        total += count
+    return total
 
 
 def _size_limits(dynamic_axes, bounds) -> tuple[dict[str, int], dict[str, int]]:
@@ -502,6 +606,11 @@ def verify_model(
             if id(inputs) not in generated and not optional_reference:
                 raise
             rows.append(skipped_row(prepared, runner.provider, f"skipped: eager rejects these inputs ({exc.what})"))
+        except VerificationError as exc:  # ONNX Runtime cannot run a generated size eager runs
+            if id(inputs) not in generated or exc.report:
+                raise
+            rows.append(dataclasses.replace(skipped_row(prepared, runner.provider, f"ONNX Runtime failed: {exc.what}"),
+                                            passed=False, mismatched_outputs=["ONNX Runtime failed"]))
     warning = fallback_warning(runner.placement, runner.providers[0])
     if warning and notes is not None and warning not in notes:
         notes.append(warning)
@@ -514,9 +623,23 @@ def verify_model(
             f"ONNX Runtime differs from eager PyTorch on {len(failed)} of {len(rows)} input sets "
             f"(first: {worst.name}, {', '.join(worst.mismatched_outputs) or 'outputs'}, {criterion})",
             report=rows,
-            hint=_failure_hint(acceptance),
+            hint=_narrowing_hint(worst.name, bounds) or _failure_hint(acceptance),
         )
     return rows
+
+
+def _narrowing_hint(row_name: str, bounds) -> str | None:
+    """For a failure at a size outside the range torch.export narrowed a dimension to: where and why."""
+    if "outside exported" not in row_name:
+        return None
+    for axes in (bounds or {}).values():
+        for dim in axes.values():
+            if getattr(dim, "narrowed", False) and f"{dim.name}=" in row_name:
+                return (f"{dim.name!r} is {dim.reason or 'narrowed by torch.export'} (exported for "
+                        f"{dim.describe()}, declared {dim.describe(dim.declared)}); keep control-flow "
+                        f"conversion on for size conditions in your code, or declare the range the model "
+                        f"supports (torch.export.Dim({dim.name!r}, min=..., max=...))")
+    return None
 
 
 def _failure_hint(acceptance: Acceptance) -> str:

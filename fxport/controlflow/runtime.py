@@ -53,6 +53,22 @@ def session(strategy: str, records: list):
         _SESSION.pop()
 
 
+@contextlib.contextmanager
+def records_rolled_back_on_failure():
+    """Drop the records made in the block when it raises (a capture attempt that is retried)."""
+    if not _SESSION:
+        yield
+        return
+    current = _SESSION[-1]
+    count, seen = len(current.records), set(current.seen)
+    try:
+        yield
+    except BaseException:
+        del current.records[count:]
+        current.seen = seen
+        raise
+
+
 _COVERAGE: list[list] = []
 
 
