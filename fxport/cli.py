@@ -200,8 +200,10 @@ def convert(
     precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
     calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
     min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
+    external_data: Optional[bool] = typer.Option(None, "--external-data/--no-external-data", help="weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)"),
     atol: Optional[float] = typer.Option(None, "--atol", metavar="X", help="absolute tolerance for float outputs (default: per dtype, 1e-4 for float32)"),
     rtol: Optional[float] = typer.Option(None, "--rtol", metavar="X", help="relative tolerance for float outputs (default: per dtype, 1e-3 for float32)"),
+    strict_coverage: bool = flag("fail when some side of a converted if or trip count of a converted loop was reached by no input set (default: a warning)", "--strict-coverage"),
     report: Optional[Path] = typer.Option(None, "--report", metavar="PATH", help="write the conversion report as JSON"),
     rules: List[Path] = typer.Option([], "--rules", metavar="FILE.py", help="a Python file of fxport rules (repeatable)"),
     disable: List[str] = typer.Option([], "--disable", metavar="NAME", help="leave out the rule NAME (repeatable; see `fxport rules`)"),
@@ -232,7 +234,8 @@ def convert(
             verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
             progress=mode.progress, rules=[str(path) for path in rules] or None,
             disable_rules=tuple(disable), precision=precision.value, calibration=calibrate, min_cosine=min_cosine,
-            atol=atol, rtol=rtol,
+            external_data=external_data,
+            atol=atol, rtol=rtol, strict_coverage=strict_coverage,
         )
         if report is not None:
             write_report(result.to_json(), report)

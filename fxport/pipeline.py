@@ -193,8 +193,12 @@ def convert(
                             example, axis_names, bounds=verify_options["bounds"], domains=domains)],
                         example, domains, strategy=if_strategy)
                     if exercised.found_sets:
-                        verification += verify_at_precision(model, runnable(onnx_model, stage), exercised.found_sets,
-                                                            generate=False, **verify_options)
+                        try:
+                            verification += verify_at_precision(model, runnable(onnx_model, stage),
+                                                                exercised.found_sets, generate=False, **verify_options)
+                        except VerificationError as exc:  # the table shows every row, not only the searched ones
+                            exc.report = verification + exc.report
+                            raise
                     coverage = [construct.to_dict() for construct in exercised.constructs]
                     refuse_or_warn_uncovered(exercised.warnings(), strict_coverage, verification, result_warnings)
         output_path = None

@@ -86,6 +86,8 @@ class ConversionResult:
             ``exported``, ``optimized`` (unless ``optimize=False``), then ``fp16`` (float32 islands added)
             or ``int8`` (quantised).
         tolerances: the user's ``atol`` / ``rtol`` when given (empty: each dtype's defaults).
+        coverage: per converted ``if`` / loop, the outcomes the verified input sets gave it and
+            what none reached (``{"kind", "location", "outcomes", "missing"}``).
     """
 
     model: onnx.ModelProto
@@ -99,6 +101,7 @@ class ConversionResult:
     precision: str = "fp32"
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     tolerances: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    coverage: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -122,6 +125,7 @@ class ConversionResult:
             "precision": self.precision,
             "node_counts": dict(self.node_counts),
             "tolerances": dict(self.tolerances),
+            "coverage": list(self.coverage),
         }
 
     def to_json(self) -> str:

@@ -1,0 +1,191 @@
+"""What verification exercised: the sides of converted ``if``s and the trip counts of loops.
+
+A converted ``if`` becomes an ONNX ``If`` / ``Where`` holding both sides; verification only
+proves the sides its input sets took. After the verify stage fxport runs the model's converted
+code eagerly on the same input sets and records, per converted construct, the outcomes it saw
+(``True`` / ``False`` for an ``if``, trip counts for a loop). For a construct missing an
+outcome it searches a bounded set of variations of the example (negated, scaled, shifted,
+zeroed values of the float inputs outside any special domain) for inputs that reach it; each
+set found is verified like any other and named by what it reaches. What is still unreached
+is a one-line warning at the user's file:line (an error with ``strict_coverage``).
+
+Example::
+
+    >>> report = exercise_control_flow(model, records, sets, example, domains={})   # doctest: +SKIP
+    >>> [c.describe() for c in report.constructs]                                   # doctest: +SKIP
+    ['if at net.py:12: took True and False']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from fxport.domain import InputDomain
+from fxport.errors import ConversionError, SourceLocation
+from fxport.load import InputSet, run_eager
+from fxport.report import AppliedRewrite
+
+#: Variations of a float input tried to reach an untaken side: name → transform.
+_VARIATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "negated values": lambda t: -t,
+    "values ×10": lambda t: t * 10,
+    "values ×0.1": lambda t: t * 0.1,
+    "values shifted up": lambda t: t + 3 * _spread(t),
+    "values shifted down": lambda t: t - 3 * _spread(t),
+    "zeros": torch.zeros_like,
+    "absolute values": torch.abs,
+    "negative absolute values": lambda t: -t.abs(),
+    "values ×100": lambda t: t * 100,
+    "values shifted far down": lambda t: t - 30 * _spread(t),
+}
+
+_IF_KINDS = ("if", "ifexp")
+_LOOP_KINDS = ("for", "while")
+
+
+@dataclasses.dataclass
+class ConstructCoverage:
+    """One converted construct and the outcomes the verified input sets gave it."""
+
+    kind: str
+    location: SourceLocation
+    outcomes: set = dataclasses.field(default_factory=set)
+
+    @property
+    def is_loop(self) -> bool:
+        return self.kind in _LOOP_KINDS
+
+    def missing(self) -> list[str]:
+        """What no input set reached: ``["False side"]``, ``["0 iterations", "2+ iterations"]``."""
+        if not self.is_loop:
+            return [f"{side} side" for side in (True, False) if side not in self.outcomes]
+        wanted = []
+        if 0 not in self.outcomes:
+            wanted.append("0 iterations")
+        if not any(trips >= 2 for trips in self.outcomes):
+            wanted.append("2+ iterations")
+        return wanted
+
+    def reached_by(self, outcomes: set) -> bool:
+        """True when ``outcomes`` holds something this construct still misses."""
+        if not self.is_loop:
+            return bool(outcomes - self.outcomes)
+        return (0 in outcomes and 0 not in self.outcomes) or (
+            any(t >= 2 for t in outcomes) and not any(t >= 2 for t in self.outcomes))
+
+    def describe(self) -> str:
+        seen = sorted(self.outcomes, key=str)
+        what = ("took " + " and ".join(map(str, seen)) if not self.is_loop
+                else "ran " + ", ".join(map(str, seen)) + " times") if seen else "never ran"
+        return f"{self.kind} at {self.location}: {what}"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "location": str(self.location), "outcomes": sorted(self.outcomes, key=str),
+                "missing": self.missing()}
+
+
+@dataclasses.dataclass
+class ExerciseReport:
+    """The converted constructs, the searched input sets that reached more of them, and warnings."""
+
+    constructs: list[ConstructCoverage]
+    found_sets: list[InputSet] = dataclasses.field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        """One line per construct with an outcome no input set reached."""
+        return [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
+                "input set: that part of the ONNX model is unverified; add input sets that reach it "
+                "with --inputs-fn (or verify_inputs=)" for c in self.constructs if c.missing()]
+
+
+def exercise_control_flow(
+    model: torch.nn.Module,
+    records: list[AppliedRewrite],
+    input_sets: list[InputSet],
+    example: InputSet,
+    domains: dict[int, InputDomain],
+    strategy: str = "auto",
+    budget: int = len(_VARIATIONS),
+) -> ExerciseReport:
+    """Outcomes of every converted construct on ``input_sets``, then a search for the missing ones.
+
+    ``records`` are the control-flow rewrites of the conversion (which constructs were
+    converted); ``budget`` bounds the number of variations tried.
+    """
+    constructs = _converted_constructs(records)
+    if not constructs:
+        return ExerciseReport([])
+    for input_set in input_sets:
+        _merge(constructs, observe(model, input_set, strategy))
+    report = ExerciseReport(list(constructs.values()))
+    for name, transform in list(_VARIATIONS.items())[:budget]:
+        if not any(c.missing() for c in report.constructs):
+            break
+        candidate = _vary(example, transform, domains, f"search: {name}")
+        if candidate is None:
+            continue
+        try:
+            outcomes = observe(model, candidate, strategy)
+        except ConversionError:  # eager rejects these values (out of the model's domain)
+            continue
+        reached = [c for key, c in constructs.items() if c.reached_by(outcomes.get(key, set()))]
+        if reached:
+            candidate.name += " (reaches " + ", ".join(f"{c.kind} at {c.location}" for c in reached) + ")"
+            report.found_sets.append(candidate)
+            _merge(constructs, outcomes)
+    return report
+
+
+def observe(model: torch.nn.Module, input_set: InputSet, strategy: str = "auto") -> dict[tuple, set]:
+    """(kind, file, line) → outcomes of the converted code run eagerly on ``input_set``."""
+    from fxport.controlflow import convert_control_flow, runtime
+
+    outcomes: dict[tuple, set] = {}
+    with convert_control_flow(model, strategy=strategy), runtime.coverage() as notes:
+        run_eager(model, input_set)
+    for kind, location, outcome in notes:
+        outcomes.setdefault((kind, location.filename, location.lineno), set()).add(outcome)
+    return outcomes
+
+
+def _converted_constructs(records: list[AppliedRewrite]) -> dict[tuple, ConstructCoverage]:
+    constructs: dict[tuple, ConstructCoverage] = {}
+    for record in records:
+        kind = record.rule.split("-", 1)[0]
+        if record.tier != "control-flow" or record.location is None or kind not in _IF_KINDS + _LOOP_KINDS:
+            continue
+        key = (kind, record.location.filename, record.location.lineno)
+        constructs.setdefault(key, ConstructCoverage(kind, record.location))
+    return constructs
+
+
+def _merge(constructs: dict[tuple, ConstructCoverage], outcomes: dict[tuple, set]) -> None:
+    for key, seen in outcomes.items():
+        if key in constructs:
+            constructs[key].outcomes |= seen
+
+
+def _vary(example: InputSet, transform, domains: dict[int, InputDomain], name: str) -> InputSet | None:
+    """The example with ``transform`` applied to its free float tensors; None when there are none."""
+    flat, spec = torch.utils._pytree.tree_flatten((example.args, example.kwargs))
+    changed, index, new_flat = False, 0, []
+    for value in flat:
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() and domains.get(index, InputDomain()) == InputDomain():
+                value, changed = transform(value.detach().clone()), True
+            index += 1
+        new_flat.append(value)
+    if not changed:
+        return None
+    args, kwargs = torch.utils._pytree.tree_unflatten(new_flat, spec)
+    return InputSet(args, kwargs, name)
+
+
+def _spread(tensor: torch.Tensor) -> Any:
+    """A scale for shifting ``tensor``'s values: its standard deviation, or its magnitude, or 1."""
+    if tensor.numel() > 1 and float(tensor.std()) > 0:
+        return float(tensor.std())
+    return max(float(tensor.abs().max()) if tensor.numel() else 1.0, 1.0)

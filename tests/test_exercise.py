@@ -1,0 +1,80 @@
+"""Verification knows what it exercised: both sides of converted ifs, loops run 0 and 2+ times.
+
+Differential: every input set the search finds is verified eager vs ONNX Runtime like the
+generated ones, and the ONNX file is checked here again on inputs that take each side.
+"""
+
+import json
+import os
+
+import pytest
+import torch
+
+import fxport
+from tests.conftest import MODELS, line_of, op_counts, run_cli, run_onnx
+from tests.models.coverage_cases import CountedLoop, OneSided, Unreachable, WritesInUntakenBranch
+
+CASES = os.path.join(MODELS, "coverage_cases.py")
+
+
+def test_search_reaches_the_side_the_example_never_takes():
+    result = fxport.convert(OneSided(), OneSided.example_args)
+    (construct,) = result.coverage
+    assert construct["outcomes"] == [False, True] and construct["missing"] == []
+    searched = [row for row in result.verification if row.name.startswith("search: ")]
+    assert searched and all(row.passed for row in searched)
+    assert "reaches if at" in searched[0].name
+    assert op_counts(result.model).get("If", 0) + op_counts(result.model).get("Where", 0) >= 1
+    for x in (torch.rand(4, 3) + 1, torch.rand(4, 3) - 2):
+        torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), OneSided()(x))
+
+
+def test_an_in_place_write_in_the_untaken_branch_is_never_written_silently(tmp_path):
+    """Refused, or written and right on the side the example never took: never a wrong file."""
+    out = tmp_path / "m.onnx"
+    try:
+        result = fxport.convert(WritesInUntakenBranch(), WritesInUntakenBranch.example_args, output=out)
+    except fxport.VerificationError as exc:
+        assert not out.exists() and "search: " in exc.message
+        return
+    x = torch.rand(4, 3) + 1
+    torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), x * 3)
+
+
+def test_loops_report_their_trip_counts():
+    result = fxport.convert(CountedLoop(), CountedLoop.example_args)
+    (construct,) = result.coverage
+    assert construct["kind"] == "while" and construct["missing"] == []
+    assert 0 in construct["outcomes"] and max(construct["outcomes"]) >= 2
+    assert op_counts(result.model).get("Loop", 0) == 1
+    for n, want in ((-1.0, 0.0), (0.5, 1.5), (2.0, 3.0), (7.0, 7.5)):
+        assert float(run_onnx(result.model, torch.tensor(n))[0]) == want
+
+
+def test_an_unreached_side_is_a_warning_at_the_users_line():
+    result = fxport.convert(Unreachable(), Unreachable.example_args)
+    where = line_of(os.path.join(MODELS, "coverage_cases.py"), "if x.abs().sum() >= 0")
+    (warning,) = [w for w in result.warnings if "never reached" in w]
+    assert where.split(":")[1] in warning and "False side" in warning and "\n" not in warning
+    assert result.coverage[0]["missing"] == ["False side"]
+
+
+def test_strict_coverage_turns_the_warning_into_an_error_through_the_cli(tmp_path):
+    out = tmp_path / "m.onnx"
+    done = run_cli("convert", f"{CASES}:Unreachable", "--strict-coverage", "-o", str(out), "--json")
+    assert done.returncode == 1 and not out.exists()
+    data = json.loads(done.stdout)
+    assert data["error"] == "VerificationError" and "--strict-coverage" in data["message"]
+    assert "coverage_cases.py:" in data["message"]
+    relaxed = run_cli("convert", f"{CASES}:Unreachable", "--json")
+    assert relaxed.returncode == 0
+    assert any("never reached its False side" in w for w in json.loads(relaxed.stdout)["warnings"])
+
+
+def test_models_without_converted_control_flow_pay_nothing():
+    class Plain(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    result = fxport.convert(Plain(), (torch.randn(2, 3),))
+    assert result.coverage == [] and "coverage" not in result.timings or result.timings["coverage"] < 0.05
