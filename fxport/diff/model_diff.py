@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import os
+import tempfile
 import warnings
 from typing import Any
 
@@ -41,6 +41,7 @@ from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, i
 from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_untranslated_ops
 from fxport.diff.source_diff import definition_at, function_first_line, source_diff_for
 from fxport.errors import ConversionError, UsageError
+from fxport.external import Staging
 from fxport.load import InputSet
 from fxport.lower import lower
 from fxport.quiet import quiet_torch
@@ -143,8 +144,16 @@ def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = 
     from fxport.pipeline import convert, eval_mode
 
     example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
-    result = convert(model, example.args, kwargs=example.kwargs, dynamic_shapes=dynamic_shapes,
-                     keep_artifacts=True, **convert_options)
+    with tempfile.TemporaryDirectory(prefix="fxport-diff-") as folder:
+        # a model over 2 GB keeps its weights in a file the diff never reads, not in memory
+        own_output = convert_options.get("output") is None
+        if own_output:
+            convert_options["output"] = os.path.join(folder, "model.onnx")
+        result = convert(model, example.args, kwargs=example.kwargs, dynamic_shapes=dynamic_shapes,
+                         keep_artifacts=True, **convert_options)
+        if own_output:
+            result.output_path = None
+            del convert_options["output"]
     progress = convert_options.get("progress") or (lambda stage, state: None)
     progress("stock export", "start")
     with eval_mode(model, []):
@@ -290,10 +299,13 @@ def stock_baseline(model: torch.nn.Module, example: InputSet, dynamic_shapes: An
     except ConversionError as exc:
         baseline.capture_error = exc.message
     if baseline.program is not None:
+        stage = Staging()  # a model over 2 GB: its weights go to a file the diff never reads
         try:
-            baseline.onnx_model = lower(baseline.program, opset=opset)
+            baseline.onnx_model = lower(baseline.program, opset=opset, stage=stage)
         except ConversionError as exc:
             baseline.onnx_error = exc.message
+        finally:
+            stage.cleanup()
         return baseline
     try:
         baseline.trace_graph = legacy_trace_graph(model, example)
@@ -316,16 +328,19 @@ def legacy_trace_graph(model: torch.nn.Module, example: InputSet) -> Any:
 
 def legacy_onnx_export(model: torch.nn.Module, example: InputSet, dynamic_shapes: Any,
                        opset: int | None) -> onnx.ModelProto:
-    """What ``torch.onnx.export(..., dynamo=False)`` (the TorchScript exporter) writes."""
+    """What ``torch.onnx.export(..., dynamo=False)`` (the TorchScript exporter) writes.
+
+    Written to a file (a model over 2 GB gets external data) and read back without its weights.
+    """
     names = bound_parameter_names(model, example)
     axes = dynamic_axes_by_input(model, example, dynamic_shapes)
     dynamic_axes = {names[index]: dims for index, dims in axes.items() if index < len(names)}
-    buffer = io.BytesIO()
-    with _quiet():
-        torch.onnx.export(model, example.args, buffer, kwargs=example.kwargs or None, dynamo=False,
+    with _quiet(), tempfile.TemporaryDirectory(prefix="fxport-legacy-") as folder:
+        path = os.path.join(folder, "model.onnx")
+        torch.onnx.export(model, example.args, path, kwargs=example.kwargs or None, dynamo=False,
                           input_names=names, dynamic_axes=dynamic_axes or None,
                           opset_version=opset or 18)
-    return onnx.load_from_string(buffer.getvalue())
+        return onnx.load(path, load_external_data=False)
 
 
 @contextlib.contextmanager
