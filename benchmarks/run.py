@@ -22,9 +22,11 @@ import time
 import warnings
 
 from benchmarks import attention_latency, controlflow_latency, convert_time, cuda_latency, ort_latency, scaling
+from benchmarks import startup
 from benchmarks.common import machine_info, print_section
 
 SECTIONS = {
+    "startup": startup.run,
     "convert_time": convert_time.run,
     "ort_latency": ort_latency.run,
     "attention_latency": attention_latency.run,
