@@ -198,6 +198,11 @@ class Staging:
         data_target = os.path.join(self.target_dir, self.data_name)
         backup = os.path.join(directory, "previous.data")
         had_data = os.path.lexists(data_target)
+        from fxport.pipeline import output_mode  # an overwritten file keeps its mode, a new one gets the umask's
+
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.join(directory, self.data_name), output_mode(data_target))
+            os.chmod(staged_model, output_mode(self.output))
         kept = False
         if had_data:
             with contextlib.suppress(OSError):  # a hard link keeps the old data for a rollback, free

@@ -144,6 +144,14 @@ def test_overwrite_replaces_both_files(tmp_path, old_pair):
     assert_file_matches(new, tmp_path / "net.onnx", THEN, ELSE, example()[0])
 
 
+def test_overwrite_keeps_the_modes_of_the_old_pair(tmp_path, old_pair):
+    os.chmod(tmp_path / "net.onnx", 0o640)
+    os.chmod(tmp_path / "net.onnx.data", 0o604)
+    fxport.convert(Table(seed=2).eval(), example(), output=tmp_path / "net.onnx", external_data=True, verify=False)
+    assert os.stat(tmp_path / "net.onnx").st_mode & 0o777 == 0o640
+    assert os.stat(tmp_path / "net.onnx.data").st_mode & 0o777 == 0o604
+
+
 def test_a_session_on_the_old_pair_keeps_working_after_an_overwrite(tmp_path, old_pair):
     old, _ = old_pair
     session = ort.InferenceSession(os.fspath(tmp_path / "net.onnx"), providers=["CPUExecutionProvider"])
