@@ -1,0 +1,180 @@
+"""Dynamic dimensions are never silently specialised (issue 14).
+
+Every pattern is checked at sizes 0 (where eager runs), 1, 2 and N: by fxport's own
+verification (its generated ``size[...]`` sets) and independently here with ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+from typer.testing import CliRunner
+
+import fxport
+from fxport.cli import app
+from tests.models import dynamic_sizes as models
+
+MODELS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "dynamic_sizes.py")
+ANSI = re.compile(r"\x1b\[")
+
+
+def run_onnx(model, inputs):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
+    return session.run(None, feed)
+
+
+def assert_equals_eager_at(module, onnx_model, make_inputs, sizes):
+    """ONNX Runtime equals eager at every size where eager runs; returns the sizes compared."""
+    compared = []
+    for size in sizes:
+        inputs = make_inputs(size)
+        try:
+            with torch.no_grad():
+                expected = module(*inputs)
+        except RuntimeError:
+            continue
+        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+        actual = run_onnx(onnx_model, inputs)
+        for e, a in zip(expected, actual):
+            assert e.shape == a.shape, (size, e.shape, a.shape)
+            np.testing.assert_allclose(a, e.numpy(), rtol=1e-4, atol=1e-5, err_msg=f"size {size}")
+        compared.append(size)
+    return compared
+
+
+# name, module factory, inputs at size n, dynamic shapes, the rewrite expected
+CASES = {
+    "if x.shape[0] > 1 (where)": (models.Center, lambda n: (torch.randn(n, 3),), {"x": {0: "batch"}}, "if-to-where"),
+    "if x.size(1) == 1 (where)": (models.SingleColumn, lambda n: (torch.randn(2, n),), {"x": {1: "cols"}}, "if-to-where"),
+    "if x.shape[0] > 1 (cond)": (models.MixBatch, lambda n: (torch.randn(n, 4),), {"x": {0: "batch"}}, "if-to-cond"),
+    "while n > 1 on a size": (models.Halving, lambda n: (torch.randn(n, 2),), {"x": {0: "batch"}}, "while-to-while_loop"),
+    "for row in x": (models.RowSum, lambda n: (torch.randn(n, 3),), {"x": {0: "rows"}}, "for-to-while_loop"),
+    "functorch map": (models.MapRows, lambda n: (torch.randn(n, 3), torch.tensor(1.5)), {"x": {0: "rows"}}, None),
+}
+
+
+@pytest.mark.parametrize("example_size", [1, 4])
+@pytest.mark.parametrize("case", list(CASES))
+def test_size_dependent_model_equals_eager_at_sizes_0_1_2_and_n(case, example_size):
+    factory, make_inputs, dynamic, rule = CASES[case]
+    module = factory().eval()
+    result = fxport.convert(module, make_inputs(example_size), dynamic_shapes=dynamic)
+    assert result.verified
+    if rule is not None:
+        assert rule in {r.rule for r in result.rewrites}, [r.rule for r in result.rewrites]
+    name = next(iter(next(iter(dynamic.values())).values()))
+    verified_sizes = {row.input_shapes[0][list(next(iter(dynamic.values())))[0]]
+                      for row in result.verification if not row.note}
+    assert {1, 2} <= verified_sizes, (name, [row.name for row in result.verification])
+    assert not any("outside exported" in row.name for row in result.verification), "the range was narrowed"
+    compared = assert_equals_eager_at(module, result.model, make_inputs, [0, 1, 2, 3, 7])
+    assert {1, 2, 3, 7} <= set(compared)
+    ranges = json.loads(dict((p.key, p.value) for p in result.model.metadata_props)["fxport.dynamic_ranges"])
+    assert ranges[name]["valid"] == [0, None] or ranges[name]["valid"][0] <= 1
+
+
+def test_map_lowers_to_one_scan():
+    module = models.MapRows().eval()
+    result = fxport.convert(module, (torch.randn(4, 3), torch.tensor(2.0)), dynamic_shapes={"x": {0: "rows"}})
+    assert result.op_counts().get("Scan") == 1 and "Loop" not in result.op_counts()
+    zero = next(row for row in result.verification if row.name.startswith("size[rows=0]"))
+    assert zero.note.startswith("skipped: eager rejects"), zero  # map refuses an empty leading dimension
+
+
+def test_unconverted_size_branch_is_an_error_at_size_one_naming_the_line(tmp_path):
+    """The headline bug without control-flow conversion: never a silently wrong file."""
+    out = tmp_path / "center.onnx"
+    with pytest.raises(fxport.VerificationError) as info:
+        fxport.convert(models.Center().eval(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: "batch"}},
+                       control_flow=False, output=str(out))
+    message = str(info.value)
+    assert "size[batch=1] outside exported 2..inf" in message and "dynamic_sizes.py:12" in message, message
+    assert "\n" not in message and not out.exists()
+    failed = [row.name for row in info.value.report if not row.passed]
+    assert failed == ["size[batch=1] outside exported 2..inf"], failed
+
+
+def test_narrowed_range_is_a_one_line_warning_with_the_line_and_is_in_the_metadata():
+    result = fxport.convert(models.SameEitherWay().eval(), (torch.randn(4, 3),),
+                            dynamic_shapes={"x": {0: "batch"}}, control_flow=False)
+    assert result.verified
+    (warning,) = [w for w in result.warnings if "'batch'" in w]
+    assert "dynamic_sizes.py:81" in warning and "2..inf" in warning and "\n" not in warning, warning
+    ranges = json.loads(dict((p.key, p.value) for p in result.model.metadata_props)["fxport.dynamic_ranges"])
+    assert ranges["batch"]["valid"] == [2, None] and ranges["batch"]["declared"] == [0, None]
+    assert ranges["batch"]["narrowed"].startswith("narrowed by the model at")
+    outside = [row for row in result.verification if "outside exported" in row.name]
+    assert outside and all(row.passed for row in outside)
+
+
+def test_batch_one_example_keeps_the_dimension_symbolic():
+    module = models.Conv().eval()
+    result = fxport.convert(module, (torch.randn(1, 3, 8, 8),), dynamic_shapes={"x": {0: "batch"}})
+    assert result.verified and not [w for w in result.warnings if "dynamic dimension" in w], result.warnings
+    names = [row.name for row in result.verification]
+    assert "larger[batch=2]" in names and "size[batch=0]" in names, names
+    assert result.model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert set(assert_equals_eager_at(module, result.model, lambda n: (torch.randn(n, 3, 8, 8),), [0, 1, 2, 5])) == {0, 1, 2, 5}
+
+
+def test_sequence_one_example_of_a_model_torch_export_specialises_is_captured_from_a_copy():
+    """nn.MultiheadAttention fails the size-oblivious capture; the classic capture from a
+    sequence-2 copy works, the range says so, and the user's own sequence 1 is verified."""
+    module = models.SelfAttention().eval()
+    result = fxport.convert(module, (torch.randn(2, 1, 8),), dynamic_shapes={"x": {1: "seq"}})
+    assert result.verified
+    (warning,) = [w for w in result.warnings if "'seq'" in w]
+    assert "0/1 specialisation" in warning and "2..inf" in warning, warning
+    assert result.verification[0].name == "example" and result.verification[0].input_shapes == [[2, 1, 8]]
+    compared = assert_equals_eager_at(module, result.model, lambda n: (torch.randn(2, n, 8),), [1, 2, 5])
+    assert compared == [1, 2, 5]
+
+
+def test_declared_range_is_respected_and_its_ends_verified():
+    result = fxport.convert(models.Center().eval(), (torch.randn(4, 3),),
+                            dynamic_shapes={"x": {0: Dim("batch", min=2, max=9)}})
+    sizes = sorted(row.input_shapes[0][0] for row in result.verification)
+    assert result.verified and sizes[0] == 2 and sizes[-1] == 9, sizes
+    assert "size[batch=9] max" in [row.name for row in result.verification]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-i", "x=4x3", "--dynamic", "x:5=batch"], "dynamic axis 5 of 'x' does not exist"),
+    (["-i", "x=4x3", "--dynamic", "x:-3=batch"], "dynamic axis -3 of 'x' does not exist"),
+    (["-i", "x=4x3", "--dynamic", "x:0="], "bad axis"),
+    (["-i", "x=4x3", "--dynamic", "x:a=batch"], "bad axis"),
+    (["-i", "x=4x3", "--dynamic", "x"], "is not NAME:AXIS=DIMNAME"),
+    (["-i", "x=4x3", "--dynamic", "y:0=batch"], "forward does not take"),
+    (["-i", "x=4xa"], "bad shape"),
+    (["-i", "x=-4x3"], "bad shape"),
+    (["-i", "x4x3"], "is not NAME=SHAPE"),
+])
+def test_malformed_or_out_of_range_specs_are_one_line_usage_errors(args, fragment):
+    result = CliRunner().invoke(app, ["convert", f"{MODELS_FILE}:Center", *args])
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and not ANSI.search(result.stderr) and " at 0x" not in result.stderr
+
+
+def test_cli_headline_converts_correctly_and_verifies_batch_one(tmp_path):
+    out = tmp_path / "center.onnx"
+    result = CliRunner().invoke(app, ["convert", f"{MODELS_FILE}:Center", "-i", "x=4x3",
+                                      "--dynamic", "x:0=batch", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert {"size[batch=1]", "size[batch=0]"} <= {row["name"] for row in data["verification"]}
+    assert [r["rule"] for r in data["rewrites"]] == ["if-to-where"]
+    import onnx
+
+    model = onnx.load(str(out))
+    x = torch.randn(1, 3)
+    np.testing.assert_allclose(run_onnx(model, (x,))[0], (x * 2).numpy(), rtol=1e-6)
