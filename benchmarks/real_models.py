@@ -641,7 +641,9 @@ def run_architecture(name: str) -> dict:
         try:
             result, seconds = convert_fxport(built, ours_path)
         except Exception as exc:  # noqa: BLE001
-            ours.update(verdict="refused", message=first_line(exc), stage=getattr(exc, "stage", ""))
+            # fxport's own errors are refusals; anything else escaping convert is a crash of fxport.
+            ours.update(verdict="refused" if _is_fxport_error(exc) else "internal error", message=first_line(exc),
+                        stage=getattr(exc, "stage", ""))
             if getattr(exc, "stage", "") == "verify":
                 # Would the file have been right? Convert again without verification and check it.
                 try:
@@ -804,8 +806,8 @@ def markdown(records: list[dict], elapsed: float, workers: int, load: tuple[floa
         "reference. When a file differs only at padded positions the verdict says so.",
         "- fxport verdicts: *converted + verified* (and equal to eager on the check sets), *refused* with its "
         "one-line message (for a refusal at verification the file is produced again without verification and "
-        "checked, to tell a justified refusal from a false one), or *wrong file* (verified, yet differs here). "
-        "Stock verdicts: *converted, correct*, *refused* (first line of its error), *wrong file*.",
+        "checked, to tell a justified refusal from a false one), *wrong file* (verified, yet differs here), or "
+        "*internal error* (what escaped was not one of fxport's own one-line errors). Stock verdicts: *converted, correct*, *refused* (first line of its error), *wrong file*.",
         "- Max abs error is over all check sets and outputs. Convert time is wall time in the same subprocess "
         "after a warm-up export: fxport without its verification stage ÷ stock (fxport's verification time is "
         "in the JSON record, not the ratio). Each architecture runs in its own subprocess with a timeout.",
