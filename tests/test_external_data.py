@@ -235,6 +235,17 @@ def test_verification_reads_the_staged_file_not_a_serialised_copy(tmp_path, monk
     assert all(os.path.dirname(m) != os.fspath(tmp_path) for m in seen)  # staged, then committed
 
 
+def test_cli_external_data_flag(tmp_path):
+    from tests.conftest import run_cli
+
+    out = tmp_path / "srcnn.onnx"
+    done = run_cli("convert", "examples/srcnn.py:SuperResolutionNet", "-o", str(out), "--external-data", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert listing(tmp_path) == ["srcnn.onnx", "srcnn.onnx.data"]
+    assert external_locations(onnx.load(out, load_external_data=False)) == {"srcnn.onnx.data"}
+    onnx.checker.check_model(os.fspath(out))
+
+
 # --- precision and diff ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("precision", ["fp16", "int8"])
