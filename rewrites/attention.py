@@ -76,10 +76,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     # biases keep Softmax free of NaN (exp(lowest - rowmax) is exactly 0, as exp(-inf) is).
     lowest = _constant(compute.min, compute)
     valid_rows = None
+    zero = _constant(0.0, compute)
     if is_causal:  # row i sees keys 0..i: never an empty row
-        scores = op.Add(scores, op.Where(_causal_mask(query, key, r), _constant(0.0, compute), lowest))
+        scores = op.Add(scores, op.Where(_causal_mask(query, key, r), zero, lowest))
     elif attn_mask is not None and attn_mask.dtype == ir.DataType.BOOL:
-        scores = op.Add(scores, op.Where(attn_mask, _constant(0.0, compute), lowest))
+        scores = op.Add(scores, op.Where(attn_mask, zero, lowest))
         seen = op.ReduceMax(op.Cast(attn_mask, to=ir.DataType.UINT8), ints(-1), keepdims=1)
         valid_rows = op.Cast(seen, to=compute)
     elif attn_mask is not None:

@@ -30,7 +30,8 @@ class SDPA(torch.nn.Module):
         self.options = options
 
     def forward(self, query, key, value, attn_mask=None):
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, **self.options)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
+                                              **self.options)
 
 
 def make_mask(kind: str, shape, dtype, seed: int = 0):
