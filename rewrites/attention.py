@@ -26,12 +26,12 @@ Other eager behaviours kept:
 - a float mask of the dtype's minimum is *not* a fully masked row: eager adds it, so a float32
   row of ``finfo.min`` is the mean of v (in eager too), and a float16 row is nearly unmasked
   attention, because eager's CPU kernel computes the scores in float32 — as does this rule for
-  float16/bfloat16 inputs (q, k, v upcast, output cast back), so that holds on every execution
-  provider, not only where ONNX Runtime happens to insert the casts itself;
+  float16/bfloat16 inputs (q, k, v upcast, output cast back), so that does not depend on ONNX
+  Runtime's CPU provider inserting the casts itself (other providers: untested here);
 - ``is_causal``: top-left aligned ``tril`` (row i sees keys 0..i), as eager; no row is empty;
 - ``enable_gqa`` with fewer key/value heads than query heads: each key/value head serves
   ``Hq / Hkv`` consecutive query heads (``repeat_interleave``);
-- ``scale`` given or ``1/√E``; any rank ≥ 3 (the stock translation refuses rank 3).
+- ``scale`` given or ``1/√E``; ranks 3 and 4 (the stock translation refuses rank 3).
 
 ``dropout_p`` is ignored, as by the stock translation (ONNX inference; transformers passes 0.0
 in eval mode). NaN inside a float mask is not specified.
