@@ -44,11 +44,11 @@ Limits: ``offs`` must be non-decreasing (a cumulative sum, as transformers build
 be static. ``aten::_grouped_mm`` with offsets is translated for the 2-D × 3-D (MoE) layout
 only; without offsets it is a batched ``MatMul`` (+ bias, + cast), as the stock translation.
 
-The ``transformers::grouped_mm_fallback`` rule exists only when transformers is imported in the
-process when fxport first loads its built-in rules (the op is defined by importing
-``transformers.integrations.moe``; importing it unconditionally would add ~1.5 s to every
-fxport run). Converting a transformers model always satisfies that: the model is built, so
-transformers is imported, before fxport resolves its rules.
+The ``transformers::grouped_mm_fallback`` rule exists once transformers is imported in the
+process (the op is defined by importing ``transformers.integrations.moe``; importing it
+unconditionally would add ~1.5 s to every fxport run). fxport collects its built-in rules
+again when transformers appears after they were first loaded
+(``fxport.rules.registry.OPTIONAL_OP_LIBRARIES``), so the order of imports does not matter.
 """
 
 from __future__ import annotations

@@ -198,22 +198,30 @@ def load_rule_file(path: str | os.PathLike) -> types.ModuleType:
     return module
 
 
-_builtin_cache: list[Rule] | None = None
+#: Libraries whose custom ops built-in rules translate once the library is imported (their ops
+#: do not exist before): the built-ins are collected again when one of them appears, so a
+#: process that used fxport before importing transformers still gets the MoE rule.
+OPTIONAL_OP_LIBRARIES = ("transformers",)
+
+_builtin_cache: dict[frozenset, list[Rule]] = {}
 
 
 def builtin_rules() -> list[Rule]:
-    """The rules in the ``rewrites`` package, loaded once."""
-    global _builtin_cache
-    if _builtin_cache is None:
+    """The rules in the ``rewrites`` package, loaded once per set of loaded optional libraries."""
+    loaded = frozenset(name for name in OPTIONAL_OP_LIBRARIES if name in sys.modules)
+    if loaded not in _builtin_cache:
         import rewrites
 
+        refresh = bool(_builtin_cache)  # modules imported before the library appeared run again
         found: list[Rule] = []
         for info in sorted(pkgutil.iter_modules(rewrites.__path__), key=lambda m: m.name):
             if info.name.startswith("_") or info.ispkg:
                 continue
-            found += rules_in_module(importlib.import_module(f"rewrites.{info.name}"))
-        _builtin_cache = found
-    return list(_builtin_cache)
+            module = importlib.import_module(f"rewrites.{info.name}")
+            found += rules_in_module(importlib.reload(module) if refresh else module)
+        _builtin_cache.clear()
+        _builtin_cache[loaded] = found
+    return list(_builtin_cache[loaded])
 
 
 def entry_point_rules() -> list[Rule]:

@@ -214,3 +214,19 @@ def test_fxport_ops_no_longer_lists_the_experts_op(tmp_path):
     without = CliRunner().invoke(app, [*args, "--disable", FALLBACK])
     assert without.exit_code == 1
     assert FALLBACK in without.stdout and os.path.basename(path) in without.stdout
+
+
+def test_rule_appears_when_transformers_is_imported_after_fxport_loaded_its_rules():
+    """A process that used fxport before importing transformers still gets the MoE rule."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("import sys\nfrom fxport.rules.registry import builtin_rules\n"
+            "assert 'transformers' not in sys.modules\n"
+            "before = {r.name for r in builtin_rules()}\nimport transformers\n"
+            "after = {r.name for r in builtin_rules()}\nprint(sorted(after - before))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['transformers::grouped_mm_fallback']"
