@@ -58,6 +58,12 @@ class IfStrategy(str, enum.Enum):
     cond = "cond"
 
 
+class Optimize(str, enum.Enum):
+    none = "none"
+    generic = "generic"
+    ort = "ort"
+
+
 class Precision(str, enum.Enum):
     fp32 = "fp32"
     fp16 = "fp16"
@@ -170,6 +176,16 @@ def run_guarded(mode: OutputMode, action, on_error=None):
         raise typer.Exit(1)
 
 
+def optimize_choice(optimize: "Optimize | None", no_optimize: bool) -> str:
+    """``--optimize`` with ``--no-optimize`` as its alias for ``none`` (conflicting: a usage error)."""
+    if no_optimize and optimize not in (None, Optimize.none):
+        raise UsageError(f"--no-optimize conflicts with --optimize {optimize.value}",
+                         hint="keep one of them (--no-optimize is --optimize none)")
+    if no_optimize:
+        return "none"
+    return optimize.value if optimize is not None else "generic"
+
+
 def _print_version(value: bool) -> None:
     if value:
         print(f"fxport {__version__}")
@@ -194,7 +210,8 @@ def convert(
     opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
     no_verify: bool = flag("skip verification against eager PyTorch", "--no-verify"),
-    no_optimize: bool = flag("skip ONNX graph optimisation", "--no-optimize"),
+    optimize: Optional[Optimize] = typer.Option(None, "--optimize", help="none, generic (default: constant folding, CSE) or ort (ONNX Runtime fusions: ORT-only ops; docs/optimize.md)"),
+    no_optimize: bool = flag("skip ONNX graph optimisation (same as --optimize none)", "--no-optimize"),
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto (per statement)"),
     no_control_flow: bool = flag("do not convert data-dependent control flow (shows the stock capture failure)", "--no-control-flow"),
     precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
@@ -230,7 +247,7 @@ def convert(
         result = convert_model(
             loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
             output=output, opset=opset, verify=not no_verify, device=device.value,
-            optimize=not no_optimize, if_strategy=if_strategy.value, control_flow=not no_control_flow,
+            optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
             verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
             progress=mode.progress, rules=[str(path) for path in rules] or None,
             disable_rules=tuple(disable), precision=precision.value, calibration=calibrate, min_cosine=min_cosine,
@@ -390,6 +407,9 @@ def print_summary(result) -> None:
     if result.node_counts:
         stages = " → ".join(f"{count} {stage}" for stage, count in result.node_counts.items())
         stdout.print(f"Nodes ({result.precision}): {stages}", highlight=False)
+    if getattr(result, "optimize", None) == "ort":
+        fired = ", ".join(f"{name}×{count}" for name, count in result.fusions.items()) or "none fired"
+        stdout.print(f"ONNX Runtime fusions: {escape(fired)}", highlight=False)
     if result.tolerances:
         given = ", ".join(f"{key} {value:g}" for key, value in result.tolerances.items() if value is not None)
         stdout.print(f"Tolerances: {given} (yours; the rest per dtype)", highlight=False)

@@ -23,7 +23,9 @@ import torch
 from fxport.coverage import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
 from fxport.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
+from fxport.ort_optimize import optimize_level
 from fxport.quiet import quiet_torch
+from fxport.report import iter_nodes
 
 
 def lower(
@@ -31,10 +33,11 @@ def lower(
     *,
     opset: int | None = None,
     translation_table: dict[Callable, Callable] | None = None,
-    optimize: bool = True,
+    optimize: bool | str = True,
     node_counts: dict[str, int] | None = None,
     external_data: bool | None = None,
     stage: Staging | None = None,
+    fusions: dict[str, int] | None = None,
 ) -> onnx.ModelProto:
     """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError.
 
@@ -42,12 +45,17 @@ def lower(
     with ``optimize``, after ``ONNXProgram.optimize()`` (onnxscript's optimizer: constant
     folding, dead-code elimination, common-subexpression elimination).
 
+    ``optimize``: ``"none"`` (or False), ``"generic"`` (or True: the optimizer above) or
+    ``"ort"``: the optimizer, then onnxscript's ONNX Runtime fusions (fxport/ort_optimize.py;
+    ``node_counts["ort"]``); ``fusions``, when given, receives the counts of those that fired.
+
     ``external_data`` (None: when the weights exceed ``fxport.external.THRESHOLD_BYTES``)
     streams the weights into a data file in ``stage`` and returns a proto that references it
     (``stage.home(model)`` names the directory). Without a ``stage`` the weights are read back
     into the returned proto, which may then exceed 2 GB in memory.
     """
     counts = node_counts if node_counts is not None else {}
+    level = optimize_level(optimize)
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
         with quiet_torch(), torch.no_grad():
             onnx_program = torch.onnx.export(
@@ -59,35 +67,80 @@ def lower(
                 verbose=False,
             )
             counts["exported"] = count_ir_nodes(onnx_program.model)
-            if optimize:
+            if level != "none":
                 onnx_program.optimize()
                 counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc
+    if level == "ort":
+        onnx_program.model = fuse_ort(onnx_program.model, fusions)
+        counts["ort"] = count_ir_nodes(onnx_program.model)
     if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
         model = onnx_program.model_proto
-        _check(model)
+        _check(model, ort=level == "ort")
         return model
     if stage is not None:
         model = stage.externalize(onnx_program.model)
-        _check(stage.model_path(model))
+        _check(stage.model_path(model), ort=level == "ort")
         return model
     stage = Staging()  # no home for the data file: check through a temporary pair, then read it in
     try:
         model = stage.externalize(onnx_program.model)
-        _check(stage.model_path(model))
+        _check(stage.model_path(model), ort=level == "ort")
         return load_weights_into(model, stage.home(model))
     finally:
         stage.cleanup()
 
 
-def _check(model: onnx.ModelProto | str) -> None:
-    """The ONNX checker on a proto or, for external data, on the staged model file."""
+def fuse_ort(model, fusions: dict[str, int] | None = None):
+    """onnxscript's ONNX Runtime fusions on an onnx_ir model (fxport/ort_optimize.py), one-line errors."""
+    from fxport.ort_optimize import fuse_for_onnxruntime
+
+    try:
+        with quiet_torch():
+            model, fired = fuse_for_onnxruntime(model)
+    except Exception as exc:
+        raise LoweringError(f"onnxscript's ONNX Runtime fusions failed: {_exporter_summary(exc)}",
+                            hint="use --optimize generic (the default) meanwhile; --debug shows the trace") from exc
+    if fusions is not None:
+        fusions.update(fired)
+    return model
+
+
+#: ONNX Runtime contrib ops that ORT registers in the *default* ONNX domain (the ONNX checker
+#: does not know them; ops in ``com.microsoft`` it leaves alone).
+ORT_DEFAULT_DOMAIN_OPS = frozenset({"SimplifiedLayerNormalization"})
+
+
+def _check(model: onnx.ModelProto | str, ort: bool = False) -> None:
+    """The ONNX checker on a proto or, for external data, on the staged model file.
+
+    ``ort``: the model may hold ORT contrib ops of the default domain
+    (:data:`ORT_DEFAULT_DOMAIN_OPS`); a proto is checked as a copy with those moved to
+    ``com.microsoft``, a staged file with the checker's complaint about them tolerated.
+    """
+    if ort and isinstance(model, onnx.ModelProto) and any(
+            n.op_type in ORT_DEFAULT_DOMAIN_OPS and n.domain in ("", "ai.onnx") for n in iter_nodes(model.graph)):
+        model = _contrib_ops_moved(model)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
+        if ort and any(f"No Op registered for {name} " in str(exc) for name in ORT_DEFAULT_DOMAIN_OPS):
+            return
         raise LoweringError(f"the exported ONNX model is invalid: {str(exc).splitlines()[0]}",
                             hint="report this with --debug output") from exc
+
+
+def _contrib_ops_moved(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose :data:`ORT_DEFAULT_DOMAIN_OPS` nodes are in ``com.microsoft`` (for the checker)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in iter_nodes(copy.graph):
+        if node.op_type in ORT_DEFAULT_DOMAIN_OPS and node.domain in ("", "ai.onnx"):
+            node.domain = "com.microsoft"
+    if not any(o.domain == "com.microsoft" for o in copy.opset_import):
+        copy.opset_import.add(domain="com.microsoft", version=1)
+    return copy
 
 
 def count_ir_nodes(model) -> int:

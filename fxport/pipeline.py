@@ -34,6 +34,7 @@ from fxport.errors import ConversionError, OutputWriteError, UsageError, Verific
 from fxport.external import Staging, load_weights_into
 from fxport.load import InputSet, forward_parameters, register_output_dataclasses, run_eager, to_input_sets
 from fxport.lower import lower, name_dynamic_axes
+from fxport.ort_optimize import optimize_level
 from fxport.precision import (apply_precision, check_precision, exported_at_precision, load_calibration,
                               verify_at_precision)
 from fxport.report import AppliedRewrite, ConversionResult, iter_nodes
@@ -59,7 +60,7 @@ def convert(
     disable_rules: Any = (),
     if_strategy: str = "auto",
     control_flow: bool = True,
-    optimize: bool = True,
+    optimize: bool | str = "generic",
     verify_inputs: list[Any] | None = None,
     progress: ProgressCallback | None = None,
     keep_artifacts: bool = False,
@@ -90,7 +91,11 @@ def convert(
             for pure cheap branches, cond otherwise), ``"where"`` or ``"cond"``.
         control_flow: convert data-dependent Python control flow (see docs/control-flow.md);
             ``False`` captures the model's code as it is.
-        optimize: run the exporter's ONNX optimiser (constant folding, dead code, CSE).
+        optimize: ``"generic"`` (default; ``True``): the exporter's ONNX optimiser (constant
+            folding, dead code, CSE); ``"none"`` (``False``): the raw export; ``"ort"``: the
+            optimiser, then onnxscript's ONNX Runtime fusions (fused attention, skip-layer-norm,
+            rotary embeddings, GELU: ORT-only ``com.microsoft`` ops), counted in
+            ``result.fusions`` and verified like any output (docs/optimize.md).
         verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
         progress: called as ``progress(stage, "start"|"done")``.
         keep_artifacts: also return intermediate artefacts in ``result.artifacts``:
@@ -142,6 +147,8 @@ def convert(
     check_precision(precision, calibration, min_cosine)
     calibration_sets = load_calibration(calibration) if calibration is not None else None
     node_counts: dict[str, int] = {}
+    fusions: dict[str, int] = {}
+    optimize = optimize_level(optimize)
     stage = Staging(output)  # where a pair over 2 GB is written and verified before its commit
 
     check_tolerances(atol, rtol)
@@ -165,7 +172,7 @@ def convert(
             onnx_model = float_model = lower(program, opset=opset, optimize=optimize,
                                              translation_table=ruleset.translation_table(),
                                              node_counts=node_counts, external_data=external_data,
-                                             stage=stage)
+                                             stage=stage, fusions=fusions)
             ruleset.record_op_rules_fired(onnx_model, rewrites)
             axis_names = dynamic_axes_by_input(model, example, dynamic_shapes)
             name_dynamic_axes(onnx_model, axis_names)
@@ -218,6 +225,8 @@ def convert(
         artifacts=artifacts,
         precision=precision,
         node_counts=node_counts,
+        optimize=optimize,
+        fusions=fusions,
         tolerances={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else {},
         coverage=coverage,
     )

@@ -83,11 +83,15 @@ class ConversionResult:
         artifacts: intermediate products, filled only with ``convert(..., keep_artifacts=True)``.
         precision: ``"fp32"``, ``"fp16"`` or ``"int8"`` (see docs/precision.md).
         node_counts: ONNX node count (subgraphs included) after each graph stage, in order:
-            ``exported``, ``optimized`` (unless ``optimize=False``), then ``fp16`` (float32 islands added)
+            ``exported``, ``optimized`` (unless ``optimize=False``), ``ort`` (``optimize="ort"``:
+            after the ONNX Runtime fusions), then ``fp16`` (float32 islands added)
             or ``int8`` (quantised).
         tolerances: the user's ``atol`` / ``rtol`` when given (empty: each dtype's defaults).
         coverage: per converted ``if`` / loop, the outcomes the verified input sets gave it and
             what none reached (``{"kind", "location", "outcomes", "missing"}``).
+        optimize: the optimisation level: ``"none"``, ``"generic"`` or ``"ort"`` (docs/optimize.md).
+        fusions: with ``optimize="ort"``, the ONNX Runtime fusions that fired and how often
+            (onnxscript's names: ``{"sdpa": 2, "mha2": 2, "skip_layer_normalization": 4}``).
     """
 
     model: onnx.ModelProto
@@ -102,6 +106,8 @@ class ConversionResult:
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     tolerances: dict[str, float | None] = dataclasses.field(default_factory=dict)
     coverage: list[dict] = dataclasses.field(default_factory=list)
+    optimize: str = "generic"
+    fusions: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -126,6 +132,8 @@ class ConversionResult:
             "node_counts": dict(self.node_counts),
             "tolerances": dict(self.tolerances),
             "coverage": list(self.coverage),
+            "optimize": self.optimize,
+            "fusions": dict(self.fusions),
         }
 
     def to_json(self) -> str:
