@@ -565,6 +565,7 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
     text = "\n".join(str(e) for e in _exception_chain(exc))
     where = _location_named_in_message(text) or user_location_from_exception(exc)
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first_line = _TORCH_BANNER.sub("", first_line).strip() or type(exc).__name__
     if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
         return ControlFlowError(
             "a Python number read from a tensor (.item(), float(), int()) is used as a number inside "
@@ -586,13 +587,23 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
             hint="leave control-flow conversion on (the default), or rewrite it with torch.where/torch.cond",
         )
     if "Constraints violated" in text or "specialized" in text.lower() and "dim" in text.lower():
+        pinned = list(dict.fromkeys(f"{m.group(1)!r} to {m.group(2)}"
+                                    for m in _SUGGESTED_CONSTANT.finditer(text.split("Suggested fixes", 1)[-1])))
+        what = (f"the model specialises dynamic dimension {', '.join(pinned)}" if pinned and "Suggested fixes" in text
+                else f"a dimension declared dynamic was specialised by the model: {first_line}")
         return CaptureError(
-            f"a dimension declared dynamic was specialised by the model: {first_line}",
+            what,
             where=where,
-            hint="drop that axis from the dynamic shapes, or use an example size other than 0/1",
+            hint="drop that axis from the dynamic shapes (the model runs at one size only), or "
+            "make the code that fixes it size-generic",
         )
     return CaptureError(f"torch.export failed: {type(exc).__name__}: {first_line}", where=where,
                         hint="run with --debug for the full trace")
+
+
+#: torch's advice about its own logging, which a user of fxport cannot act on (--debug shows all).
+_TORCH_BANNER = re.compile(r"\s*(For more information, run with TORCH_LOGS|Set TORCH_LOGS|Set TORCHDYNAMO_VERBOSE"
+                           r"|For more details about this graph break|The error above occurred when)[^\n]*")
 
 
 _RAISING_CALL = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)')

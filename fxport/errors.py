@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import traceback
 from types import TracebackType
@@ -189,8 +190,16 @@ class OutputWriteError(ConversionError):
     stage = "write"
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """One line for a user: no ANSI codes, no memory addresses (``<torch...MapImpl object at
+    0x7f..>`` → ``torch...MapImpl``), whitespace collapsed."""
+    text = _ADDRESS.sub("", _OBJECT_REPR.sub(r"\1", _ANSI.sub("", str(text))))
+    return " ".join(text.split())
 
 
 # --- locating the user's code -------------------------------------------------------------

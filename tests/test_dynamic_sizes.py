@@ -178,3 +178,20 @@ def test_cli_headline_converts_correctly_and_verifies_batch_one(tmp_path):
     model = onnx.load(str(out))
     x = torch.randn(1, 3)
     np.testing.assert_allclose(run_onnx(model, (x,))[0], (x * 2).numpy(), rtol=1e-6)
+
+
+def test_dimension_pinned_by_the_model_is_a_clean_one_line_error():
+    with pytest.raises(fxport.CaptureError) as info:
+        fxport.convert(models.Pinned(), (torch.randn(2, 3, 2),), dynamic_shapes={"x": {0: "batch"}})
+    message = str(info.value)
+    assert "specialises dynamic dimension 'batch' to 2" in message, message
+    assert "TORCH_LOGS" not in message and "\n" not in message
+
+
+def test_an_op_without_translation_is_named_without_a_memory_address():
+    """With the map rule switched off, the exporter's refusal names MapImpl, not its address."""
+    with pytest.raises(fxport.ConversionError) as info:
+        fxport.convert(models.MapRows().eval(), (torch.randn(3, 3), torch.tensor(1.0)),
+                       disable_rules=["map-to-scan"], verify=False)
+    message = str(info.value)
+    assert "MapImpl" in message and " at 0x" not in message and not ANSI.search(message), message

@@ -103,3 +103,10 @@ class SelfAttention(nn.Module):
 
     def forward(self, x):
         return self.attn(x, x, x, need_weights=False)[0]
+
+
+class Pinned(nn.Module):
+    """Pins its batch to 2 (reshape to a constant shape): the batch cannot be dynamic."""
+
+    def forward(self, x):
+        return x.reshape(2, 6)
