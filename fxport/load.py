@@ -281,7 +281,18 @@ def parse_input_spec(text: str) -> TensorSpec:
     if not shape or any(d < 0 for d in shape):
         raise InputSpecError(f"bad shape {shape_text!r} in input spec {text!r}",
                              hint="write dimensions as non-negative integers joined by x, e.g. 1x3x32x32")
+    elements = 1
+    for size in shape:
+        elements *= size
+    if elements > MAX_INPUT_ELEMENTS:
+        raise InputSpecError(f"input spec {text!r} asks for {elements:,} elements, more than an example "
+                             f"input needs ({MAX_INPUT_ELEMENTS:,} at most)",
+                             hint="give a small example and declare the large axes dynamic (--dynamic)")
     return TensorSpec(name, shape, dtype)
+
+
+#: The most elements an example input built from ``-i`` may have (4 Gi: 16 GiB of float32).
+MAX_INPUT_ELEMENTS = 1 << 32
 
 
 def parse_dynamic_spec(text: str) -> dict[str, dict[int, str]]:
@@ -300,6 +311,9 @@ def parse_dynamic_spec(text: str) -> dict[str, dict[int, str]]:
         if not eq or not dim_name.isidentifier() or not axis_text.lstrip("-").isdigit():
             raise InputSpecError(f"bad axis {item!r} in dynamic spec {text!r}",
                                  hint="write AXIS=DIMNAME, e.g. 0=batch")
+        if int(axis_text) in axes:
+            raise InputSpecError(f"axis {int(axis_text)} is given twice in dynamic spec {text!r}",
+                                 hint="name each axis once, e.g. --dynamic x:0=batch,1=seq")
         axes[int(axis_text)] = dim_name
     return {name: axes}
 

@@ -156,6 +156,8 @@ def test_declared_range_is_respected_and_its_ends_verified():
     (["-i", "x=4xa"], "bad shape"),
     (["-i", "x=-4x3"], "bad shape"),
     (["-i", "x4x3"], "is not NAME=SHAPE"),
+    (["-i", "x=100000x100000x100000"], "elements, more than an example input needs"),
+    (["-i", "x=4x3", "--dynamic", "x:0=batch,0=rows"], "axis 0 is given twice"),
 ])
 def test_malformed_or_out_of_range_specs_are_one_line_usage_errors(args, fragment):
     result = CliRunner().invoke(app, ["convert", f"{MODELS_FILE}:Center", *args])
