@@ -22,7 +22,7 @@ import time
 import warnings
 
 from benchmarks import attention_latency, controlflow_latency, convert_time, cuda_latency, ort_latency, scaling
-from benchmarks import startup
+from benchmarks import ort_fusions, startup
 from benchmarks.common import machine_info, print_section
 
 SECTIONS = {
@@ -30,6 +30,7 @@ SECTIONS = {
     "convert_time": convert_time.run,
     "ort_latency": ort_latency.run,
     "attention_latency": attention_latency.run,
+    "ort_fusions": ort_fusions.run,
     "controlflow_latency": controlflow_latency.run,
     "scaling": scaling.run,
     "cuda_latency": cuda_latency.run,

@@ -209,6 +209,7 @@ def resolve_reshape_wildcards(model) -> int:
         node.replace_input_with(1, constant.outputs[0])
         if node.outputs[0].shape is None:  # the library adds nodes without shapes; later Reshapes need them
             node.outputs[0].shape = ir.Shape([data.shape[i] if v == 0 else v for i, v in enumerate(target)])
+            node.outputs[0].dtype = node.outputs[0].dtype or data.dtype
         resolved += 1
     return resolved
 
@@ -223,3 +224,4 @@ def _infer_mha_shape(node) -> None:
         return
     if query.shape.rank() == 3 and value.shape.rank() == 3:
         out.shape = ir.Shape([query.shape[0], query.shape[1], value.shape[2]])
+        out.dtype = out.dtype or query.dtype

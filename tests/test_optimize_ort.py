@@ -36,7 +36,7 @@ def left_padded(batch, seq, seed=1):
     ids = torch.randint(3, VOCAB, (batch, seq), generator=generator)
     mask = torch.ones(batch, seq, dtype=torch.int64)
     for row in range(batch):
-        mask[row, : seq - 1 - 2 * row] = 0  # the last row keeps 1 valid position at most
+        mask[row, : seq - 1 - 2 * row] = 0  # row r keeps 1 + 2r valid positions (left padding)
     return ids, mask
 
 
