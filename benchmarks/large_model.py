@@ -13,11 +13,12 @@ the written pair against eager); stock: ``torch.onnx.export(model, (ids,), path,
 (no verification). After timing, each written file is run in ONNX Runtime on inputs taking
 both branches and compared with eager.
 
-Not part of ``python3 -m benchmarks.run`` (it needs ~6 GB of memory and ~8 GB of disk, and
-minutes): run it alone::
+Not part of the default ``python3 -m benchmarks.run`` (one run needs ~3 GB of memory, the
+whole-proto comparison ~8 GB, and each writes 2.5 GB to disk): run it alone or by name::
 
     python3 -m benchmarks.large_model                  # prints the table, writes its docs section
     python3 -m benchmarks.large_model --rows 300000    # a smaller table (1.2 GB): single file
+    python3 -m benchmarks.run --only large_model       # the same, through the suite
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import torch
 from benchmarks.common import Section, machine_info, print_section
 
 ROWS, DIM = 600_000, 1024  # 2.46 GB of float32
+
+TITLE = "Models over 2 GB: external data, time and peak memory"
 
 
 class BigEmbedding(torch.nn.Module):
@@ -226,12 +229,12 @@ def run(repeats: int = 2, rows: int = ROWS, dim: int = DIM) -> Section:
                measure("proto", rows, dim)]
     weights = next((r["weights"] for r in records if "weights" in r), rows * dim * 4)
     return Section(
-        "Models over 2 GB: external data, time and peak memory",
+        TITLE,
         f"`benchmarks/large_model.py`: a {rows:,} × {dim} float32 embedding table "
         f"({_gb(weights)} GB of weights W) with a data-dependent `if` on the gathered rows; each exporter "
-        f"in a fresh subprocess, {repeats} runs each, alternating (`python3 -m benchmarks.large_model`, not part "
-        "of `benchmarks.run`: it needs ~3 GB of memory per run and writes 2.5 GB per run, and times swing with "
-        "the disk on a shared machine). Seconds include the data file's write (fxport's `lower` stage: "
+        f"in a fresh subprocess, {repeats} runs each, alternating (`python3 -m benchmarks.large_model`, or "
+        "`benchmarks.run --only large_model`; not in the default suite: a run needs ~3 GB of memory, the "
+        "whole-proto row ~8 GB, each writes 2.5 GB, and times swing with the disk on a shared machine). Seconds include the data file's write (fxport's `lower` stage: "
         "export, then the weights streamed to the staged data file). Peak RSS (highest over the runs) is sampled every 5 ms during the conversion; *extra* = peak "
         "minus RSS of the built model (which holds W), divided by W: the extra copies of the weights "
         "the conversion held. *Anon* leaves out file pages mapped in (ONNX Runtime maps the data file). "
