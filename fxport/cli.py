@@ -217,7 +217,7 @@ def convert(
     precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
     calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
     min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
-    external_data: Optional[bool] = typer.Option(None, "--external-data/--no-external-data", help="weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)"),
+    external_data: Optional[bool] = typer.Option(None, "--external-data/--no-external-data", metavar="", help="weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)"),
     atol: Optional[float] = typer.Option(None, "--atol", metavar="X", help="absolute tolerance for float outputs (default: per dtype, 1e-4 for float32)"),
     rtol: Optional[float] = typer.Option(None, "--rtol", metavar="X", help="relative tolerance for float outputs (default: per dtype, 1e-3 for float32)"),
     strict_coverage: bool = flag("fail when some side of a converted if or trip count of a converted loop was reached by no input set (default: a warning)", "--strict-coverage"),

@@ -98,7 +98,7 @@ def test_fp16_verified_against_eager_fp32_and_eager_fp16(mlp_fp16):
     names = [row.name for row in result.verification]
     assert "example" in names and "example vs eager fp16" in names
     assert result.verified
-    fp32_rows = [r for r in result.verification if "eager fp16" not in r.name]
+    fp32_rows = [r for r in result.verification if "eager fp16" not in r.name and _has_elements(r)]
     assert all(0 < r.max_abs_error < 1e-2 for r in fp32_rows), "fp16 differs from fp32, within fp16 tolerance"
 
 
@@ -173,7 +173,8 @@ def test_int8_dynamic_reports_accuracy_delta_vs_fp32():
     int8_rows = [r for r in result.verification if r.name.endswith(" int8")]
     assert fp32_rows and len(int8_rows) == len(fp32_rows)
     assert all(r.max_abs_error < 1e-4 for r in fp32_rows)
-    assert all(r.max_abs_error > 1e-4 and 0.99 <= r.cosine_similarity < 1.0 for r in int8_rows)
+    assert all(r.max_abs_error > 1e-4 and 0.99 <= r.cosine_similarity < 1.0 for r in int8_rows if _has_elements(r))
+    assert any(_has_elements(r) for r in int8_rows)
     assert result.verified
 
 
@@ -282,3 +283,8 @@ def test_cli_int8_static_with_calibrate_function(tmp_path):
     report = json.loads(done.stdout)
     assert report["precision"] == "int8" and "QuantizeLinear" in report["op_counts"]
     assert all(row["passed"] for row in report["verification"])
+
+
+def _has_elements(row) -> bool:
+    """A row whose inputs hold values (verification also runs empty batches: size[batch=0])."""
+    return not row.note and all(0 not in shape for shape in row.input_shapes)
