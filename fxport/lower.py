@@ -73,7 +73,7 @@ def lower(
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc
     if level == "ort":
-        onnx_program.model = fuse_ort(onnx_program.model, fusions)
+        onnx_program.model = fuse_ort(onnx_program.model, fusions, translation_table)
         counts["ort"] = count_ir_nodes(onnx_program.model)
     if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
         model = onnx_program.model_proto
@@ -92,13 +92,19 @@ def lower(
         stage.cleanup()
 
 
-def fuse_ort(model, fusions: dict[str, int] | None = None):
-    """onnxscript's ONNX Runtime fusions on an onnx_ir model (fxport/ort_optimize.py), one-line errors."""
+def fuse_ort(model, fusions: dict[str, int] | None = None, translation_table: dict | None = None):
+    """onnxscript's ONNX Runtime fusions on an onnx_ir model (fxport/ort_optimize.py), one-line errors.
+
+    Fused nodes keep the FX origin of an op rule's translation (``translation_table``), so the
+    rule is still reported as applied after its nodes were fused.
+    """
     from fxport.ort_optimize import fuse_for_onnxruntime
 
+    keep = [f"[target=torch.ops.{op.namespace}.{op._opname}.{op._overloadname}]"
+            for op in (translation_table or {}) if hasattr(op, "_overloadname")]
     try:
         with quiet_torch():
-            model, fired = fuse_for_onnxruntime(model)
+            model, fired = fuse_for_onnxruntime(model, keep_origins=keep)
     except Exception as exc:
         raise LoweringError(f"onnxscript's ONNX Runtime fusions failed: {_exporter_summary(exc)}",
                             hint="use --optimize generic (the default) meanwhile; --debug shows the trace") from exc

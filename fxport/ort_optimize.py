@@ -34,7 +34,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 from onnxscript.rewriter import pattern
 
@@ -61,21 +62,78 @@ def optimize_level(optimize: Any) -> str:
     raise UsageError(f"unknown optimize level {optimize!r}", hint="use none, generic or ort")
 
 
-def fuse_for_onnxruntime(model):
+#: The exporter's per-node provenance (fxport/rules/registry.py reads it to report op rules).
+FX_NODE_KEY, STACK_TRACE_KEY = "pkg.torch.onnx.fx_node", "pkg.torch.onnx.stack_trace"
+
+
+def fuse_for_onnxruntime(model, keep_origins: "tuple[str, ...] | list[str]" = ()):
     """Apply fxport's pre-fusion rule and onnxscript's ORT fusions to an onnx_ir model in place.
 
     Returns ``(model, fusions)``: the model (the same object, possibly rewritten further by the
     library) and ``{fusion name: count}`` for the fusions that fired. ``row_factor_moved``
     counts fxport's own rule (see the module docstring).
+
+    ``keep_origins``: substrings of the exporter's ``pkg.torch.onnx.fx_node`` metadata (e.g.
+    ``"[target=torch.ops.aten.scaled_dot_product_attention.default]"``) that a fused node keeps
+    when it replaces nodes of several origins — the library keeps the first matched node's,
+    which would lose the provenance of an op rule whose nodes were fused (its AppliedRewrite).
     """
     from onnxscript.rewriter.ort_fusions import optimize_for_ort
 
-    moved = pre_fusion_rules().apply_to_model(model)
-    model, counts = optimize_for_ort(model)
+    traces = _stack_traces(model)
+    with _origins_kept(keep_origins):
+        moved = pre_fusion_rules().apply_to_model(model)
+        model, counts = optimize_for_ort(model)
+    _restore_stack_traces(model, traces)
     resolve_reshape_wildcards(model)
     fusions = {"row_factor_moved": moved} if moved else {}
     fusions.update({name: count for name, count in counts.items() if count})
     return model, fusions
+
+
+@contextlib.contextmanager
+def _origins_kept(keep_origins) -> Iterator[None]:
+    """Make the rewriter's metadata merge prefer an FX origin that contains one of ``keep_origins``."""
+    from onnxscript.rewriter import _rewrite_rule
+    from onnxscript.utils import metadata_merger
+
+    if not keep_origins:
+        yield
+        return
+
+    def prefer_kept(first: str, second: str) -> str:
+        kept = any(origin in first for origin in keep_origins)
+        return second if not kept and any(origin in second for origin in keep_origins) else first
+
+    original = _rewrite_rule._default_metadata_merger
+    _rewrite_rule._default_metadata_merger = metadata_merger.MetadataMerger(
+        {**original.mergers, FX_NODE_KEY: prefer_kept}, original.default)
+    try:
+        yield
+    finally:
+        _rewrite_rule._default_metadata_merger = original
+
+
+def _stack_traces(model) -> dict[str, str]:
+    """``{fx_node: stack_trace}`` of every node (subgraphs included)."""
+    import onnx_ir as ir
+
+    traces = {}
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        origin = node.metadata_props.get(FX_NODE_KEY)
+        if origin and STACK_TRACE_KEY in node.metadata_props:
+            traces.setdefault(origin, node.metadata_props[STACK_TRACE_KEY])
+    return traces
+
+
+def _restore_stack_traces(model, traces: dict[str, str]) -> None:
+    """Give each node the stack trace of the FX node it names (merging kept them apart)."""
+    import onnx_ir as ir
+
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        origin = node.metadata_props.get(FX_NODE_KEY)
+        if origin in traces:
+            node.metadata_props[STACK_TRACE_KEY] = traces[origin]
 
 
 def pre_fusion_rules():

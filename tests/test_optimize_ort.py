@@ -186,3 +186,16 @@ def test_cli_no_optimize_is_an_alias_and_conflicts_are_usage_errors():
     assert json.loads(done.stdout)["node_counts"] == report["node_counts"]
     done = run_cli("convert", "tests/models/basic.py:Scale", "--no-verify", "--no-optimize", "--optimize", "ort")
     assert done.returncode == 2 and "--no-optimize conflicts with --optimize ort" in done.stderr
+
+
+def test_op_rule_whose_nodes_were_fused_is_still_reported():
+    """The SDPA translation's nodes end up inside MultiHeadAttention; its AppliedRewrite stays, same location."""
+    module = GatedAttention()
+    x = torch.randn(2, 6, 32)
+    reports = {}
+    for level in ("generic", "ort"):
+        result = fxport.convert(module, (x,), optimize=level, verify=False, if_strategy="cond")
+        reports[level] = [(r.rule, str(r.location), r.detail) for r in result.rewrites
+                          if r.rule == "aten::scaled_dot_product_attention"]
+    assert reports["generic"] and reports["ort"] == reports["generic"]
+    assert all("ort_models.py" in location for _, location, _ in reports["ort"])
