@@ -332,7 +332,7 @@ def _annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed
             name = _dim_name(spec[0], spec[1], axis) if spec is not None else f"input{index}_{axis}"
             where = reason = None
             if low > declared[0] or high < declared[1]:
-                where = narrowed_at.get((id(size.node.shape_env), size.node.expr)) or adopted.get(name)
+                where = narrowed_at.get(_symbol_key(size.node.shape_env, size.node.expr)) or adopted.get(name)
                 if name in adopted:
                     reason = "bounded by the model" + (f" at {where}" if where is not None else "")
                 elif where is not None:
@@ -391,9 +391,10 @@ def narrowing_notes(program: torch.export.ExportedProgram, grown: bool = False) 
 def _watch_range_narrowing():
     """Collect where a size symbol's range is narrowed while the model is traced.
 
-    Yields a dict ``(id(shape_env), symbol) → SourceLocation`` of the first narrowing with a
-    frame of the user's code inside the traced call (torch keeps only its own frame for the
-    range; the user's line is what a message needs).
+    Yields a dict :func:`_symbol_key` → SourceLocation of the first narrowing with a frame of
+    the user's code inside the traced call (torch keeps only its own frame for the range; the
+    user's line is what a message needs). Keys name the input size (``L['x'].size()[0]``), so
+    a narrowing seen in a failed attempt still locates the range of the one that succeeds.
     """
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -403,7 +404,7 @@ def _watch_range_narrowing():
     def update(self, symbol, vr, vr_sloc=None, **kwargs):
         before = self.var_to_range.get(symbol)
         original(self, symbol, vr, vr_sloc, **kwargs)
-        key = (id(self), symbol)
+        key = _symbol_key(self, symbol)
         if before is not None and key not in found and self.var_to_range.get(symbol) != before:
             where = _traced_user_frame()
             if where is not None:
@@ -419,12 +420,36 @@ def _watch_range_narrowing():
 _THIS_FILE = os.path.abspath(__file__)
 
 
+def _source_name(source) -> str:
+    name = source.name
+    return name() if callable(name) else str(name)
+
+
+def _symbol_key(shape_env, symbol) -> Any:
+    """The input sizes a size symbol stands for (``("L['x'].size()[0]",)``), else the symbol."""
+    sources = getattr(shape_env, "var_to_sources", {}).get(symbol)
+    return tuple(sorted(_source_name(source) for source in sources)) if sources else (id(shape_env), symbol)
+
+
 def _traced_user_frame():
     """The innermost user frame of the current stack below fxport's call to torch.export."""
     frames = traceback.extract_stack()
     start = max((i for i, f in enumerate(frames)
                  if f.name == "_export" and os.path.abspath(f.filename) == _THIS_FILE), default=-1)
     return user_location_from_stack(frames[start + 1:])
+
+
+def _traced_location_from_exception(exc: BaseException):
+    """The innermost user frame of ``exc``'s tracebacks below fxport's call to torch.export (not
+    the script that called fxport)."""
+    found = None
+    for error in _exception_chain(exc):
+        frames = traceback.extract_tb(error.__traceback__)
+        start = max((i for i, f in enumerate(frames)
+                     if f.name == "_export" and os.path.abspath(f.filename) == _THIS_FILE), default=None)
+        if start is not None:
+            found = user_location_from_stack(frames[start + 1:]) or found
+    return found
 
 
 def record_dynamic_ranges(model: Any, program: torch.export.ExportedProgram) -> None:
@@ -517,7 +542,7 @@ def _adopt_suggested_bounds(exc, user_spec, normalized, adopted: dict) -> Any:
             return dims.setdefault(value.__name__, Dim(value.__name__, **bounds[value.__name__]))
         return value
 
-    where = _location_named_in_message(text) or user_location_from_exception(exc)
+    where = _location_named_in_message(text) or _traced_location_from_exception(exc)
     for name in bounds:
         adopted[name] = where
     return {name: refine(spec) for name, spec in normalized.items()}
