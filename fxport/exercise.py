@@ -5,7 +5,7 @@ proves the sides its input sets took. After the verify stage fxport runs the mod
 code eagerly on the same input sets and records, per converted construct, the outcomes it saw
 (``True`` / ``False`` for an ``if``, trip counts for a loop). For a construct missing an
 outcome it searches a bounded set of variations of the example (negated, scaled, shifted,
-zeroed values of the float inputs outside any special domain) for inputs that reach it; each
+zeroed values of the numeric inputs outside any special domain) for inputs that reach it; each
 set found is verified like any other and named by what it reaches. What is still unreached
 is a one-line warning at the user's file:line (an error with ``strict_coverage``).
 
@@ -172,13 +172,16 @@ def _merge(constructs: dict[tuple, ConstructCoverage], outcomes: dict[tuple, set
 
 
 def _vary(example: InputSet, transform, domains: dict[int, InputDomain], name: str) -> InputSet | None:
-    """The example with ``transform`` applied to its free float tensors; None when there are none."""
+    """The example with ``transform`` applied to its free numeric tensors (float, and integer
+    ones such as trip counts, rounded back); None when there are none."""
     flat, spec = torch.utils._pytree.tree_flatten((example.args, example.kwargs))
     changed, index, new_flat = False, 0, []
     for value in flat:
         if isinstance(value, torch.Tensor):
-            if value.is_floating_point() and domains.get(index, InputDomain()) == InputDomain():
-                value, changed = transform(value.detach().clone()), True
+            numeric = value.dtype != torch.bool and not value.is_complex()
+            if numeric and domains.get(index, InputDomain()) == InputDomain():
+                varied = transform(value.detach().to(torch.float64 if not value.is_floating_point() else value.dtype))
+                value, changed = varied.round().to(value.dtype) if not value.is_floating_point() else varied, True
             index += 1
         new_flat.append(value)
     if not changed:

@@ -62,7 +62,9 @@ def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
 
 
 def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
-    """Names whose object is changed in place: ``v[i] = ...``, ``v.attr = ...``, ``v.add_(...)``."""
+    """Names whose object is changed in place: ``v[i] = ...``, ``v.attr = ...``, ``v.add_(...)``,
+    ``torch.relu_(v)`` (a module-like callee such as ``torch`` is reported too; callers keep
+    only their locals)."""
     if isinstance(node, (list, tuple)):
         return set().union(*(mutated(n) for n in node)) if node else set()
     found: set[str] = set()
@@ -79,6 +81,10 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
                 root = _root_name(sub.func.value)
                 if root:
                     found.add(root)
+                # the function form writes its first argument: torch.relu_(h), F.relu_(h)
+                first = _root_name(sub.args[0]) if sub.args else None
+                if first:
+                    found.add(first)
     return found
 
 
