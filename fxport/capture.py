@@ -132,16 +132,19 @@ def _dims_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: An
         spec = per_name.get(name)
         if isinstance(value, torch.Tensor):
             if isinstance(spec, dict):
-                result[index] = {axis % max(value.dim(), 1): (d, name) for axis, d in spec.items()
-                                 if d is not None and not isinstance(d, int)}
+                result[index] = {axis % max(value.dim(), 1): (d, name) for axis, d in spec.items() if _is_dynamic_spec(d)}
             elif isinstance(spec, (list, tuple)):
-                result[index] = {axis: (d, name) for axis, d in enumerate(spec)
-                                 if d is not None and not isinstance(d, int)}
+                result[index] = {axis: (d, name) for axis, d in enumerate(spec) if _is_dynamic_spec(d)}
             index += 1
         else:
             flat, _ = torch.utils._pytree.tree_flatten(value)
             index += sum(isinstance(t, torch.Tensor) for t in flat)
     return {i: axes for i, axes in result.items() if axes}
+
+
+def _is_dynamic_spec(dim: Any) -> bool:
+    """A dimension spec that may vary: a name, a Dim, Dim.AUTO/DYNAMIC (not None, an int, Dim.STATIC)."""
+    return dim is not None and not isinstance(dim, int) and getattr(getattr(dim, "type", None), "name", "") != "STATIC"
 
 
 def _dim_name(dim: Any, input_name: str, axis: int) -> str:
@@ -193,11 +196,26 @@ def capture(
                     if spec is None:
                         break
                     continue
-                _annotate_dim_ranges(program, module, inputs, normalized, narrowed_at, mode, adopted)
+                _annotate_dim_ranges(program, module, inputs, normalized, narrowed_at, mode, adopted,
+                                     fallback=_why_oblivious_failed(failure) if mode == "specialised" else None)
                 if notes is not None:
                     notes.extend(narrowing_notes(program, grown=example is not inputs))
                 return program
     _raise_classified(failure)
+
+
+def _why_oblivious_failed(exc: BaseException | None) -> str | None:
+    """Why the size-oblivious capture failed, in a few words with the user's line if known."""
+    if exc is None:
+        return None
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first = _TORCH_BANNER.sub("", first).strip()[:120]
+    guard = re.search(r"satisfy the generated guard (.+?)\.?$", text, re.M)
+    if guard:
+        first = "it needs " + re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", guard.group(1))[:120]
+    where = _location_named_in_message(text) or _traced_location_from_exception(exc)
+    return f"the size-oblivious capture failed{f' at {where}' if where else ''}: {first}"
 
 
 def _raise_classified(exc: Exception) -> None:
@@ -314,7 +332,7 @@ def _is_finite(value: Any) -> bool:
 
 
 def _annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_at, mode: str,
-                         adopted: dict) -> None:
+                         adopted: dict, fallback: str | None = None) -> None:
     """Store, on each user-input placeholder, the range of each dynamic axis (see DimRange).
 
     ``adopted``: dimension name → where the model bounds it, for ranges taken from torch.export's
@@ -338,7 +356,7 @@ def _annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed
                 elif where is not None:
                     reason = f"narrowed by the model at {where}"
                 elif mode == "specialised" and low == 2 and declared[0] < 2:
-                    reason = "limited by torch.export's 0/1 specialisation"
+                    reason = "limited by torch.export's 0/1 specialisation" + (f" ({fallback})" if fallback else "")
                 else:
                     reason = "narrowed by torch.export"
             ranges[axis] = {"low": low, "high": high, "declared": declared, "name": name,

@@ -635,10 +635,12 @@ def _narrowing_hint(row_name: str, bounds) -> str | None:
     for axes in (bounds or {}).values():
         for dim in axes.values():
             if getattr(dim, "narrowed", False) and f"{dim.name}=" in row_name:
-                return (f"{dim.name!r} is {dim.reason or 'narrowed by torch.export'} (exported for "
-                        f"{dim.describe()}, declared {dim.describe(dim.declared)}); keep control-flow "
-                        f"conversion on for size conditions in your code, or declare the range the model "
-                        f"supports (torch.export.Dim({dim.name!r}, min=..., max=...))")
+                what = (f"{dim.name!r} is {dim.reason or 'narrowed by torch.export'} (exported for "
+                        f"{dim.describe()}, declared {dim.describe(dim.declared)})")
+                fix = ("keep control-flow conversion on for size conditions in your code, or declare"
+                       if "narrowed by the model at" in (dim.reason or "") else "declare")
+                return (f"{what}; {fix} the range the model is used at "
+                        f"(torch.export.Dim({dim.name!r}, min=..., max=...))")
     return None
 
 

@@ -199,3 +199,18 @@ def test_an_op_without_translation_is_named_without_a_memory_address():
                        disable_rules=["map-to-scan"], verify=False)
     message = str(info.value)
     assert "MapImpl" in message and " at 0x" not in message and not ANSI.search(message), message
+
+
+def test_size_condition_the_size_oblivious_capture_cannot_take_is_refused_not_shipped(tmp_path):
+    """nn.MultiheadAttention makes the size-oblivious capture fail; the classic capture decides
+    ``if x.shape[1] > 1`` for sequences ≥ 2. The file would be wrong at sequence 1: an error with
+    the table and the reason, nothing written, and no record of the failed attempt's where."""
+    out = tmp_path / "m.onnx"
+    with pytest.raises(fxport.VerificationError) as info:
+        fxport.convert(models.ScaledAttention().eval(), (torch.randn(2, 4, 8),),
+                       dynamic_shapes={"x": {1: "seq"}}, output=str(out))
+    message = str(info.value)
+    assert "size[seq=1] outside exported 2..inf" in message and "size-oblivious capture failed" in message, message
+    assert "Dim('seq', min=..., max=...)" in message and not out.exists()
+    rules = [r.rule for r in (info.value.partial or {}).get("rewrites", [])]
+    assert "if-to-where" not in rules and "if-to-cond" not in rules, rules

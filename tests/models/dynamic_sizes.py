@@ -110,3 +110,18 @@ class Pinned(nn.Module):
 
     def forward(self, x):
         return x.reshape(2, 6)
+
+
+class ScaledAttention(nn.Module):
+    """A size condition before nn.MultiheadAttention, which the size-oblivious capture refuses:
+    the classic capture decides the condition for sequences ≥ 2."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        if x.shape[1] > 1:
+            x = x * 2
+        return self.attn(x, x, x, need_weights=False)[0]
