@@ -376,7 +376,7 @@ class FunctionConverter:
         live_after = getattr(node, "_fx_live_out", set())
         # a local written in place (y.mul_(3), h[m] = 0) and read afterwards is branch state,
         # exactly like a reassigned one: the branch returns its (cloned, then written) value
-        written_in_place = _state_names(analysis.mutated(node.body + node.orelse)) & live_after & defined
+        written_in_place = (_state_names(analysis.mutated(node.body + node.orelse)) & live_after & defined) - {"self"}
         modified = _state_names(analysis.writes(node.body + node.orelse)) | appended | (written_in_place - appended)
         outputs = tuple(sorted((modified & live_after) | appended))
         _check_no_outer_writes(self, "if", node, modified)
@@ -444,7 +444,7 @@ class FunctionConverter:
         body_live_in = getattr(node, "_fx_body_live_in", set())
         live_after = getattr(node, "_fx_live_out", set())
         # a local written in place in the body (out[i] = h, out.index_add_(...)) is loop state
-        written_in_place = (_state_names(analysis.mutated(node.body)) & defined & self.local_names) - appended
+        written_in_place = (_state_names(analysis.mutated(node.body)) & defined & self.local_names) - appended - {"self"}
         modified |= written_in_place & (head_reads | body_live_in | live_after)
         state = set(modified & (head_reads | body_live_in | live_after)) | appended
         flag = getattr(node, "_fx_break_flag", None)
