@@ -184,7 +184,7 @@ def capture(
     with _watch_range_narrowing() as narrowed_at:
         for mode, example in attempts:
             spec, adopted = normalized, {}
-            for _ in range(2):  # the second time with the bounds torch.export suggests
+            for _ in range(3):  # again with the bounds torch.export suggests, or without size 0
                 try:
                     with _rolled_back_on_failure():
                         program = _export(module, example, spec, oblivious=mode == "oblivious")
@@ -192,7 +192,10 @@ def capture(
                     raise
                 except Exception as exc:
                     failure = exc
-                    spec = _adopt_suggested_bounds(exc, dynamic_shapes, spec, adopted)
+                    refined = _adopt_suggested_bounds(exc, dynamic_shapes, spec, adopted)
+                    if refined is None and mode == "oblivious":
+                        refined = _excluding_size_zero(exc, spec, adopted)
+                    spec = refined
                     if spec is None:
                         break
                     continue
@@ -391,17 +394,20 @@ def _user_input_values(program: torch.export.ExportedProgram):
 
 def narrowing_notes(program: torch.export.ExportedProgram, grown: bool = False) -> list[str]:
     """One line per dynamic dimension whose valid range is narrower than the declared one."""
-    notes, seen = [], set()
+    groups: dict[tuple, list[str]] = {}
     for axes in dynamic_dim_bounds(program).values():
         for dim in axes.values():
-            if not dim.narrowed or dim.name in seen:
-                continue
-            seen.add(dim.name)
-            how = dim.reason or "narrowed by torch.export"
-            copy = ", captured from a copy of the example grown to size 2" if grown and dim[0] == 2 else ""
-            notes.append(f"dynamic dimension {dim.name!r} is {how}: exported for sizes {dim.describe()} only "
-                         f"(declared {dim.describe(dim.declared)}{copy}); verification checks both sides "
-                         "of the bound and the ONNX metadata records the range")
+            key = (dim.reason or "narrowed by torch.export", dim.describe(), dim.describe(dim.declared),
+                   grown and dim[0] == 2)
+            if dim.narrowed and dim.name not in groups.get(key, []):
+                groups.setdefault(key, []).append(dim.name)
+    notes = []
+    for (how, valid, declared, copied), names in groups.items():
+        subject = (f"dynamic dimension {names[0]!r} is" if len(names) == 1 else
+                   f"dynamic dimensions {', '.join(map(repr, names))} are")
+        copy = ", captured from a copy of the example grown to size 2" if copied else ""
+        notes.append(f"{subject} {how}: exported for sizes {valid} only (declared {declared}{copy}); "
+                     "verification checks both sides of the bound and the ONNX metadata records the range")
     return notes
 
 
@@ -564,6 +570,40 @@ def _adopt_suggested_bounds(exc, user_spec, normalized, adopted: dict) -> Any:
     for name in bounds:
         adopted[name] = where
     return {name: refine(spec) for name, spec in normalized.items()}
+
+
+def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
+    """The spec with min=1 for the Dims a size-oblivious capture found a guard on; None if none.
+
+    Most such guards only exclude the empty size (``interpolate`` needs an output of at least
+    one row: ``trunc(3.0*w) != 0``); declaring min=1 lets the capture keep 1 and above symbolic.
+    """
+    names = set(re.findall(r"Not all values of (\w+) = ", str(exc)))
+    if not names or not isinstance(spec, dict):
+        return None
+    dims: dict[str, Dim] = {}
+    changed = []
+
+    def refine(value):
+        if isinstance(value, dict):
+            return {axis: refine(v) for axis, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(refine(v) for v in value)
+        if isinstance(value, Dim) and not hasattr(value, "root") and value.__name__ in names and value.min == 0:
+            if value.__name__ not in dims:
+                high = value.max if _is_finite(value.max) else None
+                dims[value.__name__] = Dim(value.__name__, min=1, **({"max": int(high)} if high is not None else {}))
+                changed.append(value.__name__)
+            return dims[value.__name__]
+        return value
+
+    refined = {name: refine(value) for name, value in spec.items()}
+    if not changed:
+        return None
+    where = _traced_location_from_exception(exc)
+    for name in changed:
+        adopted.setdefault(name, where)
+    return refined
 
 
 def _is_simple_form(dynamic_shapes: Any) -> bool:

@@ -191,7 +191,9 @@ def _subgraph_placeholders(root: torch.nn.Module, node: torch.fx.Node, value: to
 def _submodule(root: torch.nn.Module, node) -> torch.fx.GraphModule | None:
     if not isinstance(node, torch.fx.Node) or node.op != "get_attr":
         return None
-    module = operator.attrgetter(node.target)(root)
+    # a get_attr inside a cond branch / loop body names an attribute of that subgraph's module
+    owner = node.graph.owning_module or root
+    module = operator.attrgetter(node.target)(owner)
     return module if isinstance(module, torch.fx.GraphModule) else None
 
 
