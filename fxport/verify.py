@@ -247,7 +247,8 @@ def generate_input_sets(
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if sizes:
         low, high = _size_limits(dynamic_axes, bounds or {})
-        larger = {name: min(size + max(1, size // 2), high.get(name, 2**62)) for name, size in sizes.items()}
+        larger = {name: min(size + max(1, size // 2) if size >= 2 else 3, high.get(name, 2**62))
+                  for name, size in sizes.items()}
         smaller = {name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()}
         for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
             if new_sizes != sizes:
@@ -274,7 +275,7 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
                bounds: dict[int, dict[int, tuple[int, int]]]) -> list[tuple[dict[str, int], str]]:
     """The sizes where a converted model differs from eager when it does: ``(sizes, why)``.
 
-    For each dynamic dimension, the others kept at the example's size: size 1 and size 0 where
+    For each dynamic dimension, the others kept at the example's size: sizes 1, 0 and 2 where
     the declared range allows them; the declared minimum and maximum (the maximum when the
     inputs stay affordable); and both sides of every bound the capture introduced (the valid
     range of a :class:`fxport.capture.DimRange` narrower than the declared one), so a model
@@ -286,7 +287,7 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
         >>> from fxport.capture import DimRange, UNBOUNDED
         >>> ex = InputSet((torch.ones(4, 3),))
         >>> [(s, w) for s, w in edge_sizes(ex, {0: {0: "batch"}}, {0: {0: DimRange(2, UNBOUNDED)}})]
-        [({'batch': 1}, 'outside exported 2..inf'), ({'batch': 0}, 'outside exported 2..inf'), ({'batch': 2}, 'min')]
+        [({'batch': 1}, 'outside exported 2..inf'), ({'batch': 0}, 'outside exported 2..inf'), ({'batch': 2}, '')]
     """
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if not sizes:
@@ -313,6 +314,7 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
         d_lo, d_hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
         add(name, 1)
         add(name, 0)
+        add(name, 2)
         if d_lo > 1:
             add(name, d_lo, "min")
         if d_hi < 2**62:

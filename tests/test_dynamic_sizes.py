@@ -120,7 +120,7 @@ def test_batch_one_example_keeps_the_dimension_symbolic():
     result = fxport.convert(module, (torch.randn(1, 3, 8, 8),), dynamic_shapes={"x": {0: "batch"}})
     assert result.verified and not [w for w in result.warnings if "dynamic dimension" in w], result.warnings
     names = [row.name for row in result.verification]
-    assert "larger[batch=2]" in names and "size[batch=0]" in names, names
+    assert {"larger[batch=3]", "size[batch=2]", "size[batch=0]"} <= set(names), names
     assert result.model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     assert set(assert_equals_eager_at(module, result.model, lambda n: (torch.randn(n, 3, 8, 8),), [0, 1, 2, 5])) == {0, 1, 2, 5}
 
