@@ -94,14 +94,10 @@ def uses_external_data(model: onnx.ModelProto) -> bool:
 
 
 def _initializers(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _initializers(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _initializers(sub)
+    from fxport.report import iter_graphs
+
+    for each in iter_graphs(graph):
+        yield from each.initializer
 
 
 class Staging:

@@ -205,13 +205,9 @@ def name_dynamic_axes(model: onnx.ModelProto, axis_names: dict[int, dict[int, st
 
 
 def _value_infos(graph: onnx.GraphProto):
-    yield from graph.input
-    yield from graph.output
-    yield from graph.value_info
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _value_infos(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _value_infos(sub)
+    from fxport.report import iter_graphs
+
+    for each in iter_graphs(graph):
+        yield from each.input
+        yield from each.output
+        yield from each.value_info

@@ -144,12 +144,25 @@ def iter_nodes(graph: onnx.GraphProto):
     """Every node of ``graph`` and of its nested subgraphs (If/Loop/Scan bodies), depth first."""
     for node in graph.node:
         yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from iter_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from iter_nodes(sub)
+        for sub in subgraphs(node):
+            yield from iter_nodes(sub)
+
+
+def iter_graphs(graph: onnx.GraphProto):
+    """``graph`` and every nested subgraph (If/Loop/Scan bodies), depth first."""
+    yield graph
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from iter_graphs(sub)
+
+
+def subgraphs(node: onnx.NodeProto):
+    """The graphs held by ``node``'s attributes (an If's branches, a Loop's or Scan's body)."""
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
 
 
 def count_ops(graph: onnx.GraphProto) -> dict[str, int]:

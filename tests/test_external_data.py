@@ -118,7 +118,8 @@ def test_without_output_the_weights_come_back_into_memory(tmp_path, monkeypatch)
     module = Table().eval()
     result = fxport.convert(module, example(), external_data=True)
     assert not uses_external_data(result.model) and result.output_path is None
-    assert listing(tmp_path) == []  # the staged pair is gone
+    # the staged pair is gone (torch may put its own caches in the temp dir: not fxport's)
+    assert [name for name in listing(tmp_path) if not name.startswith("torchinductor_")] == []
     session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
     with torch.no_grad():
         np.testing.assert_allclose(session.run(None, {"ids": ELSE.numpy()})[0], module(ELSE).numpy(), atol=1e-5)
