@@ -101,8 +101,8 @@ def scan_model(target: str, *, inputs=(), dynamic=(), inputs_fn=None, opset=None
                disable=()) -> list[MissingOp]:
     """Load ``target`` like ``fxport convert`` does, capture it with the rules applied, and
     list every op still without a translation (``fxport ops``)."""
-    from fxport.capture import capture
     from fxport.load import load_model
+    from fxport.pipeline import capture_with_rewrites, eval_mode
     from fxport.quiet import quiet_torch
     from fxport.rules import resolve
 
@@ -111,8 +111,9 @@ def scan_model(target: str, *, inputs=(), dynamic=(), inputs_fn=None, opset=None
     ruleset = resolve(rules, disable=disable, opset=opset)
     example = loaded.input_sets[0]
     records: list = []
-    with ruleset.patches_applied(records):
-        program = capture(loaded.module.eval(), example, loaded.dynamic_shapes)
+    with eval_mode(loaded.module, []):  # data-dependent control flow converted, as convert does
+        program = capture_with_rewrites(loaded.module, example, loaded.dynamic_shapes, ruleset, records,
+                                        "auto", [])
     program = ruleset.apply_graph_rules(program, records)
     with quiet_torch():
         return find_missing_ops(program, ruleset.translation_table(), opset)

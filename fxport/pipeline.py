@@ -157,11 +157,9 @@ def convert(
         with timer("eager"):
             register_output_dataclasses(run_eager(model, example))
         export_model, export_example = exported_at_precision(model, example, precision)
-        with timer("capture"), ruleset.patches_applied(rewrites), \
-                capture_rewrites(export_model, rewrites, if_strategy if control_flow else None):
-            program = capture(export_model, export_example, dynamic_shapes, notes=result_warnings)
-            if control_flow:
-                tensorize_item_predicates(program, rewrites)
+        with timer("capture"):
+            program = capture_with_rewrites(export_model, export_example, dynamic_shapes, ruleset, rewrites,
+                                            if_strategy if control_flow else None, result_warnings)
         if keep_artifacts:
             artifacts["exported_program_before"] = snapshot_graph_module(program)
         with timer("rewrite"):
@@ -275,6 +273,21 @@ def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.Gra
     snapshot = torch.fx.GraphModule(program.graph_module, graph)
     snapshot.meta["graph_signature"] = copy.deepcopy(program.graph_signature)
     return snapshot
+
+
+def capture_with_rewrites(model: torch.nn.Module, example: InputSet, dynamic_shapes: Any, ruleset,
+                          records: list[AppliedRewrite], if_strategy: str | None,
+                          notes: list[str]) -> torch.export.ExportedProgram:
+    """The capture stage as every command runs it: patch rules and control-flow conversion
+    installed around ``torch.export``, ``.item()`` predicates made tensors; ``records``
+    collects the rewrites. ``if_strategy`` None leaves the model's control flow as written.
+    ``fxport convert``, ``fxport ops`` and ``fxport diff`` all capture through here.
+    """
+    with ruleset.patches_applied(records), capture_rewrites(model, records, if_strategy):
+        program = capture(model, example, dynamic_shapes, notes=notes)
+        if if_strategy is not None:
+            tensorize_item_predicates(program, records)
+    return program
 
 
 @contextlib.contextmanager

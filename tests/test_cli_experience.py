@@ -94,3 +94,15 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def test_ops_scans_a_model_with_data_dependent_control_flow():
+    """`fxport ops` captures like convert (control flow converted) instead of stopping at the if."""
+    from fxport.coverage import scan_model
+
+    assert scan_model(f"{CASES}:BranchyMissingOp") == [], "erfinv inside the branch is translated by a rule"
+    missing = scan_model(f"{CASES}:BranchyMissingOp", disable=("aten::erfinv",))
+    assert [entry.op for entry in missing] == ["aten::erfinv"]
+    assert "cli_cases.py:" in str(missing[0].location)
+    done = run_cli("ops", f"{CASES}:BranchyMissingOp")
+    assert done.returncode == 0 and "Every op has an ONNX translation" in done.stdout, done.stderr

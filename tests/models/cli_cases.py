@@ -22,3 +22,17 @@ class Noisy(nn.Module):
 
     def forward(self, x):
         return x + torch.rand_like(x)
+
+
+class BranchyMissingOp(nn.Module):
+    """A tensor-conditioned branch around erfinv, an op the stock exporter cannot translate (a
+    built-in rule does): `fxport ops` must get past the branch to list the model's ops."""
+
+    example_args = (torch.rand(4, 3) * 0.5,)
+
+    def forward(self, x):
+        if x.mean() > 0:
+            y = torch.special.erfinv(x)
+        else:
+            y = x * 2
+        return y
