@@ -27,6 +27,8 @@ from fxport.errors import (
     ControlFlowError,
     ConversionError,
     InputSpecError,
+    SourceLocation,
+    is_user_file,
     user_location_from_exception,
     user_location_from_stack,
 )
@@ -663,11 +665,22 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
             where=where,
             hint="write the lambda as a def function or a method, or use torch.where in it",
         )
+    library = library_location_from_exception(exc)
+    if _is_data_dependent(exc, text) and library is not None:
+        return CaptureError(
+            f"data-dependent control flow in library code at {_package_relative(library)} cannot be "
+            "captured (fxport converts your own code, not installed packages)",
+            where=where,
+            hint="pick an implementation of the library without it if it has one (transformers: "
+            "config experts_implementation / attn_implementation), or patch that function with a rule",
+        )
     if _is_data_dependent(exc, text):
         return CaptureError(
-            "data-dependent control flow (a Python branch or loop on a tensor value) cannot be captured",
+            "data-dependent control flow (a Python branch or loop on a tensor value, or a number read "
+            "from a tensor with .item(), float(), int()) cannot be captured",
             where=where,
-            hint="leave control-flow conversion on (the default), or rewrite it with torch.where/torch.cond",
+            hint="keep values read from tensors as tensors (x * t rather than x * float(t)); with "
+            "--no-control-flow, turn conversion back on; or rewrite it with torch.where/torch.cond",
         )
     if "Constraints violated" in text or "specialized" in text.lower() and "dim" in text.lower():
         pinned = list(dict.fromkeys(f"{m.group(1)!r} to {m.group(2)}"
@@ -703,6 +716,38 @@ def _is_data_dependent(exc: BaseException, text: str) -> bool:
     return bool(names & {"GuardOnDataDependentSymNode", "DataDependentOutputException"}) or (
         "data-dependent" in text.lower() or "data dependent" in text.lower()
     )
+
+
+def library_location_from_exception(exc: BaseException) -> SourceLocation | None:
+    """The innermost frame in an installed package other than torch (transformers' modeling
+    code, say) below the user's code in the deepest exception's traceback, or None."""
+    import traceback as tb_module
+
+    deepest = list(_exception_chain(exc))[-1]
+    found = None
+    for frame, lineno in tb_module.walk_tb(deepest.__traceback__):
+        filename = frame.f_code.co_filename
+        if is_user_file(filename):
+            found = None  # only library frames called from (below) the user's code count
+        elif _is_other_library(filename):
+            found = SourceLocation(filename, lineno, frame.f_code.co_name)
+    return found
+
+
+def _package_relative(location: SourceLocation) -> str:
+    """``transformers/models/mixtral/modeling_mixtral.py:80`` rather than the site-packages path."""
+    parts = os.path.abspath(location.filename).split(os.sep)
+    marker = "site-packages" if "site-packages" in parts else "dist-packages"
+    return f"{'/'.join(parts[parts.index(marker) + 1:])}:{location.lineno}"
+
+
+def _is_other_library(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    parts = path.split(os.sep)
+    if "site-packages" not in parts and "dist-packages" not in parts:
+        return False
+    package = parts[(parts.index("site-packages") if "site-packages" in parts else parts.index("dist-packages")) + 1]
+    return package not in ("torch", "fxport", "onnxscript", "onnx", "onnx_ir", "sympy", "functorch", "typing_extensions")
 
 
 def _exception_chain(exc: BaseException):
