@@ -330,6 +330,11 @@ def make_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Gen
 def inputs_from_specs(module: torch.nn.Module, specs: list[TensorSpec], seed: int = 0) -> InputSet:
     """Build example inputs for ``module.forward`` from command-line specs, matched by name."""
     parameters = forward_parameters(module)
+    names = [spec.name for spec in specs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InputSpecError(f"-i gives input {', '.join(repeated)} more than once",
+                             hint="give each input once; verify other shapes with --inputs-fn or --dynamic")
     by_name = {spec.name: spec for spec in specs}
     unknown = [name for name in by_name if name not in parameters]
     if unknown:

@@ -106,3 +106,9 @@ def test_ops_scans_a_model_with_data_dependent_control_flow():
     assert "cli_cases.py:" in str(missing[0].location)
     done = run_cli("ops", f"{CASES}:BranchyMissingOp")
     assert done.returncode == 0 and "Every op has an ONNX translation" in done.stdout, done.stderr
+
+
+def test_an_input_given_twice_is_a_usage_error():
+    done = run_cli("convert", "tests/models/basic.py:NoInputs", "-i", "x=2x3", "-i", "x=4x3", "-i", "y=2x3")
+    assert done.returncode == 2 and "-i gives input x more than once" in done.stderr
+    assert done.stderr.count("\n") == 1
