@@ -501,6 +501,18 @@ def record_dynamic_ranges(model: Any, program: torch.export.ExportedProgram) -> 
     entry.key, entry.value = "fxport.dynamic_ranges", json.dumps(ranges, sort_keys=True)
 
 
+def number_as_tensor(value: bool | int | float) -> torch.Tensor:
+    """A Python number as the 0-d tensor an exported model returns for it (int64, float32, bool).
+
+    Example::
+
+        >>> number_as_tensor(3).dtype, number_as_tensor(2.5).dtype, number_as_tensor(True).dtype
+        (torch.int64, torch.float32, torch.bool)
+    """
+    dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
+    return torch.tensor(value, dtype=dtype)
+
+
 def constant_outputs_as_tensors(program: torch.export.ExportedProgram) -> None:
     """Turn Python-number outputs (``return x, 3``) into 0-d tensor outputs, in place.
 
@@ -529,10 +541,11 @@ def constant_outputs_as_tensors(program: torch.export.ExportedProgram) -> None:
         value = spec.arg.value if isinstance(spec.arg, ConstantArgument) else None
         if spec.kind != OutputKind.USER_OUTPUT or not isinstance(value, (bool, int, float)):
             continue
-        dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
+        constant = number_as_tensor(value)
         with program.graph.inserting_before(output_node):
-            node = program.graph.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
-        node.meta["val"] = torch.scalar_tensor(value, dtype=dtype)
+            node = program.graph.call_function(torch.ops.aten.scalar_tensor.default, (value,),
+                                               {"dtype": constant.dtype})
+        node.meta["val"] = constant
         values[position] = node
         spec.arg = TensorArgument(name=node.name)
         changed = True

@@ -115,39 +115,43 @@ def exercise_control_flow(
     ``records`` are the control-flow rewrites of the conversion (which constructs were
     converted); ``budget`` bounds the number of variations tried.
     """
+    from fxport.controlflow import convert_control_flow
+
     constructs = _converted_constructs(records)
     if not constructs:
         return ExerciseReport([])
-    for input_set in input_sets:
-        try:
-            _merge(constructs, observe(model, input_set, strategy))
-        except ConversionError:  # a generated size eager rejects: verification skipped it too
-            continue
     report = ExerciseReport(list(constructs.values()))
-    for name, transform in list(_VARIATIONS.items())[:budget]:
-        if not any(c.missing() for c in report.constructs):
-            break
-        candidate = _vary(example, transform, domains, f"search: {name}")
-        if candidate is None:
-            continue
-        try:
-            outcomes = observe(model, candidate, strategy)
-        except ConversionError:  # eager rejects these values (out of the model's domain)
-            continue
-        reached = [c for key, c in constructs.items() if c.reached_by(outcomes.get(key, set()))]
-        if reached:
-            candidate.name += " (reaches " + ", ".join(f"{c.kind} at {c.location}" for c in reached) + ")"
-            report.found_sets.append(candidate)
-            _merge(constructs, outcomes)
+    with convert_control_flow(model, strategy=strategy):  # installed once for every run below
+        for input_set in input_sets:
+            try:
+                _merge(constructs, observe(model, input_set))
+            except ConversionError:  # a generated size eager rejects: verification skipped it too
+                continue
+        for name, transform in list(_VARIATIONS.items())[:budget]:
+            if not any(c.missing() for c in report.constructs):
+                break
+            candidate = _vary(example, transform, domains, f"search: {name}")
+            if candidate is None:
+                continue
+            try:
+                outcomes = observe(model, candidate)
+            except ConversionError:  # eager rejects these values (out of the model's domain)
+                continue
+            reached = [c for key, c in constructs.items() if c.reached_by(outcomes.get(key, set()))]
+            if reached:
+                candidate.name += " (reaches " + ", ".join(f"{c.kind} at {c.location}" for c in reached) + ")"
+                report.found_sets.append(candidate)
+                _merge(constructs, outcomes)
     return report
 
 
-def observe(model: torch.nn.Module, input_set: InputSet, strategy: str = "auto") -> dict[tuple, set]:
-    """(kind, file, line) → outcomes of the converted code run eagerly on ``input_set``."""
-    from fxport.controlflow import convert_control_flow, runtime
+def observe(model: torch.nn.Module, input_set: InputSet) -> dict[tuple, set]:
+    """(kind, file, line) → outcomes of ``model`` run eagerly on ``input_set`` while its
+    converted code is installed (inside ``convert_control_flow(model)``)."""
+    from fxport.controlflow import runtime
 
     outcomes: dict[tuple, set] = {}
-    with convert_control_flow(model, strategy=strategy), runtime.coverage() as notes:
+    with runtime.coverage() as notes:
         run_eager(model, input_set)
     for kind, location, outcome in notes:
         outcomes.setdefault((kind, location.filename, location.lineno), set()).add(outcome)

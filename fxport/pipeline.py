@@ -181,22 +181,21 @@ def convert(
             node_counts[precision] = sum(1 for _ in iter_nodes(onnx_model.graph))
         verification, coverage = [], []
         if verify:
-            domains = input_domains(program, example)
+            domains, bounds = input_domains(program, example), dynamic_dim_bounds(program)
+            generated = generate_input_sets(example, axis_names, bounds=bounds, domains=domains)
             verify_options = dict(
                 precision=precision, float_model=runnable(float_model, stage), min_cosine=min_cosine,
-                device=verify_device, dynamic_axes=axis_names, bounds=dynamic_dim_bounds(program),
-                domains=domains, notes=result_warnings, atol=atol, rtol=rtol,
+                device=verify_device, dynamic_axes=axis_names, bounds=bounds, domains=domains,
+                generated_sets=generated, notes=result_warnings, atol=atol, rtol=rtol,
                 on_input_set=(lambda name: progress("verify", f"running {name}")) if progress else None,
             )
             with timer("verify"):
                 verification = verify_at_precision(model, runnable(onnx_model, stage), [example, *extra_sets],
                                                    **verify_options)
-            if control_flow:
+            if any(rewrite.tier == "control-flow" for rewrite in rewrites):
                 with timer("coverage"):
-                    exercised = exercise_control_flow(
-                        model, rewrites, [example, *extra_sets, *generate_input_sets(
-                            example, axis_names, bounds=verify_options["bounds"], domains=domains)],
-                        example, domains, strategy=if_strategy)
+                    exercised = exercise_control_flow(model, rewrites, [example, *extra_sets, *generated],
+                                                      example, domains, strategy=if_strategy)
                     if exercised.found_sets:
                         try:
                             verification += verify_at_precision(model, runnable(onnx_model, stage),

@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 import torch
 
+from fxport.capture import number_as_tensor
 from fxport.domain import InputDomain, padding_mask
 from fxport.errors import ConversionError, EagerRunError, VerificationError
 from fxport.load import InputSet, run_eager
@@ -531,11 +532,6 @@ def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
             for value in flat if isinstance(value, (torch.Tensor, bool, int, float))]
 
 
-def number_as_tensor(value: bool | int | float) -> torch.Tensor:
-    """A Python number as the 0-d tensor an exported model returns for it (int64, float32, bool)."""
-    dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
-    return torch.tensor(value, dtype=dtype)
-
 
 @dataclasses.dataclass(frozen=True)
 class Acceptance:
@@ -575,6 +571,7 @@ def verify_model(
     atol: float | None = None,
     rtol: float | None = None,
     on_input_set: Callable[[str], None] | None = None,
+    generated_sets: list[InputSet] | None = None,
 ) -> list[VerificationRow]:
     """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
 
@@ -585,13 +582,16 @@ def verify_model(
     (e.g. an op without a float16 CPU kernel) skips the row instead of raising. ``notes``
     receives one-line warnings (nodes ONNX Runtime placed on CPU instead of CUDA). ``atol`` /
     ``rtol`` replace the dtype tolerances of float outputs; ``on_input_set(name)`` is called
-    before each input set runs (the CLI's live status line).
+    before each input set runs (the CLI's live status line). ``generated_sets``: the
+    :func:`generate_input_sets` result when the caller already drew it (the pipeline reuses it
+    for the coverage pass); None draws them here.
     """
     acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol)
     runner = OnnxRunner(model, device)
     candidates = list(input_sets)
     if generate:
-        candidates[1:1] = generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains)
+        candidates[1:1] = (generated_sets if generated_sets is not None
+                           else generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains))
     module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []
