@@ -70,8 +70,8 @@ class AttentionOnly(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-class GPT2Hidden(nn.Module):
-    """transformers' GPT-2 (its SDPA path) returning the last hidden state."""
+class LastHidden(nn.Module):
+    """A transformers model (its SDPA path) returning the last hidden state."""
 
     def __init__(self, model):
         super().__init__()
@@ -121,7 +121,7 @@ def cases():
     config = transformers.GPT2Config(n_layer=2, n_embd=WIDTH, n_head=HEADS, vocab_size=1000,
                                      n_positions=2 * SEQ, attn_implementation="sdpa")
     ids = torch.randint(0, 1000, (BATCH, SEQ))
-    found.append(("gpt2 2 layers (transformers)", GPT2Hidden(transformers.GPT2Model(config)),
+    found.append(("gpt2 2 layers (transformers)", LastHidden(transformers.GPT2Model(config)),
                   (ids, padding), {"input_ids": {0: "batch", 1: "seq"},
                                    "attention_mask": {0: "batch", 1: "seq"}}))
     return found

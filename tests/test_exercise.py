@@ -77,4 +77,5 @@ def test_models_without_converted_control_flow_pay_nothing():
             return x * 2
 
     result = fxport.convert(Plain(), (torch.randn(2, 3),))
-    assert result.coverage == [] and "coverage" not in result.timings or result.timings["coverage"] < 0.05
+    assert result.coverage == [] and "coverage" not in result.timings, "no coverage stage without converted code"
+    assert not any(row.name.startswith("search: ") for row in result.verification)

@@ -179,7 +179,8 @@ def test_failure_writing_the_data_leaves_the_old_pair(tmp_path, old_pair, monkey
     assert real is not disk_full
 
 
-def test_failure_of_the_model_rename_puts_the_old_data_back(tmp_path, old_pair, monkeypatch):
+def fail_the_model_rename(monkeypatch) -> None:
+    """Make the final rename (staged model → net.onnx) fail with an I/O error; other renames work."""
     real_replace = os.replace
 
     def replace(source, target):
@@ -188,6 +189,10 @@ def test_failure_of_the_model_rename_puts_the_old_data_back(tmp_path, old_pair, 
         return real_replace(source, target)
 
     monkeypatch.setattr(fxport.external.os, "replace", replace)
+
+
+def test_failure_of_the_model_rename_puts_the_old_data_back(tmp_path, old_pair, monkeypatch):
+    fail_the_model_rename(monkeypatch)
     with pytest.raises(OutputWriteError, match="Input/output"):
         fxport.convert(Table(seed=2).eval(), example(), output=tmp_path / "net.onnx", external_data=True,
                        verify=False)
@@ -196,14 +201,7 @@ def test_failure_of_the_model_rename_puts_the_old_data_back(tmp_path, old_pair, 
 
 
 def test_failure_of_the_model_rename_without_an_old_pair_leaves_nothing(tmp_path, monkeypatch):
-    real_replace = os.replace
-
-    def replace(source, target):
-        if os.fspath(target).endswith("net.onnx"):
-            raise OSError(5, "Input/output error")
-        return real_replace(source, target)
-
-    monkeypatch.setattr(fxport.external.os, "replace", replace)
+    fail_the_model_rename(monkeypatch)
     with pytest.raises(OutputWriteError):
         fxport.convert(Table().eval(), example(), output=tmp_path / "net.onnx", external_data=True, verify=False)
     assert listing(tmp_path) == []

@@ -19,6 +19,8 @@ import fxport.testing
 from fxport.report import iter_nodes
 from fxport.rules import rule_of_node
 
+from benchmarks.attention_latency import LastHidden
+
 RULE = "aten::scaled_dot_product_attention"
 KINDS = ("bool", "float -inf", "float min", "no mask", "causal")
 TOLERANCE = {torch.float32: (1e-5, 1e-4), torch.float16: (4e-3, 4e-3)}  # fp16: ~4 float16 steps
@@ -162,16 +164,6 @@ def tiny_llama():
         attn_implementation="sdpa")
     torch.manual_seed(0)
     return LastHidden(transformers.LlamaModel(config)).eval()
-
-
-class LastHidden(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                          use_cache=False).last_hidden_state
 
 
 def max_error(module, model, args) -> float:
