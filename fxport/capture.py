@@ -6,7 +6,11 @@ per-argument dicts or tuples) passes through unchanged. The simple form names th
 
 Example::
 
-    >>> ep = capture(model, InputSet((torch.randn(2, 3),)), {"x": {0: "batch"}})  # doctest: +SKIP
+    >>> import torch
+    >>> from fxport.load import InputSet
+    >>> ep = capture(torch.nn.Softmax(dim=-1), InputSet((torch.randn(2, 3),)), {"input": {0: "batch"}})
+    >>> [str(d) for d in ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape]
+    ['s...', '3']
 """
 
 from __future__ import annotations

@@ -315,7 +315,7 @@ def list_missing_ops(
     mode = OutputMode(False, False, debug)
 
     def action():
-        from fxport.coverage import scan_model
+        from fxport.pipeline import scan_model
 
         return scan_model(target, inputs=inputs, dynamic=dynamic, inputs_fn=inputs_fn,
                           opset=opset, rules=[str(path) for path in rules] or None,
@@ -382,7 +382,7 @@ def diff(
 
 def write_report(text: str, path: Path) -> None:
     """Write the ``--report`` JSON atomically (also for a failed run: what ran, and the error)."""
-    from fxport.pipeline import write_text_atomically
+    from fxport.files import write_text_atomically
 
     write_text_atomically(text, path)
 

@@ -11,9 +11,15 @@ is a one-line warning at the user's file:line (an error with ``strict_coverage``
 
 Example::
 
-    >>> report = exercise_control_flow(model, records, sets, example, domains={})   # doctest: +SKIP
-    >>> [c.describe() for c in report.constructs]                                   # doctest: +SKIP
-    ['if at net.py:12: took True and False']
+    >>> import torch
+    >>> from examples.gated_mlp import GatedMLP
+    >>> from fxport.pipeline import run
+    >>> job = run(GatedMLP(), (torch.full((3, 8), -2.0),), until="capture")
+    >>> report = exercise_control_flow(job.model, job.rewrites, job.input_sets, job.example, domains={})
+    >>> [c.describe() for c in report.constructs]
+    ['if at examples/gated_mlp.py:28: took False and True', 'ifexp at examples/gated_mlp.py:32: took False and True']
+    >>> [s.name for s in report.found_sets]
+    ['search: negated values (reaches if at examples/gated_mlp.py:28)', 'search: values ×0.1 (reaches ifexp at examples/gated_mlp.py:32)']
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from typing import Iterator
 import onnx
 
 from fxport.errors import OutputWriteError, UsageError
+from fxport.files import output_mode  # an overwritten file keeps its mode, a new one gets the umask's
 
 #: Initializer bytes above which weights go to external data: torch.onnx's ``_LARGE_MODEL_THRESHOLD``
 #: (1.5 GiB), leaving room under protobuf's 2 GiB for the graph and what precision steps add.
@@ -194,8 +195,6 @@ class Staging:
         data_target = os.path.join(self.target_dir, self.data_name)
         backup = os.path.join(directory, "previous.data")
         had_data = os.path.lexists(data_target)
-        from fxport.pipeline import output_mode  # an overwritten file keeps its mode, a new one gets the umask's
-
         with contextlib.suppress(OSError):
             os.chmod(os.path.join(directory, self.data_name), output_mode(data_target))
             os.chmod(staged_model, output_mode(self.output))

@@ -9,7 +9,11 @@ module's tensors into a staged data file, never copied into the proto.
 
 Example::
 
-    >>> onnx_model = lower(exported_program, opset=18)          # doctest: +SKIP
+    >>> import torch
+    >>> program = torch.export.export(torch.nn.ReLU(), (torch.randn(2, 3),))
+    >>> onnx_model = lower(program, opset=18)
+    >>> [node.op_type for node in onnx_model.graph.node]
+    ['Relu']
 """
 
 from __future__ import annotations

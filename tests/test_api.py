@@ -160,9 +160,9 @@ def test_not_a_module():
 
 def test_verification_failure_raises_with_table(monkeypatch):
     """A model whose ONNX differs from eager must fail, never warn."""
-    import fxport.pipeline as pipeline
+    import fxport.stages as stages
 
-    real_lower = pipeline.lower
+    real_lower = stages.lower
 
     def corrupting_lower(program, **kwargs):
         model = real_lower(program, **kwargs)
@@ -171,7 +171,7 @@ def test_verification_failure_raises_with_table(monkeypatch):
                 node.op_type = "Sigmoid"
         return model
 
-    monkeypatch.setattr(pipeline, "lower", corrupting_lower)
+    monkeypatch.setattr(stages, "lower", corrupting_lower)
     with pytest.raises(fxport.VerificationError) as info:
         fxport.convert(Scale(), (torch.randn(2, 4),))
     assert len(info.value.report) == 2 and not any(row.passed for row in info.value.report)

@@ -211,7 +211,9 @@ def test_failed_verification_writes_nothing_and_keeps_the_old_pair(tmp_path, old
     def mismatch(*args, **kwargs):
         raise VerificationError("ONNX Runtime differs from eager PyTorch (simulated)")
 
-    monkeypatch.setattr(fxport.pipeline, "verify_at_precision", mismatch)
+    import fxport.stages
+
+    monkeypatch.setattr(fxport.stages, "verify_at_precision", mismatch)
     with pytest.raises(VerificationError):
         fxport.convert(Table(seed=2).eval(), example(), output=tmp_path / "net.onnx", external_data=True)
     assert snapshot(tmp_path) == old_pair[1]

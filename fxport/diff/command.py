@@ -30,7 +30,7 @@ def run_diff(target: str, other: str | None = None, *, inputs=(), dynamic=(), in
         result = _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress, convert_options)
     if html is not None:
         from fxport.diff.render_html import render_html
-        from fxport.pipeline import write_text_atomically
+        from fxport.files import write_text_atomically
 
         write_text_atomically(render_html(result), html)
     return result

@@ -141,7 +141,7 @@ def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = 
 
     ``convert_options`` go to :func:`fxport.convert` (``opset``, ``verify``, ``rules``...).
     """
-    from fxport.pipeline import convert, eval_mode
+    from fxport.pipeline import convert, module_left_as_it_was
 
     example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
     with tempfile.TemporaryDirectory(prefix="fxport-diff-") as folder:
@@ -156,7 +156,7 @@ def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = 
             del convert_options["output"]
     progress = convert_options.get("progress") or (lambda stage, state: None)
     progress("stock export", "start")
-    with eval_mode(model, []):
+    with module_left_as_it_was(model, []):
         baseline = stock_baseline(model, example, dynamic_shapes, convert_options.get("opset"))
     progress("stock export", "done")
     return assemble(target or type(model).__name__, result, baseline)

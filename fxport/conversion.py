@@ -1,0 +1,149 @@
+"""What the pipeline's stages pass to each other: one :class:`Conversion` per run.
+
+A stage reads what earlier stages left on the conversion and adds its own product; nothing else
+travels between stages. The fields below are grouped by the stage that fills them, in order:
+
+========== ==================================================================================
+set up     ``model``, ``example``, ``extra_sets``, ``dynamic_shapes``, ``output``,
+           ``options``, ``ruleset``, ``device``, ``staging``, ``calibration_sets``
+eager      (checks the model runs; registers dataclass outputs)
+capture    ``program`` (the captured ExportedProgram), ``rewrites`` (source-level records)
+rewrite    ``program`` after graph rules and passes, ``rewrites`` (graph-level records)
+lower      ``float_model``, ``onnx_model``, ``axis_names``, ``node_counts``, ``fusions``
+precision  ``onnx_model`` at fp16/int8
+verify     ``domains``, ``bounds``, ``generated``, ``verification`` rows
+coverage   ``coverage`` per converted construct, more ``verification`` rows
+write      ``output_path``
+========== ==================================================================================
+
+``warnings``, ``artifacts`` and ``timer`` collect across stages.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.pipeline import run
+    >>> job = run(torch.nn.Tanh(), (torch.randn(2, 3),), until="capture")
+    >>> job.completed, job.onnx_model is None
+    (['eager', 'capture'], True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from fxport.options import Options
+
+if TYPE_CHECKING:
+    import onnx
+    import torch
+
+    from fxport.external import Staging
+    from fxport.load import InputSet
+    from fxport.report import AppliedRewrite, ConversionResult
+
+#: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
+#: running stage is doing now (``"running left-padded mask"``); the CLI draws it.
+ProgressCallback = Callable[[str, str], None]
+
+
+class StageTimer:
+    """Times pipeline stages and reports them to a progress callback."""
+
+    def __init__(self, progress: ProgressCallback | None = None):
+        self.seconds: dict[str, float] = {}
+        self.progress = progress
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        if self.progress:
+            self.progress(stage, "start")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+        if self.progress:
+            self.progress(stage, "done")
+
+    def note(self, stage: str, text: str) -> None:
+        """Tell the progress callback what ``stage`` is doing now."""
+        if self.progress:
+            self.progress(stage, text)
+
+
+@dataclasses.dataclass
+class Conversion:
+    """One run of the pipeline: its inputs, its options and every stage's product so far."""
+
+    model: "torch.nn.Module"
+    example: "InputSet"
+    options: Options
+    ruleset: Any
+    device: str
+    staging: "Staging"
+    extra_sets: list["InputSet"] = dataclasses.field(default_factory=list)
+    dynamic_shapes: Any = None
+    output: Any = None
+    calibration_sets: list["InputSet"] | None = None
+    timer: StageTimer = dataclasses.field(default_factory=StageTimer)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    rewrites: list["AppliedRewrite"] = dataclasses.field(default_factory=list)
+    artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    completed: list[str] = dataclasses.field(default_factory=list)
+    # capture, rewrite
+    program: "torch.export.ExportedProgram | None" = None
+    # lower, precision
+    float_model: "onnx.ModelProto | None" = None
+    onnx_model: "onnx.ModelProto | None" = None
+    axis_names: dict = dataclasses.field(default_factory=dict)
+    node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    fusions: dict[str, int] = dataclasses.field(default_factory=dict)
+    # verify, coverage
+    domains: dict = dataclasses.field(default_factory=dict)
+    bounds: dict = dataclasses.field(default_factory=dict)
+    generated: list["InputSet"] = dataclasses.field(default_factory=list)
+    verification: list = dataclasses.field(default_factory=list)
+    coverage: list[dict] = dataclasses.field(default_factory=list)
+    # write
+    output_path: str | None = None
+
+    @property
+    def input_sets(self) -> list["InputSet"]:
+        """The example followed by the caller's own input sets."""
+        return [self.example, *self.extra_sets]
+
+    def partial(self) -> dict:
+        """What a failed run still reports (``--report``, ``--json``): timings, rewrites, warnings."""
+        return {"timings": dict(self.timer.seconds), "rewrites": list(self.rewrites), "warnings": list(self.warnings)}
+
+    def result(self) -> "ConversionResult":
+        """The finished run as a :class:`~fxport.report.ConversionResult`."""
+        from fxport.report import ConversionResult
+
+        if "lower" not in self.completed:
+            raise RuntimeError(f"a result needs the lower stage; this run stopped after {self.completed[-1:]}")
+        atol, rtol = self.options.atol, self.options.rtol
+        return ConversionResult(
+            model=self.onnx_model,
+            output_path=self.output_path,
+            rewrites=self.rewrites,
+            verification=self.verification,
+            timings=self.timer.seconds,
+            opset=default_opset(self.onnx_model),
+            warnings=self.warnings,
+            artifacts=self.artifacts,
+            precision=self.options.precision,
+            node_counts=self.node_counts,
+            optimize=self.options.optimize,
+            fusions=self.fusions,
+            tolerances={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else {},
+            coverage=self.coverage,
+        )
+
+
+def default_opset(model: "onnx.ModelProto") -> int | None:
+    """The model's default-domain opset version."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)

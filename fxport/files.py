@@ -1,0 +1,75 @@
+"""Output files written the way any other tool writes them: atomically, with the umask's mode.
+
+A failure leaves no partial file and never clobbers an existing one; an overwritten file keeps
+its permission bits. The model, ``--report``, ``--html`` and the diff pages all go through here.
+
+Example::
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "report.json")
+    >>> write_text_atomically("{}", path) == path, open(path).read()
+    (True, '{}')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+from fxport.errors import OutputWriteError
+
+if TYPE_CHECKING:
+    import onnx
+
+
+def write_atomically(model: onnx.ModelProto, path: str | os.PathLike) -> str:
+    """Write ``model`` to ``path`` through a temporary file and a rename.
+
+    A failure leaves no partial file and never clobbers an existing one.
+    """
+    return write_bytes_atomically(model.SerializeToString(), path)
+
+
+def write_text_atomically(text: str, path: str | os.PathLike) -> str:
+    """Write ``text`` (UTF-8) to ``path`` atomically, like :func:`write_atomically`."""
+    return write_bytes_atomically(text.encode("utf-8"), path)
+
+
+def write_bytes_atomically(data: bytes, path: str | os.PathLike) -> str:
+    """Write ``data`` to ``path`` through a temporary file in its directory and a rename."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputWriteError(f"cannot write {path}: directory {directory} does not exist",
+                               hint="create the directory or choose another path")
+    try:
+        fd, temp_path = tempfile.mkstemp(prefix=".fxport-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write {path}: {exc.strerror}",
+                               hint="choose a writable path") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(temp_path, output_mode(path))
+        os.replace(temp_path, path)
+    except (OSError, ValueError) as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_path)
+        raise OutputWriteError(f"cannot write {path}: {exc}", hint="choose a writable path") from exc
+    return path
+
+
+def output_mode(path: str | os.PathLike) -> int:
+    """The permission bits a file written to ``path`` gets: an existing file's, else 0666 minus umask.
+
+    ``mkstemp`` creates 0600 files; without this an output would be private whatever the umask,
+    and overwriting a shared 0644 model would make it private.
+    """
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

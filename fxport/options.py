@@ -1,0 +1,121 @@
+"""What a conversion is asked to do, as one value: :class:`Options`.
+
+``fxport convert``'s flags, :func:`fxport.convert`'s keywords and the stages of
+:mod:`fxport.pipeline` all read the same frozen value; it is checked once, when it is built, so a
+stage never meets a bad combination (a usage error names the flag).
+
+Example::
+
+    >>> from fxport.options import Options
+    >>> options = Options(verify=False, optimize="ort")
+    >>> options.optimize, options.replace(atol=1e-3).atol
+    ('ort', 0.001)
+    >>> Options(atol=-1)
+    Traceback (most recent call last):
+    ...
+    fxport.errors.UsageError: --atol -1 is not a finite non-negative number; ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fxport.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How to convert: every choice besides the model, its inputs and the output path.
+
+    Attributes:
+        opset: ONNX opset; None lets the exporter choose.
+        verify: compare ONNX Runtime with eager PyTorch on the example, fresh values and other
+            sizes along dynamic dimensions (plus the caller's ``verify_inputs``).
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"`` for verification.
+        rules: extra rewrite rules (see docs/rules.md): decorated functions/classes, modules,
+            rule-file paths, or a list of those; the built-ins always apply.
+        disable_rules: names of rules to leave out (``fxport rules`` lists them, control-flow
+            conversions included).
+        if_strategy: how tensor-conditioned ``if`` statements are converted: ``"auto"`` (where
+            for pure cheap branches, cond otherwise), ``"where"`` or ``"cond"``.
+        control_flow: convert data-dependent Python control flow (docs/control-flow.md);
+            ``False`` captures the model's code as it is.
+        optimize: ``"generic"`` (``True``): the exporter's ONNX optimiser; ``"none"``
+            (``False``): the raw export; ``"ort"``: the optimiser, then onnxscript's ONNX Runtime
+            fusions (``com.microsoft`` ops), counted in ``result.fusions`` (docs/optimize.md).
+        keep_artifacts: also return the captured program before and after graph rules in
+            ``result.artifacts`` (``fxport diff`` uses them).
+        precision: ``"fp32"``, ``"fp16"`` or ``"int8"`` (docs/precision.md).
+        calibration: int8 only: ``"FILE.py:FUNC"`` or a list of input sets (static quantisation).
+        min_cosine: int8 only: fail below this cosine similarity to eager float32 (default 0.99).
+        external_data: weights in ``OUTPUT.data`` beside the output: None (when over 1.5 GiB),
+            True (always), False (never; an error over 2 GiB).
+        atol, rtol: element tolerances for float outputs, replacing the dtype's defaults;
+            recorded in ``result.tolerances``.
+        strict_coverage: refuse the model when some side of a converted ``if`` or some trip count
+            of a converted loop was reached by no input set (by default a warning).
+    """
+
+    opset: int | None = None
+    verify: bool = True
+    device: str = "auto"
+    rules: Any = None
+    disable_rules: tuple[str, ...] = ()
+    if_strategy: str = "auto"
+    control_flow: bool = True
+    optimize: str = "generic"
+    keep_artifacts: bool = False
+    precision: str = "fp32"
+    calibration: Any = None
+    min_cosine: float | None = None
+    external_data: bool | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    strict_coverage: bool = False
+
+    def __post_init__(self) -> None:
+        from fxport.ort_optimize import optimize_level
+        from fxport.precision import check_precision
+
+        object.__setattr__(self, "disable_rules", tuple(self.disable_rules or ()))
+        object.__setattr__(self, "optimize", optimize_level(self.optimize))
+        check_precision(self.precision, self.calibration, self.min_cosine)
+        check_tolerances(self.atol, self.rtol)
+
+    def replace(self, **changes: Any) -> "Options":
+        """A copy with ``changes`` applied (checked like a new value)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def converts_control_flow(self) -> str | None:
+        """The ``if`` strategy when control flow is converted, None when it is left as written."""
+        return self.if_strategy if self.control_flow else None
+
+    @classmethod
+    def field_names(cls) -> frozenset[str]:
+        return frozenset(field.name for field in dataclasses.fields(cls))
+
+
+def options_from(options: Options | None, overrides: dict[str, Any]) -> Options:
+    """``options`` (or the defaults) with keyword ``overrides``; an unknown keyword is a TypeError.
+
+    Example::
+
+        >>> options_from(None, {"verify": False}).verify
+        False
+    """
+    unknown = set(overrides) - Options.field_names()
+    if unknown:
+        raise TypeError(f"unknown conversion option(s): {', '.join(sorted(unknown))} "
+                        f"(known: {', '.join(sorted(Options.field_names()))})")
+    base = options if options is not None else Options()
+    return base.replace(**overrides) if overrides else base
+
+
+def check_tolerances(atol: float | None, rtol: float | None) -> None:
+    """Tolerances are finite non-negative numbers (a usage error naming the flag otherwise)."""
+    for flag, value in (("--atol", atol), ("--rtol", rtol)):
+        if value is not None and not (value >= 0 and value != float("inf")):
+            raise UsageError(f"{flag} {value} is not a finite non-negative number",
+                             hint=f"pass e.g. {flag} 1e-3, or leave it out for the dtype's default")

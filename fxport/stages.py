@@ -1,0 +1,206 @@
+"""The pipeline's stages, in order: eager → capture → rewrite → lower → precision → verify →
+coverage → write.
+
+Each stage is a function of the :class:`~fxport.conversion.Conversion` (it reads what earlier
+stages produced and adds its own product) plus a predicate saying whether it applies to this run.
+:data:`STAGES` is the order :func:`fxport.pipeline.run` follows; a new stage is one function and
+one entry there.
+
+Example::
+
+    >>> [stage.name for stage in STAGES]
+    ['eager', 'capture', 'rewrite', 'lower', 'precision', 'verify', 'coverage', 'write']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+from typing import Any, Callable, Iterator
+
+import torch
+
+from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds, record_dynamic_ranges
+from fxport.controlflow import convert_control_flow
+from fxport.controlflow.tensorize import tensorize_item_predicates
+from fxport.conversion import Conversion
+from fxport.domain import input_domains
+from fxport.errors import VerificationError
+from fxport.exercise import exercise_control_flow
+from fxport.external import load_weights_into
+from fxport.files import write_atomically
+from fxport.load import register_output_dataclasses, run_eager
+from fxport.lower import lower, name_dynamic_axes
+from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
+from fxport.report import AppliedRewrite, iter_nodes
+from fxport.verify import generate_input_sets
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """A named step of the pipeline; ``applies`` says whether this run needs it."""
+
+    name: str
+    run: Callable[[Conversion], None]
+    applies: Callable[[Conversion], bool] = lambda job: True
+    #: the name its time is recorded under, when it is not ``name`` (``fp16`` for precision)
+    timing_name: Callable[[Conversion], str] | None = None
+
+    def timed_as(self, job: Conversion) -> str:
+        return self.timing_name(job) if self.timing_name else self.name
+
+
+def run_eager_reference(job: Conversion) -> None:
+    """The model runs eagerly on the example (a failure here is the model's, not the export's)."""
+    register_output_dataclasses(run_eager(job.model, job.example))
+
+
+def capture_program(job: Conversion) -> None:
+    """``torch.export`` with patch rules and control-flow conversion installed (docs/control-flow.md)."""
+    export_model, export_example = exported_at_precision(job.model, job.example, job.options.precision)
+    job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
+                                        job.rewrites, job.options.converts_control_flow, job.warnings)
+    if job.options.keep_artifacts:
+        job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
+
+
+def rewrite_graphs(job: Conversion) -> None:
+    """Graph rules on the captured aten program."""
+    job.program = job.ruleset.apply_graph_rules(job.program, job.rewrites)
+    if job.options.keep_artifacts:
+        job.artifacts["exported_program_after"] = job.program
+
+
+def lower_to_onnx(job: Conversion) -> None:
+    """The dynamo exporter with the rules' op translations; dynamic axes named and bounded."""
+    options = job.options
+    job.onnx_model = job.float_model = lower(
+        job.program, opset=options.opset, optimize=options.optimize,
+        translation_table=job.ruleset.translation_table(), node_counts=job.node_counts,
+        external_data=options.external_data, stage=job.staging, fusions=job.fusions)
+    job.ruleset.record_op_rules_fired(job.onnx_model, job.rewrites)
+    job.axis_names = dynamic_axes_by_input(job.model, job.example, job.dynamic_shapes)
+    name_dynamic_axes(job.onnx_model, job.axis_names)
+    record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
+
+
+def convert_precision(job: Conversion) -> None:
+    """fp16 islands or int8 quantisation of the lowered float model."""
+    precision = job.options.precision
+    job.onnx_model = apply_precision(job.float_model, precision, job.calibration_sets, stage=job.staging)
+    job.node_counts[precision] = sum(1 for _ in iter_nodes(job.onnx_model.graph))
+
+
+def verify_outputs(job: Conversion) -> None:
+    """ONNX Runtime against eager on the example, generated sets in the model's domain, the caller's."""
+    job.domains, job.bounds = input_domains(job.program, job.example), dynamic_dim_bounds(job.program)
+    job.generated = generate_input_sets(job.example, job.axis_names, bounds=job.bounds, domains=job.domains)
+    job.verification = verify_at_precision(job.model, runnable(job), job.input_sets, **verify_options(job))
+
+
+def exercise_converted_control_flow(job: Conversion) -> None:
+    """Which side of each converted ``if`` and which loop trip counts the sets reached; search for
+    sets that reach the rest and verify them too (docs/control-flow.md, "What verification exercised")."""
+    exercised = exercise_control_flow(job.model, job.rewrites, [*job.input_sets, *job.generated],
+                                      job.example, job.domains, strategy=job.options.if_strategy)
+    if exercised.found_sets:
+        try:
+            job.verification += verify_at_precision(job.model, runnable(job), exercised.found_sets,
+                                                    generate=False, **verify_options(job))
+        except VerificationError as exc:  # the table shows every row, not only the searched ones
+            exc.report = job.verification + exc.report
+            raise
+    job.coverage = [construct.to_dict() for construct in exercised.constructs]
+    refuse_or_warn_uncovered(exercised.warnings(), job.options.strict_coverage, job.verification, job.warnings)
+
+
+def write_output(job: Conversion) -> None:
+    """The model (and its external data) at the output path, atomically; in memory without one."""
+    home = job.staging.home(job.onnx_model)
+    if job.output is None:
+        job.onnx_model = load_weights_into(job.onnx_model, home)
+    else:
+        job.output_path = job.staging.commit(job.onnx_model) if home else write_atomically(job.onnx_model, job.output)
+
+
+def _converted_control_flow(job: Conversion) -> bool:
+    return job.options.verify and any(rewrite.tier == "control-flow" for rewrite in job.rewrites)
+
+
+#: The pipeline, in order.
+STAGES: tuple[Stage, ...] = (
+    Stage("eager", run_eager_reference),
+    Stage("capture", capture_program),
+    Stage("rewrite", rewrite_graphs),
+    Stage("lower", lower_to_onnx),
+    Stage("precision", convert_precision, applies=lambda job: job.options.precision != "fp32",
+          timing_name=lambda job: job.options.precision),
+    Stage("verify", verify_outputs, applies=lambda job: job.options.verify),
+    Stage("coverage", exercise_converted_control_flow, applies=_converted_control_flow),
+    Stage("write", write_output,
+          applies=lambda job: job.output is not None or bool(job.staging.home(job.onnx_model))),
+)
+
+
+def verify_options(job: Conversion) -> dict[str, Any]:
+    """The keyword arguments every verification call of this run shares."""
+    options = job.options
+    return dict(
+        precision=options.precision, float_model=job.staging.model_path(job.float_model)
+        if job.staging.home(job.float_model) else job.float_model, min_cosine=options.min_cosine,
+        device=job.device, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
+        generated_sets=job.generated, notes=job.warnings, atol=options.atol, rtol=options.rtol,
+        on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
+    )
+
+
+def runnable(job: Conversion) -> "Any":
+    """What ONNX Runtime loads: the proto, or for external data the staged model file beside its data."""
+    model = job.onnx_model
+    return job.staging.model_path(model) if job.staging.home(model) else model
+
+
+def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warnings_out: list[str]) -> None:
+    """Converted constructs no input set fully exercised: warnings, or with ``strict`` an error."""
+    if lines and strict:
+        raise VerificationError(lines[0].replace("; add input sets", " (--strict-coverage); add input sets"),
+                                report=rows, hint="or leave out --strict-coverage to accept it with a warning")
+    warnings_out.extend(lines)
+
+
+def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,
+                          records: list[AppliedRewrite], if_strategy: str | None,
+                          notes: list[str]) -> torch.export.ExportedProgram:
+    """Patch rules and control-flow conversion installed around ``torch.export``, ``.item()``
+    predicates made tensors; ``records`` collects the rewrites. ``if_strategy`` None leaves the
+    model's control flow as written.
+    """
+    with ruleset.patches_applied(records), capture_rewrites(model, records, if_strategy):
+        program = capture(model, example, dynamic_shapes, notes=notes)
+        if if_strategy is not None:
+            tensorize_item_predicates(program, records)
+    return program
+
+
+@contextlib.contextmanager
+def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite], if_strategy: str | None) -> Iterator[None]:
+    """Install the source-level rewrites for the duration of capture; ``records`` collects them.
+
+    ``if_strategy`` None leaves the model's control flow as written.
+    """
+    with contextlib.ExitStack() as stack:
+        if if_strategy is not None:
+            records_cf = stack.enter_context(convert_control_flow(model, strategy=if_strategy))
+            stack.callback(lambda: records.extend(records_cf))
+        yield
+
+
+def snapshot_graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """A copy of ``program``'s graph (sharing its weights) that later in-place rewrites leave alone."""
+    graph = torch.fx.Graph()
+    output = graph.graph_copy(program.graph, {})
+    graph.output(output)
+    snapshot = torch.fx.GraphModule(program.graph_module, graph)
+    snapshot.meta["graph_signature"] = copy.deepcopy(program.graph_signature)
+    return snapshot

@@ -1,0 +1,90 @@
+"""The pipeline as stages: Options as one value, runs that stop at a stage, the caller's module
+left as it was, and a new stage added without touching the engine."""
+
+import dataclasses
+
+import pytest
+import torch
+
+import fxport
+from fxport import stages
+from fxport.options import Options
+from fxport.pipeline import run, scan_model
+from fxport.report import iter_nodes
+
+CASES = "tests/models/cli_cases.py"
+
+
+class Branchy(torch.nn.Module):
+    """A data-dependent branch, dropout (train-mode sensitive) and a running buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.5)
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            y = torch.sin(x) * 2
+        else:
+            y = torch.cos(x) - 1
+        return self.drop(y) + self.seen
+
+
+def test_run_until_capture_stops_there_and_leaves_the_module_as_it_was():
+    model = Branchy().train()
+    seen_before = model.seen.clone()
+    job = run(model, (torch.randn(4, 3),), until="capture")
+    assert job.completed == ["eager", "capture"]
+    assert job.program is not None and job.onnx_model is None
+    assert any(rewrite.rule.startswith("if-to-") for rewrite in job.rewrites), "the branch was converted"
+    assert model.training and model.drop.training, "train mode restored after a partial run"
+    assert torch.equal(model.seen, seen_before)
+    with pytest.raises(RuntimeError, match="needs the lower stage"):
+        job.result()
+
+
+def test_unknown_stage_is_a_usage_error_naming_the_stages():
+    with pytest.raises(fxport.UsageError, match="unknown stage 'lowering'") as info:
+        run(Branchy(), (torch.randn(2, 3),), until="lowering")
+    assert "capture" in info.value.hint
+
+
+def test_options_value_and_keywords_are_the_same_conversion():
+    example = (torch.randn(3, 3),)
+    by_value = fxport.convert(Branchy().eval(), example, options=Options(verify=False, optimize="none"))
+    by_keyword = fxport.convert(Branchy().eval(), example, verify=False, optimize=False)
+    assert by_value.verification == [] == by_keyword.verification
+    assert by_value.optimize == by_keyword.optimize == "none"
+    assert "verify" not in by_value.timings
+
+
+def test_options_are_checked_once_when_built():
+    with pytest.raises(fxport.UsageError, match="--atol -1"):
+        Options(atol=-1)
+    with pytest.raises(fxport.UsageError, match="only apply to --precision int8"):
+        Options(calibration=[(torch.randn(1),)])
+    with pytest.raises(TypeError, match="unknown conversion option.*verfy"):
+        fxport.convert(Branchy(), (torch.randn(2, 3),), verfy=False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Options().verify = False
+
+
+def test_ops_scans_a_model_with_data_dependent_control_flow():
+    """`fxport ops` runs the same stages as convert (through rewrite): the branch is converted."""
+    assert scan_model(f"{CASES}:BranchyMissingOp") == []
+    missing = scan_model(f"{CASES}:BranchyMissingOp", disable=("aten::erfinv",))
+    assert [entry.op for entry in missing] == ["aten::erfinv"]
+
+
+def test_a_new_stage_runs_in_order_without_editing_the_engine(monkeypatch):
+    """What a newcomer does: one Stage in fxport.stages.STAGES, after the stage it builds on."""
+    def count_onnx_nodes(job):
+        job.artifacts["onnx_nodes"] = sum(1 for _ in iter_nodes(job.onnx_model.graph))
+
+    position = [stage.name for stage in stages.STAGES].index("lower") + 1
+    extended = (*stages.STAGES[:position], stages.Stage("count", count_onnx_nodes), *stages.STAGES[position:])
+    monkeypatch.setattr(stages, "STAGES", extended)
+    result = fxport.convert(Branchy().eval(), (torch.randn(3, 3),), verify=False)
+    assert result.artifacts["onnx_nodes"] == sum(1 for _ in iter_nodes(result.model.graph))
+    assert list(result.timings)[:5] == ["eager", "capture", "rewrite", "lower", "count"]
