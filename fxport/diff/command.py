@@ -2,8 +2,9 @@
 
 Example::
 
-    >>> d = run_diff("tests/models/basic.py:DataDependent", verify=False)   # doctest: +SKIP
-    >>> [r.rewrite.rule for r in d.rewrites]                              # doctest: +SKIP
+    >>> d = run_diff("examples/gated_mlp.py:GatedMLP", verify=False)
+    >>> [r.rewrite.rule for r in d.rewrites]
+    ['if-to-cond', 'ifexp-to-where', 'aten::max']
 """
 
 from __future__ import annotations

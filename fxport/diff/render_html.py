@@ -9,8 +9,10 @@ side with If/Loop/Scan bodies nested).
 
 Example::
 
-    >>> html = render_html(model_diff)                       # doctest: +SKIP
-    >>> open("report.html", "w").write(html)                 # doctest: +SKIP
+    >>> from fxport.diff.command import run_diff
+    >>> html = render_html(run_diff("examples/gated_mlp.py:GatedMLP", verify=False))
+    >>> html.startswith("<!DOCTYPE html>"), "if-to-cond" in html
+    (True, True)
 """
 
 from __future__ import annotations

@@ -6,8 +6,13 @@ every node is listed (unchanged ones dimmed). Ordering is the diff's, so output 
 
 Example::
 
+    >>> import io
     >>> from rich.console import Console
-    >>> render_terminal(model_diff, Console(), details=False)    # doctest: +SKIP
+    >>> from fxport.diff.command import run_diff
+    >>> screen = io.StringIO()
+    >>> render_terminal(run_diff("examples/gated_mlp.py:GatedMLP", verify=False), Console(file=screen), details=False)
+    >>> screen.getvalue().splitlines()[0]
+    'fxport diff examples/gated_mlp.py:GatedMLP'
 """
 
 from __future__ import annotations
