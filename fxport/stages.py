@@ -23,7 +23,6 @@ import torch
 
 from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds, record_dynamic_ranges
 from fxport.controlflow import convert_control_flow
-from fxport.controlflow.tensorize import tensorize_item_predicates
 from fxport.conversion import Conversion
 from fxport.domain import input_domains
 from fxport.errors import VerificationError
@@ -66,8 +65,10 @@ def capture_program(job: Conversion) -> None:
 
 
 def rewrite_graphs(job: Conversion) -> None:
-    """Graph rules on the captured aten program."""
-    job.program = job.ruleset.apply_graph_rules(job.program, job.rewrites)
+    """Graph passes (``.item()`` predicates made tensors among them), then graph rules, on every
+    graph of the captured aten program: top level, cond branches, loop and scan bodies."""
+    job.program = job.ruleset.apply_graph_rules(job.program, job.rewrites,
+                                                control_flow=job.options.converts_control_flow is not None)
     if job.options.keep_artifacts:
         job.artifacts["exported_program_after"] = job.program
 
@@ -172,14 +173,11 @@ def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warning
 def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,
                           records: list[AppliedRewrite], if_strategy: str | None,
                           notes: list[str]) -> torch.export.ExportedProgram:
-    """Patch rules and control-flow conversion installed around ``torch.export``, ``.item()``
-    predicates made tensors; ``records`` collects the rewrites. ``if_strategy`` None leaves the
-    model's control flow as written.
+    """Patch rules and control-flow conversion installed around ``torch.export``; ``records``
+    collects the rewrites. ``if_strategy`` None leaves the model's control flow as written.
     """
     with ruleset.patches_applied(records), capture_rewrites(model, records, if_strategy):
         program = capture(model, example, dynamic_shapes, notes=notes)
-        if if_strategy is not None:
-            tensorize_item_predicates(program, records)
     return program
 
 

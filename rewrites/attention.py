@@ -45,7 +45,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import ints, rank
+from fxport.rewrites._helpers import ints, rank
 
 #: Inputs computed in float32 inside the rule (eager's CPU kernels accumulate these in float32).
 REDUCED_TYPES = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)

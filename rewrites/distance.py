@@ -15,7 +15,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import const_like, ints
+from fxport.rewrites._helpers import const_like, ints
 
 
 def _pairwise_distance(x1, x2, p: float):

@@ -14,7 +14,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import const_like, ints
+from fxport.rewrites._helpers import const_like, ints
 
 
 @fxport.onnx_op("aten::histc", opset=18, priority=fxport.BUILTIN_PRIORITY)

@@ -14,7 +14,7 @@ import math
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import const_like
+from fxport.rewrites._helpers import const_like
 
 
 @fxport.onnx_op("aten::hypot", opset=18, priority=fxport.rules.BUILTIN_PRIORITY)

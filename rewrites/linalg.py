@@ -17,7 +17,7 @@ from onnxscript import opset18 as op
 
 import fxport
 from fxport import RuleError
-from rewrites._helpers import ints, rank
+from fxport.rewrites._helpers import ints, rank
 
 
 def _static_size(matrix, what: str) -> int:

@@ -60,7 +60,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import const_like, dim_size, ints
+from fxport.rewrites._helpers import const_like, dim_size, ints
 
 
 def _zero_rows(rows, like_input, weight):

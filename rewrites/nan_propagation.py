@@ -16,7 +16,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import FLOAT_TYPES, const_like, ints, is_float, norm_dim, rank
+from fxport.rewrites._helpers import FLOAT_TYPES, const_like, ints, is_float, norm_dim, rank
 
 
 def _reduce(x, axes, keepdim: bool, largest: bool):

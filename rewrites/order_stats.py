@@ -13,7 +13,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import const_like, dim_size, ints, is_float, move_axis_last, norm_dim, \
+from fxport.rewrites._helpers import const_like, dim_size, ints, is_float, move_axis_last, norm_dim, \
     rank, restore_axis
 
 

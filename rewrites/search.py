@@ -13,7 +13,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import ints, is_float, rank
+from fxport.rewrites._helpers import ints, is_float, rank
 
 
 @fxport.onnx_op("aten::searchsorted.Tensor", name="aten::searchsorted", opset=18,

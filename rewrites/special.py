@@ -14,7 +14,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from rewrites._helpers import as_double, const_like
+from fxport.rewrites._helpers import as_double, const_like
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2010), single precision.
 _ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,

@@ -1,13 +1,18 @@
-"""fxport's rule API: patch, graph and op rules, and the rule sets the pipeline applies.
+"""fxport's rule API: patch rules, graph passes, graph and op rules, and the rule sets the
+pipeline applies.
 
-Three tiers, one protocol (:class:`~fxport.rules.base.Rule`: name, target, scope, priority):
+Tiers sharing one protocol (:class:`~fxport.rules.base.Rule`: name, target, scope, priority):
 
 * ``@fxport.patch(target)`` replaces a function, method or module class while capturing;
-* ``@fxport.graph_rule(pattern=..., example_inputs=...)`` rewrites the exported aten graph;
+* control-flow conversions (``if-to-cond``, …: :mod:`fxport.rules.controlflow`) are listed and
+  disabled by name like any rule;
+* ``@fxport.rules.graph_pass()`` runs a function on every graph of the exported program, cond
+  branches and loop bodies included (:mod:`fxport.rules.passes`, :func:`iter_graphs`);
+* ``@fxport.graph_rule(pattern=..., example_inputs=...)`` rewrites the exported aten graphs;
 * ``@fxport.onnx_op(op)`` translates an aten or custom op to ONNX with onnxscript.
 
 Rule files are plain Python modules; :func:`resolve` collects them with the built-ins in
-``rewrites/`` and those installed under the entry-point group ``fxport.rules``.
+``fxport.rewrites`` and those installed under the entry-point group ``fxport.rules``.
 See docs/rules.md.
 
 Example::
@@ -19,8 +24,10 @@ Example::
 """
 
 from fxport.rules.base import BUILTIN_PRIORITY, Rule, Scope, rules_of
+from fxport.rules.controlflow import ControlFlowRule
 from fxport.rules.graph import GraphRule, Match, graph_rule
 from fxport.rules.op import OpRule, custom_node, onnx_op
+from fxport.rules.passes import GraphContext, GraphPass, graph_pass
 from fxport.rules.patching import PatchRule, patch
 from fxport.rules.registry import (
     ENTRY_POINT_GROUP,
@@ -32,22 +39,29 @@ from fxport.rules.registry import (
     resolve,
     rule_of_node,
 )
+from fxport.rules.walk import ProgramGraph, iter_graphs
 
 __all__ = [
     "BUILTIN_PRIORITY",
+    "ControlFlowRule",
     "ENTRY_POINT_GROUP",
+    "GraphContext",
+    "GraphPass",
     "GraphRule",
     "Match",
     "OpRule",
     "PROVENANCE_KEY",
     "PatchRule",
+    "ProgramGraph",
     "Rule",
     "RuleSet",
     "Scope",
     "builtin_rules",
     "collect",
     "custom_node",
+    "graph_pass",
     "graph_rule",
+    "iter_graphs",
     "load_rule_file",
     "onnx_op",
     "patch",

@@ -26,10 +26,11 @@ from packaging.version import Version
 
 from fxport.errors import RuleError, SourceLocation
 
-#: Priority of every rule in ``rewrites/``: any user rule (default priority 0) overrides them.
+#: Priority of every built-in rule (``fxport.rewrites``): any user rule (default priority 0) overrides them.
 BUILTIN_PRIORITY = -10
 
-TIERS = ("patch", "graph", "op")
+#: The tiers, in the order a conversion meets them (and ``fxport rules`` lists them).
+TIERS = ("patch", "control-flow", "pass", "graph", "op")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +104,7 @@ def make_scope(scope: Scope | None = None, **fields: Any) -> Scope:
 
 @dataclasses.dataclass
 class Rule:
-    """Base of the three rule tiers.
+    """Base of the rule tiers (patch, control-flow, pass, graph, op).
 
     Attributes:
         name: unique, user-visible name (``fxport rules`` lists it, ``--disable NAME`` removes it).

@@ -2,9 +2,10 @@
 
 Pattern and replacement are plain PyTorch functions. fxport captures both with
 ``torch.export.export`` — the same path that captures the model — so the pattern is spelled in
-exactly the aten ops the model's graph contains. Matching uses ``torch.fx.subgraph_rewriter``;
-an optional ``check`` vets each match and may say why it refused; :meth:`GraphRule.explain`
-says why candidate nodes did not match at all.
+exactly the aten ops the model's graph contains. Matching uses ``torch.fx.subgraph_rewriter``,
+in every graph of the program (cond branches and loop bodies too: :mod:`fxport.rules.walk`); an
+optional ``check`` vets each match and may say why it refused; :meth:`GraphRule.explain` asks
+the same matcher (``SubgraphMatcher``) why a candidate node did not match.
 
 Example::
 
@@ -41,24 +42,8 @@ from torch.fx.subgraph_rewriter import replace_pattern_with_filters
 from fxport.errors import RuleError, SourceLocation, is_user_file
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
-
-
-@dataclasses.dataclass
-class Match:
-    """One place the pattern matched, handed to a rule's ``check``.
-
-    Attributes:
-        inputs: pattern parameter name → the graph node bound to it.
-        nodes: the graph nodes the pattern covers (inputs excluded).
-    """
-
-    inputs: dict[str, torch.fx.Node]
-    nodes: list[torch.fx.Node]
-
-    def value(self, name: str) -> Any:
-        """The fake tensor (shape, dtype) or Python value bound to pattern input ``name``."""
-        node = self.inputs[name]
-        return node.meta.get("val") if isinstance(node, torch.fx.Node) else node
+from fxport.rules.matching import Match, explain_graph, verdict
+from fxport.rules.walk import iter_graphs
 
 
 @dataclasses.dataclass
@@ -91,30 +76,21 @@ class GraphRule(Rule):
         return self._captured
 
     def explain(self, graph: torch.fx.Graph | torch.fx.GraphModule | Any) -> list[str]:
-        """Why the pattern did not match: one line per candidate node.
+        """Why the pattern did or did not match: one line per candidate node.
 
-        A candidate is a node with the same op as the pattern's output. Returns an empty list
-        when there is no candidate at all, ``["<node>: matches"]`` for nodes that do match.
+        A candidate is a node the matcher tries the pattern's output against (same op). The
+        verdict comes from the matcher the rewrite uses (``torch.fx``'s ``SubgraphMatcher``):
+        ``"<node>: matches"``, or the first pattern node that failed and why, a node used
+        outside the pattern, or the reason the rule's ``check`` gave. For a program or a
+        GraphModule every graph is explained, subgraph candidates prefixed with their path
+        (``"true_graph_0/log: matches"``). An empty list: no candidate at all.
         """
-        graph = _graph_of(graph)
         pattern_gm, _ = self.captured()
-        anchors = _returning_nodes(pattern_gm.graph)
-        if len(anchors) != 1:
-            return ["explain() supports single-output patterns only"]
-        anchor = anchors[0]
+        if isinstance(graph, torch.fx.Graph):
+            return explain_graph(self, pattern_gm.graph, graph, "")
         reasons = []
-        for node in graph.nodes:
-            if node.op != anchor.op or node.target != anchor.target:
-                continue
-            bindings: dict[str, Any] = {}
-            covered: list[torch.fx.Node] = []
-            why = _why_differs(anchor, node, bindings, covered, self.ignore_literals)
-            if why is None:
-                why = _external_use(covered, node)
-            if why is None and self.check is not None:
-                verdict = _run_check(self, Match(bindings, covered))
-                why = None if verdict is True else f"check refused: {verdict}"
-            reasons.append(f"{node.name}: {why}" if why else f"{node.name}: matches")
+        for where in iter_graphs(graph):
+            reasons += explain_graph(self, pattern_gm.graph, where.graph, where.path)
         return reasons
 
 
@@ -204,53 +180,42 @@ def capture(function: Callable, example_inputs: tuple, rule_name: str, role: str
 
 def apply_graph_rules(exported: Any, rules: Sequence[GraphRule],
                       records: list[AppliedRewrite]) -> Any:
-    """Rewrite ``exported`` (an ExportedProgram) with each rule in turn; returns it.
+    """Rewrite ``exported`` (an ExportedProgram or a GraphModule) with each rule in turn, in
+    every graph: the top-level one and each cond branch, loop body and scan body
+    (:func:`fxport.rules.walk.iter_graphs`); returns it.
 
-    One :class:`AppliedRewrite` per replaced match is appended to ``records``; replacement
-    nodes carry ``node.meta["fxport_rule"]`` (the rule's name) for provenance.
+    One :class:`AppliedRewrite` per replaced match is appended to ``records`` (``data["graph"]``
+    names the subgraph, ``""`` at the top level); replacement nodes carry
+    ``node.meta["fxport_rule"]`` (the rule's name) for provenance.
     """
-    graph_module = exported.graph_module
+    top = exported if isinstance(exported, torch.fx.GraphModule) else exported.graph_module
     for rule in rules:
         pattern_gm, replacement_gm = rule.captured()
-        replaced = replace_pattern_with_filters(
-            graph_module, pattern_gm, replacement_gm,
-            match_filters=[_filter_for(rule)], ignore_literals=rule.ignore_literals,
-        )
-        for found in replaced:
-            _record(rule, found, records)
-    graph_module.graph.eliminate_dead_code()
-    graph_module.recompile()
-    _sync_output_names(exported)
+        for where in iter_graphs(top):
+            replaced = replace_pattern_with_filters(
+                where.module, pattern_gm, replacement_gm,
+                match_filters=[_filter_for(rule)], ignore_literals=rule.ignore_literals,
+            )
+            for found in replaced:
+                _record(rule, found, where.path, records)
+            if replaced and where.is_subgraph:
+                where.graph.eliminate_dead_code()
+                where.module.recompile()
+    top.graph.eliminate_dead_code()
+    top.recompile()
+    if not isinstance(exported, torch.fx.GraphModule):
+        _sync_output_names(exported)
     return exported
 
 
 def _filter_for(rule: GraphRule) -> Callable:
     def accept(internal_match, original_graph, pattern_graph) -> bool:
-        if rule.check is None:
-            return True
-        placeholders = [n for n in pattern_graph.nodes if n.op == "placeholder"]
-        inputs = {p.name: internal_match.nodes_map[p] for p in placeholders
-                  if p in internal_match.nodes_map}
-        covered = [g for p, g in internal_match.nodes_map.items()
-                   if p.op not in ("placeholder", "output")]
-        return _run_check(rule, Match(inputs, covered)) is True
+        return verdict(rule, internal_match, pattern_graph) is True
 
     return accept
 
 
-def _run_check(rule: GraphRule, match: Match) -> Any:
-    """True when the rule's check accepts ``match``, else its reason (a string)."""
-    try:
-        verdict = rule.check(match)
-    except Exception as err:  # noqa: BLE001
-        raise RuleError(f"graph rule {rule.name!r}: its check raised {type(err).__name__}: "
-                        f"{err}", where=rule.defined_at) from err
-    if verdict is None or verdict is True:
-        return True
-    return verdict if isinstance(verdict, str) else "check returned False"
-
-
-def _record(rule: GraphRule, found: Any, records: list[AppliedRewrite]) -> None:
+def _record(rule: GraphRule, found: Any, path: str, records: list[AppliedRewrite]) -> None:
     anchor = found.nodes_map.get(found.anchor, found.anchor)  # the model's node, not the pattern's
     stack = anchor.meta.get("stack_trace")
     new_nodes = [n for n in found.replacements if isinstance(n, torch.fx.Node)]
@@ -264,7 +229,7 @@ def _record(rule: GraphRule, found: Any, records: list[AppliedRewrite]) -> None:
         rule=rule.name, tier="graph", location=location_from_stack_trace(stack),
         detail=f"replaced {anchor.name} ({anchor.target}) and its pattern with "
                f"{', '.join(str(n.target) for n in new_nodes if n.op == 'call_function')}",
-        data={"anchor": anchor.name, "new_nodes": [n.name for n in new_nodes]},
+        data={"anchor": anchor.name, "new_nodes": [n.name for n in new_nodes], **({"graph": path} if path else {})},
     ))
 
 
@@ -287,61 +252,3 @@ def _sync_output_names(exported: Any) -> None:
     for spec, value in zip(exported.graph_signature.output_specs, values):
         if isinstance(value, torch.fx.Node) and hasattr(spec.arg, "name"):
             spec.arg.name = value.name
-
-
-def _graph_of(obj: Any) -> torch.fx.Graph:
-    if isinstance(obj, torch.fx.Graph):
-        return obj
-    if isinstance(obj, torch.fx.GraphModule):
-        return obj.graph
-    return obj.graph_module.graph
-
-
-def _returning_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
-    output = next(n for n in graph.nodes if n.op == "output")
-    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    return [v for v in values if isinstance(v, torch.fx.Node)]
-
-
-def _why_differs(pattern: torch.fx.Node, node: Any, bindings: dict, covered: list,
-                 ignore_literals: bool) -> str | None:
-    """None when ``node`` matches ``pattern`` structurally, else the first difference."""
-    if pattern.op == "placeholder":
-        if pattern.name in bindings and bindings[pattern.name] is not node:
-            return (f"pattern input {pattern.name!r} would bind both "
-                    f"{_show(bindings[pattern.name])} and {_show(node)}")
-        bindings[pattern.name] = node
-        return None
-    if not isinstance(node, torch.fx.Node):
-        return f"expected {pattern.target} where the graph has the constant {node!r}"
-    if node.op != pattern.op or node.target != pattern.target:
-        return f"{node.name} is {node.target}, the pattern expects {pattern.target}"
-    if len(node.args) != len(pattern.args):
-        return (f"{node.name} has {len(node.args)} argument(s), the pattern's "
-                f"{pattern.target} has {len(pattern.args)}")
-    covered.append(node)
-    for index, (p_arg, g_arg) in enumerate(zip(pattern.args, node.args)):
-        if isinstance(p_arg, torch.fx.Node):
-            why = _why_differs(p_arg, g_arg, bindings, covered, ignore_literals)
-            if why:
-                return why
-        elif not ignore_literals and p_arg != g_arg:
-            return (f"argument {index} of {node.name} is {_show(g_arg)}, the pattern has "
-                    f"{p_arg!r}")
-    return None
-
-
-def _external_use(covered: list[torch.fx.Node], anchor: torch.fx.Node) -> str | None:
-    inside = set(covered)
-    for node in covered:
-        if node is anchor:
-            continue
-        outside = [u for u in node.users if u not in inside]
-        if outside:
-            return (f"{node.name} is also used by {outside[0].name} outside the pattern, so "
-                    f"it cannot be replaced")
-    return None
-
-
-def _show(value: Any) -> str:
-    return value.name if isinstance(value, torch.fx.Node) else repr(value)

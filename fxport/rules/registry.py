@@ -1,5 +1,5 @@
-"""Rule sets: collecting rules (built-ins, files, entry points, objects), resolving conflicts,
-and applying them in the pipeline.
+"""Rule sets: collecting rules (built-ins, control-flow conversions, files, entry points,
+objects), resolving conflicts, and applying them in the pipeline.
 
 Example::
 
@@ -26,10 +26,12 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import onnx
 
 from fxport.errors import RuleError, SourceLocation, user_location_from_exception
-from fxport.report import AppliedRewrite, iter_nodes
+from fxport.report import AppliedRewrite, iter_graphs, iter_nodes
 from fxport.rules.base import TIERS, Rule, rules_of
+from fxport.rules.controlflow import control_flow_names, control_flow_rules
 from fxport.rules.graph import GraphRule, apply_graph_rules, location_from_stack_trace
 from fxport.rules.op import OpRule
+from fxport.rules.passes import apply_graph_passes
 from fxport.rules.patching import PatchRule, apply_patches
 
 ENTRY_POINT_GROUP = "fxport.rules"
@@ -42,14 +44,16 @@ class RuleSet:
     """The enabled rules of one conversion, one winner per (tier, target).
 
     Attributes:
-        rules: the enabled, in-scope winners, in tier order (patch, graph, op).
+        rules: the enabled, in-scope winners, in tier order (patch, control-flow, pass, graph, op).
         shadowed: rules a higher-priority rule overrode.
         skipped: rules out of scope, with why (``{name: reason}``).
+        disabled: the names the caller disabled.
     """
 
     rules: list[Rule]
     shadowed: list[Rule] = dataclasses.field(default_factory=list)
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)
+    disabled: frozenset[str] = frozenset()
 
     def names(self) -> list[str]:
         return [rule.name for rule in self.rules]
@@ -68,9 +72,22 @@ class RuleSet:
         """Context manager installing the patch rules for the capture (see ``apply_patches``)."""
         return apply_patches(self.of_tier("patch"), records)
 
-    def apply_graph_rules(self, exported: Any, records: list[AppliedRewrite]) -> Any:
-        """Rewrite the ExportedProgram with the graph rules; returns it."""
-        graph_rules = self.of_tier("graph")
+    @property
+    def disabled_control_flow(self) -> frozenset[str]:
+        """The control-flow conversions disabled by name (for ``convert_control_flow(disabled=)``)."""
+        return frozenset(self.disabled & set(control_flow_names()))
+
+    def apply_graph_rules(self, exported: Any, records: list[AppliedRewrite], *,
+                          control_flow: bool = True) -> Any:
+        """Rewrite the ExportedProgram in every graph (top level, cond branches, loop and scan
+        bodies): the graph passes first (highest priority first), then the graph rules; returns it.
+
+        ``control_flow`` says whether the capture converted control flow (passes read it as
+        ``context.control_flow``).
+        """
+        passes, graph_rules = self.of_tier("pass"), self.of_tier("graph")
+        if passes:
+            apply_graph_passes(exported, passes, records, control_flow=control_flow)
         return apply_graph_rules(exported, graph_rules, records) if graph_rules else exported
 
     def translation_table(self) -> dict:
@@ -102,7 +119,7 @@ def resolve(
             rule file, or a list of those.
         disable: rule names to drop (unknown names are a RuleError, so typos do not pass).
         opset, device: drop rules whose scope excludes them (reported in ``skipped``).
-        builtins: include the rules in ``rewrites/``.
+        builtins: include the rules in ``fxport.rewrites`` and the control-flow conversions.
         entry_points: include rules from installed packages (entry-point group ``fxport.rules``).
 
     Raises:
@@ -112,6 +129,8 @@ def resolve(
     collected: list[Rule] = []
     if builtins:
         collected += builtin_rules()
+        taken = {rule.name for rule in collected}  # a conversion that is a built-in pass is listed once
+        collected += [rule for rule in control_flow_rules() if rule.name not in taken]
     if entry_points:
         collected += entry_point_rules()
     collected += collect(rules)
@@ -133,7 +152,7 @@ def resolve(
             enabled.append(rule)
     winners, shadowed = _pick_winners(enabled)
     winners.sort(key=lambda r: TIERS.index(r.tier) if r.tier in TIERS else len(TIERS))
-    return RuleSet(winners, shadowed, skipped)
+    return RuleSet(winners, shadowed, skipped, frozenset(disabled))
 
 
 def collect(rules: Any) -> list[Rule]:
@@ -207,17 +226,18 @@ _builtin_cache: dict[frozenset, list[Rule]] = {}
 
 
 def builtin_rules() -> list[Rule]:
-    """The rules in the ``rewrites`` package, loaded once per set of loaded optional libraries."""
+    """The rules in the ``fxport.rewrites`` package (the repository's ``rewrites/`` folder),
+    loaded once per set of loaded optional libraries."""
     loaded = frozenset(name for name in OPTIONAL_OP_LIBRARIES if name in sys.modules)
     if loaded not in _builtin_cache:
-        import rewrites
+        import fxport.rewrites
 
         refresh = bool(_builtin_cache)  # modules imported before the library appeared run again
         found: list[Rule] = []
-        for info in sorted(pkgutil.iter_modules(rewrites.__path__), key=lambda m: m.name):
+        for info in sorted(pkgutil.iter_modules(fxport.rewrites.__path__), key=lambda m: m.name):
             if info.name.startswith("_") or info.ispkg:
                 continue
-            module = importlib.import_module(f"rewrites.{info.name}")
+            module = importlib.import_module(f"fxport.rewrites.{info.name}")
             found += rules_in_module(importlib.reload(module) if refresh else module)
         _builtin_cache.clear()
         _builtin_cache[loaded] = found
@@ -312,21 +332,32 @@ def stamp_provenance(model: onnx.ModelProto, op_rules: Sequence[OpRule],
             detail=f"translated {fx_name.lstrip('%')} ({rule.target}) with {rule.name}",
             data={"op": rule.target, "fx_node": fx_name.lstrip("%")},
         ))
-    if graph_rules:
-        _stamp_graph_rule_nodes(model, records)
+    _stamp_graph_rule_nodes(model, records)
 
 
 def _stamp_graph_rule_nodes(model: onnx.ModelProto, records: list[AppliedRewrite]) -> None:
-    made_by = {}
+    """Stamp the ONNX nodes lowered from FX nodes graph rules and passes made (``new_nodes``),
+    looking in the ONNX graph lowered from the FX graph the record names: the main graph, or the
+    If/Loop body named after the subgraph (``true_graph_0``), so equal names elsewhere are left alone.
+    Matching is by FX node name, so a node the exporter renames while re-tracing is not stamped."""
+    made_by: dict[tuple[str | None, str], str] = {}
     for record in records:
-        if record.tier == "graph":
+        if record.tier in ("graph", "pass"):
+            graph = record.data.get("graph")
             for name in record.data.get("new_nodes", []):
-                made_by[f"%{name}"] = record.rule
-    for node in iter_nodes(model.graph):
-        props = {p.key: p.value for p in node.metadata_props}
-        fx_name = props.get("pkg.torch.onnx.fx_node", "").split(" ", 1)[0]
-        if fx_name in made_by:
-            _set_prop(node, PROVENANCE_KEY, made_by[fx_name])
+                made_by[(graph.rpartition(".")[2] if graph else None, f"%{name}")] = record.rule
+    if not made_by:
+        return
+    subgraph_names = {graph for graph, _ in made_by if graph}
+    for graph in iter_graphs(model.graph):
+        # the exporter names a branch after its FX subgraph, a Loop body "<body>_loop_body"
+        graph_name = None if graph is model.graph else next(
+            (name for name in subgraph_names if graph.name == name or graph.name.startswith(f"{name}_")), "")
+        for node in graph.node:
+            props = {p.key: p.value for p in node.metadata_props}
+            fx_name = props.get("pkg.torch.onnx.fx_node", "").split(" ", 1)[0]
+            if (graph_name, fx_name) in made_by:
+                _set_prop(node, PROVENANCE_KEY, made_by[(graph_name, fx_name)])
 
 
 def _set_prop(node: onnx.NodeProto, key: str, value: str) -> None:

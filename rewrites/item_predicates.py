@@ -1,4 +1,4 @@
-"""Predicates read from tensors with ``.item()`` become tensor comparisons again.
+"""Predicates read from tensors with ``.item()`` become tensor comparisons again (a graph pass).
 
 A converted ``if t.item() > 0.5:`` reaches the captured graph as a Python-number detour::
 
@@ -12,11 +12,20 @@ every graph and subgraph, such a ``full`` or cond predicate into a float64 tenso
 as Python compares; the ``item`` (and its symbol, which the exporter's passes handle poorly
 inside subgraphs) goes when nothing else reads it. Only comparisons of ``item`` values with
 each other or with constants, and ``and``/``or``/``not`` of those, are rewritten: arithmetic on
-the numbers stays as written.
+the numbers stays as written. It belongs to control-flow conversion: without it
+(``control_flow=False``) the pass does nothing; ``--disable item-predicate-to-tensor`` turns it off.
 
 Example::
 
-    >>> count = tensorize_item_predicates(exported_program, records)     # doctest: +SKIP
+    >>> import torch, fxport
+    >>> class Net(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return torch.full([], x.max().item() > 0.99999999)
+    >>> program = torch.export.export(Net(), (torch.ones(3),))
+    >>> records = []
+    >>> program = fxport.rules.resolve(disable=[]).apply_graph_rules(program, records)
+    >>> [r.rule for r in records], program.module()(torch.ones(3)).item()
+    (['item-predicate-to-tensor'], True)
 """
 
 from __future__ import annotations
@@ -29,8 +38,7 @@ import numpy
 import torch
 import torch.fx
 
-from fxport.report import AppliedRewrite
-from fxport.rules.graph import location_from_stack_trace
+import fxport
 
 aten = torch.ops.aten
 
@@ -43,37 +51,29 @@ _LOGICAL = {operator.and_: aten.logical_and.default, operator.or_: aten.logical_
 _NUMBERS = (bool, int, float)
 
 
-def tensorize_item_predicates(program: torch.export.ExportedProgram, records: list[AppliedRewrite]) -> int:
-    """Rewrite ``.item()`` predicates into tensor comparisons in ``program`` (in place).
-
-    Returns how many predicates were rewritten; one ``item-predicate-to-tensor`` record each.
-    """
-    rewritten = 0
-    for graph_module in program.graph_module.modules():
-        if not isinstance(graph_module, torch.fx.GraphModule):
+@fxport.rules.graph_pass(name="item-predicate-to-tensor", priority=fxport.rules.BUILTIN_PRIORITY)
+def item_predicate_to_tensor(graph_module: torch.fx.GraphModule, context) -> list:
+    """A converted `if t.item() > c:` compares tensors in float64, as Python does, not float32."""
+    if not context.control_flow:
+        return []  # part of control-flow conversion: the model's own code is left as captured
+    graph = graph_module.graph
+    records, changed = [], False
+    for node in list(graph.nodes):
+        slot = _predicate_slot(node)
+        if slot is None:
             continue
-        graph = graph_module.graph
-        changed = False
-        for node in list(graph.nodes):
-            slot = _predicate_slot(node)
-            if slot is None:
-                continue
-            changed = True  # a refused predicate may leave half-built nodes: clean up below
-            with graph.inserting_before(node):
-                tensor = _PredicateBuilder(graph).build(slot(node))
-            if tensor is None:
-                continue
-            _replace(node, tensor, graph)
-            rewritten += 1
-            records.append(AppliedRewrite(
-                rule="item-predicate-to-tensor", tier="control-flow",
-                location=location_from_stack_trace(node.meta.get("stack_trace")),
-                detail="a comparison of .item() numbers became a tensor comparison (float64, as Python compares)",
-            ))
-        if changed:
-            graph.eliminate_dead_code()
-            graph_module.recompile()
-    return rewritten
+        changed = True  # a refused predicate may leave half-built nodes: clean up below
+        with graph.inserting_before(node):
+            tensor = _PredicateBuilder(graph).build(slot(node))
+        if tensor is None:
+            continue
+        records.append(context.record(
+            node, "a comparison of .item() numbers became a tensor comparison (float64, as Python compares)",
+            tier="control-flow"))
+        _replace(node, tensor, graph)
+    if changed:
+        graph.eliminate_dead_code()
+    return records
 
 
 def _predicate_slot(node: torch.fx.Node):
