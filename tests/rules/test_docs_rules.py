@@ -44,3 +44,19 @@ def test_testing_snippet_from_the_docs_runs(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'aten::copysign.Tensor': 1" in done.stdout
+
+
+def test_graph_pass_from_the_docs_rewrites_both_branches_of_a_converted_if(tmp_path):
+    code = docs_files()["square_pass.py"]
+    (tmp_path / "square_pass.py").write_text(code)
+    path = str(tmp_path / "square_pass.py")
+    result = CliRunner().invoke(app, ["convert", f"{path}:Net", "-i", "x=4x3", "--rules", path,
+                                      "--if-strategy", "cond", "--json"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    import json
+
+    report = json.loads(result.stdout)
+    assert report["verified"] is True
+    fired = [r for r in report["rewrites"] if r["rule"] == "square_as_mul"]
+    assert sorted(r["data"]["graph"] for r in fired) == ["false_graph_0", "true_graph_0"]
+    assert "Pow" not in report["op_counts"]
