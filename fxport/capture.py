@@ -36,6 +36,8 @@ from fxport.errors import (
     user_location_from_exception,
     user_location_from_stack,
 )
+from fxport.frames import exception_chain as _exception_chain
+from fxport.frames import user_location_in
 from fxport.load import InputSet, forward_parameters
 from fxport.quiet import quiet_torch
 
@@ -719,13 +721,9 @@ _TORCH_BANNER = re.compile(r"\s*(For more information, run with TORCH_LOGS|Set T
                            r"|For more details about this graph break|The error above occurred when)[^\n]*")
 
 
-_RAISING_CALL = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)')
-
-
 def _location_named_in_message(text: str):
     """torch names the call that raised a data-dependent guard in its message; the last user frame."""
-    frames = [traceback.FrameSummary(m["file"], int(m["line"]), m["name"]) for m in _RAISING_CALL.finditer(text)]
-    return user_location_from_stack(frames)
+    return user_location_in(text)
 
 
 def _is_data_dependent(exc: BaseException, text: str) -> bool:
@@ -766,10 +764,3 @@ def _is_other_library(filename: str) -> bool:
     package = parts[(parts.index("site-packages") if "site-packages" in parts else parts.index("dist-packages")) + 1]
     return package not in ("torch", "fxport", "onnxscript", "onnx", "onnx_ir", "sympy", "functorch", "typing_extensions")
 
-
-def _exception_chain(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import traceback
 from typing import Callable
 
 import torch
 
-from fxport.errors import SourceLocation, user_location_from_stack
-
-_STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)')
+from fxport.errors import SourceLocation
+from fxport.frames import user_location_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +49,7 @@ def op_name(target) -> str:
 
 def location_of(node: torch.fx.Node) -> SourceLocation | None:
     """The user's file:line that produced ``node``, from its recorded stack trace."""
-    stack = node.meta.get("stack_trace") or ""
-    frames = [
-        traceback.FrameSummary(m["file"], int(m["line"]), m["name"])
-        for m in _STACK_LINE.finditer(stack)
-    ]
-    return user_location_from_stack(frames)
+    return user_location_in(node.meta.get("stack_trace"))
 
 
 def build_registry(translation_table: dict[Callable, Callable] | None = None, opset: int | None = None):

@@ -29,10 +29,9 @@ from typing import Any
 
 import torch
 
-from fxport.errors import SourceLocation, is_user_file
+from fxport.errors import SourceLocation
+from fxport.frames import user_location_in, user_location_in_source_range
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
-_TRACE_FRAME = re.compile(r"^(.+?)\((\d+)\): (\S+)$", re.M)
 _DTYPE_SHORT = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
     torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
@@ -192,7 +191,7 @@ def _fx_node(module: torch.fx.GraphModule, node: torch.fx.Node) -> GraphNode:
     args = [_arg_text(a) for a in node.args] + [f"{k}={_arg_text(v)}" for k, v in node.kwargs.items()]
     return GraphNode(
         name=node.name, op=fx_op_name(node), args=args, value=_value_text(node.meta.get("val")),
-        location=_location_text(location_from_stack_text(node.meta.get("stack_trace"))),
+        location=_location_text(user_location_in(node.meta.get("stack_trace"))),
         rule=node.meta.get("fxport_rule"), subgraphs=subgraphs,
     )
 
@@ -270,7 +269,7 @@ def trace_nodes(graph: torch._C.Graph) -> list[GraphNode]:
         nodes.append(GraphNode(
             name=", ".join(outputs), op=kind, args=[inline.get(i.debugName(), i.debugName()) for i in node.inputs()],
             value=", ".join(_trace_type(o) for o in node.outputs()),
-            location=_location_text(location_from_trace_text(node.sourceRange())),
+            location=_location_text(user_location_in_source_range(node.sourceRange())),
         ))
     nodes.append(GraphNode("output", "output", [inline.get(v.debugName(), v.debugName()) for v in graph.outputs()]))
     return nodes
@@ -302,23 +301,6 @@ def _trace_type(value: torch._C.Value) -> str:
 
 
 # --- locations -----------------------------------------------------------------------------
-
-def location_from_stack_text(stack_trace: str | None) -> SourceLocation | None:
-    """The innermost user frame of an FX / exporter ``stack_trace`` string."""
-    found = None
-    for filename, lineno, function in _FRAME.findall(stack_trace or ""):
-        if is_user_file(filename):
-            found = SourceLocation(filename, int(lineno), function or None)
-    return found
-
-
-def location_from_trace_text(source_range: str | None) -> SourceLocation | None:
-    """The innermost user frame of a TorchScript trace source range (``file.py(12): forward``)."""
-    for filename, lineno, function in _TRACE_FRAME.findall(source_range or ""):
-        if is_user_file(filename.strip()):
-            return SourceLocation(filename.strip(), int(lineno), function)
-    return None
-
 
 def _location_text(where: SourceLocation | None) -> str | None:
     return str(where) if where else None

@@ -24,7 +24,7 @@ from typing import Iterable
 
 import onnx
 
-from fxport.errors import SourceLocation
+from fxport.frames import user_location_in
 from fxport.report import count_ops
 
 #: metadata key the rule engine stamps on ONNX nodes it produced
@@ -249,9 +249,7 @@ def tensor_text(tensor: onnx.TensorProto, with_values: bool = False) -> str:
 
 def _user_line(stack_trace: str | None) -> str | None:
     """The innermost user ``file:line`` of an exporter stack-trace string."""
-    from fxport.diff.graph_diff import location_from_stack_text
-
-    where = location_from_stack_text(stack_trace)
+    where = user_location_in(stack_trace)
     return str(where) if where else None
 
 

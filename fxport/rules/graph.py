@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import typing
 from typing import Any, Callable, Sequence
 
@@ -39,7 +38,8 @@ import torch
 import torch.fx
 from torch.fx.subgraph_rewriter import replace_pattern_with_filters
 
-from fxport.errors import RuleError, SourceLocation, is_user_file
+from fxport.errors import RuleError, SourceLocation
+from fxport.frames import user_location_in
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.matching import Match, explain_graph, verdict
@@ -233,16 +233,9 @@ def _record(rule: GraphRule, found: Any, path: str, records: list[AppliedRewrite
     ))
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
-
-
 def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
-    """The innermost user frame of an FX ``stack_trace`` string."""
-    found = None
-    for filename, lineno, function in _FRAME.findall(stack_trace or ""):
-        if is_user_file(filename):
-            found = SourceLocation(filename, int(lineno), function or None)
-    return found
+    """The innermost user frame of an FX ``stack_trace`` string (:func:`fxport.frames.user_location_in`)."""
+    return user_location_in(stack_trace)
 
 
 def _sync_output_names(exported: Any) -> None:
