@@ -43,7 +43,7 @@ from fxport.frames import user_location_in
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.matching import Match, explain_graph, verdict
-from fxport.rules.walk import iter_graphs
+from fxport.rules.walk import iter_graphs, sync_output_names
 
 
 @dataclasses.dataclass
@@ -204,7 +204,7 @@ def apply_graph_rules(exported: Any, rules: Sequence[GraphRule],
     top.graph.eliminate_dead_code()
     top.recompile()
     if not isinstance(exported, torch.fx.GraphModule):
-        _sync_output_names(exported)
+        sync_output_names(exported)
     return exported
 
 
@@ -236,12 +236,3 @@ def _record(rule: GraphRule, found: Any, path: str, records: list[AppliedRewrite
 def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
     """The innermost user frame of an FX ``stack_trace`` string (:func:`fxport.frames.user_location_in`)."""
     return user_location_in(stack_trace)
-
-
-def _sync_output_names(exported: Any) -> None:
-    """Point the graph signature's outputs at the (possibly replaced) output nodes."""
-    output = next(n for n in exported.graph_module.graph.nodes if n.op == "output")
-    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    for spec, value in zip(exported.graph_signature.output_specs, values):
-        if isinstance(value, torch.fx.Node) and hasattr(spec.arg, "name"):
-            spec.arg.name = value.name

@@ -44,7 +44,7 @@ import torch.fx
 from fxport.errors import RuleError, SourceLocation
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
-from fxport.rules.walk import ProgramGraph, iter_graphs
+from fxport.rules.walk import ProgramGraph, iter_graphs, sync_output_names
 
 #: ``node.meta`` key naming the rule that made a node (ONNX nodes lowered from it carry it).
 RULE_META_KEY = "fxport_rule"
@@ -177,3 +177,5 @@ def apply_graph_passes(program: Any, passes: Sequence[GraphPass], records: list[
                     raise RuleError(f"graph pass {rule.name!r} returned {record!r}, not an AppliedRewrite",
                                     where=rule.defined_at, hint="return context.record(...) values, or None")
                 records.append(record)
+    if passes and not isinstance(program, torch.fx.GraphModule):
+        sync_output_names(program)

@@ -95,3 +95,12 @@ def _attribute(module: torch.nn.Module, target: Any) -> Any:
         if value is None:
             return None
     return value
+
+
+def sync_output_names(exported: Any) -> None:
+    """Point the graph signature's outputs at the (possibly replaced) output nodes."""
+    output = next(n for n in exported.graph_module.graph.nodes if n.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    for spec, value in zip(exported.graph_signature.output_specs, values):
+        if isinstance(value, torch.fx.Node) and hasattr(spec.arg, "name"):
+            spec.arg.name = value.name
