@@ -39,6 +39,8 @@ from typing import Any, Iterator
 
 from onnxscript.rewriter import pattern
 
+from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY
+
 #: What ``optimize=`` / ``--optimize`` accepts.
 OPTIMIZE_LEVELS = ("none", "generic", "ort")
 
@@ -62,8 +64,8 @@ def optimize_level(optimize: Any) -> str:
     raise UsageError(f"unknown optimize level {optimize!r}", hint="use none, generic or ort")
 
 
-#: The exporter's per-node provenance (fxport/rules/registry.py reads it to report op rules).
-FX_NODE_KEY, STACK_TRACE_KEY = "pkg.torch.onnx.fx_node", "pkg.torch.onnx.stack_trace"
+#: The exporter's per-node provenance (keys owned by fxport.provenance).
+FX_NODE_KEY, STACK_TRACE_KEY = EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY
 
 
 def fuse_for_onnxruntime(model, keep_origins: "tuple[str, ...] | list[str]" = ()):

@@ -31,6 +31,7 @@ import torch
 
 from fxport.errors import SourceLocation
 from fxport.frames import user_location_in, user_location_in_source_range
+from fxport.provenance import FX_RULE_KEY
 
 _DTYPE_SHORT = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
@@ -192,7 +193,7 @@ def _fx_node(module: torch.fx.GraphModule, node: torch.fx.Node) -> GraphNode:
     return GraphNode(
         name=node.name, op=fx_op_name(node), args=args, value=_value_text(node.meta.get("val")),
         location=_location_text(user_location_in(node.meta.get("stack_trace"))),
-        rule=node.meta.get("fxport_rule"), subgraphs=subgraphs,
+        rule=node.meta.get(FX_RULE_KEY), subgraphs=subgraphs,
     )
 
 

@@ -25,11 +25,8 @@ from typing import Iterable
 import onnx
 
 from fxport.frames import user_location_in
+from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata
 from fxport.report import count_ops
-
-#: metadata key the rule engine stamps on ONNX nodes it produced
-RULE_KEY = "fxport.rule"
-_STACK_KEY = "pkg.torch.onnx.stack_trace"
 
 
 @dataclasses.dataclass
@@ -204,7 +201,7 @@ def op_name(node: onnx.NodeProto) -> str:
 
 
 def node_view(node: onnx.NodeProto) -> NodeView:
-    props = {p.key: p.value for p in node.metadata_props}
+    props = metadata(node)
     attributes, subgraphs = {}, {}
     for attr in sorted(node.attribute, key=lambda a: a.name):
         if attr.type == onnx.AttributeProto.GRAPH:
@@ -216,7 +213,7 @@ def node_view(node: onnx.NodeProto) -> NodeView:
             attributes[attr.name] = attribute_text(attr)
     return NodeView(
         name=node.name, op_type=op_name(node), inputs=list(node.input), outputs=list(node.output),
-        attributes=attributes, rule=props.get(RULE_KEY), location=_user_line(props.get(_STACK_KEY)),
+        attributes=attributes, rule=props.get(ONNX_RULE_KEY), location=_user_line(props.get(EXPORTER_STACK_KEY)),
         subgraphs=subgraphs,
     )
 
@@ -484,7 +481,6 @@ def nodes_by_rule(model: onnx.ModelProto | None) -> dict[str, list[str]]:
 # --- the stock graph an op rule stood in for ----------------------------------------------------
 
 _FX_TARGET = re.compile(r"\[target=(?:torch\.ops\.)?([\w.]+?)(?:\.default)?\]")
-_FX_KEY = "pkg.torch.onnx.fx_node"
 
 
 def with_untranslated_ops(model: onnx.ModelProto, rules: set[str]) -> onnx.ModelProto | None:
@@ -496,9 +492,9 @@ def with_untranslated_ops(model: onnx.ModelProto, rules: set[str]) -> onnx.Model
     """
     groups: dict[str, list[int]] = {}
     for index, node in enumerate(model.graph.node):
-        props = {p.key: p.value for p in node.metadata_props}
-        if props.get(RULE_KEY) in rules and props.get(_FX_KEY):
-            groups.setdefault(props[_FX_KEY].split(" ", 1)[0].lstrip("%"), []).append(index)
+        props = metadata(node)
+        if props.get(ONNX_RULE_KEY) in rules and props.get(EXPORTER_FX_NODE_KEY):
+            groups.setdefault(fx_node_name(props).lstrip("%"), []).append(index)
     if not groups:
         return None
     folded = onnx.ModelProto()
@@ -560,11 +556,11 @@ def _stand_in(fx_name: str, members: list[onnx.NodeProto], used_outside: set[str
     for node in members:
         inputs += [v for v in node.input if v and v not in produced and v not in inputs]
     outputs = [o for node in members for o in node.output if o in used_outside]
-    props = {p.key: p.value for p in members[0].metadata_props}
-    match = _FX_TARGET.search(props.get(_FX_KEY, ""))
+    props = metadata(members[0])
+    match = _FX_TARGET.search(props.get(EXPORTER_FX_NODE_KEY, ""))
     op = match.group(1).split(".")[-1] if match else fx_name
     stand_in = onnx.helper.make_node(op, inputs, outputs, name=f"untranslated_{fx_name}", domain="aten")
-    for key in (_STACK_KEY, _FX_KEY):
+    for key in (EXPORTER_STACK_KEY, EXPORTER_FX_NODE_KEY):
         if key in props:
             stand_in.metadata_props.add(key=key, value=props[key])
     return stand_in
