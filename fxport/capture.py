@@ -247,7 +247,7 @@ def _export(module, inputs: InputSet, dynamic_shapes, oblivious: bool = False) -
 @contextlib.contextmanager
 def _rolled_back_on_failure():
     """Control-flow records of a capture attempt that fails are dropped (the retry makes its own)."""
-    from fxport.controlflow.runtime import records_rolled_back_on_failure
+    from fxport.controlflow.operators import records_rolled_back_on_failure
 
     with records_rolled_back_on_failure():
         yield

@@ -154,7 +154,7 @@ def exercise_control_flow(
 def observe(model: torch.nn.Module, input_set: InputSet) -> dict[tuple, set]:
     """(kind, file, line) → outcomes of ``model`` run eagerly on ``input_set`` while its
     converted code is installed (inside ``convert_control_flow(model)``)."""
-    from fxport.controlflow import runtime
+    from fxport.controlflow import operators as runtime
 
     outcomes: dict[tuple, set] = {}
     with runtime.coverage() as notes:

@@ -36,7 +36,7 @@ import torch.utils._pytree as pytree
 
 import fxport
 from benchmarks.fuzz.generator import FEATURES, Program
-from fxport.controlflow import convert_control_flow, runtime
+from fxport.controlflow import convert_control_flow, operators as runtime
 from fxport.verify import TOLERANCES
 
 #: Seconds one program may take before it counts as a hang.

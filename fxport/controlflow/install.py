@@ -14,20 +14,21 @@ from __future__ import annotations
 import contextlib
 import inspect
 import types
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 import torch.fx.proxy
 
-from fxport.controlflow import runtime
+from fxport.controlflow import operators
 from fxport.controlflow.transformer import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError, is_user_file
 from fxport.report import AppliedRewrite
 
 STRATEGIES = ("auto", "where", "cond")
 
-# original function -> converted function (None: not user code, left alone)
-_CONVERTED: dict[Callable, Callable | None] = runtime._CONVERTED
+# original function -> converted function (None: not user code, left alone); shared with the
+# call operator, which converts the user functions it meets through converted_function
+_CONVERTED: dict[Callable, Callable | None] = operators.CONVERTED
 
 
 def _code_file(fn) -> str | None:
@@ -55,6 +56,9 @@ def converted_function(fn: Callable) -> Callable | None:
     _CONVERTED[original] = _CONVERTED[fn] = converted
     _prewarm(fn)
     return converted
+
+
+operators.use_converter(converted_function)  # call sites in converted code convert user functions lazily
 
 
 def _convertible(fn) -> bool:
@@ -90,7 +94,7 @@ def _build(fn: types.FunctionType) -> Callable:
     namespace: dict = {}
     exec(code, fn.__globals__, namespace)
     cells = [_cell_value(c, name) for c, name in zip(fn.__closure__ or (), result.freevars)]
-    converted = namespace[result.factory_name](runtime, result.infos, *cells)
+    converted = namespace[result.factory_name](operators, result.infos, *cells)
     converted.__defaults__ = fn.__defaults__
     converted.__kwdefaults__ = fn.__kwdefaults__
     converted.__wrapped_original__ = fn
@@ -120,7 +124,7 @@ def _cell_value(cell, name: str):
     try:
         return cell.cell_contents
     except ValueError:
-        return runtime.Undefined(name)
+        return operators.Undefined(name)
 
 
 def _prewarm(fn: types.FunctionType) -> None:
@@ -168,20 +172,38 @@ def _user_modules(root: torch.nn.Module) -> Iterator[torch.nn.Module]:
 
 
 @contextlib.contextmanager
-def convert_control_flow(module: torch.nn.Module, strategy: str = "auto") -> Iterator[list[AppliedRewrite]]:
+def convert_control_flow(module: torch.nn.Module, strategy: str = "auto",
+                         disabled: Iterable[str] = frozenset()) -> Iterator[list[AppliedRewrite]]:
     """Install converted forwards on ``module`` and its user submodules while the block runs.
 
     ``strategy``: ``"auto"`` (where for pure cheap branches, cond otherwise), ``"where"`` or
     ``"cond"`` (forced). Yields the list of :class:`~fxport.report.AppliedRewrite` records,
     filled while the model is captured. The module is restored on exit, even on error.
 
+    ``disabled``: names from :data:`~fxport.controlflow.CONTROL_FLOW_RULES` whose conversion
+    is switched off (unknown names are a UsageError). A disabled conversion is never produced,
+    whatever the strategy: the statement gets what ``"auto"`` would give without it, and is
+    left as written when nothing is left — it then runs as plain Python, so a capture fails on
+    its tensor condition exactly as it would without fxport. So ``if-to-where`` disabled makes
+    such ifs ``torch.cond``; ``if-to-cond`` disabled leaves an if that needs cond as Python
+    (cheap pure branches still become where); ``while-to-while_loop`` / ``for-to-while_loop``
+    disabled leave data-dependent loops as Python loops; inside a traced cond/while_loop body
+    the rules are ``if-in-traced-body`` (also for ``a if c else b``), ``while-in-traced-body``
+    and ``for-in-traced-body``. ``item-predicate-to-tensor`` is a graph pass of the rule set,
+    accepted here and not acted on.
+
     Example::
 
-        >>> with convert_control_flow(model) as records:                       # doctest: +SKIP
+        >>> with convert_control_flow(model, disabled={"if-to-where"}) as records:   # doctest: +SKIP
         ...     ep = torch.export.export(model, (x,), strict=False)
     """
     if strategy not in STRATEGIES:
         raise UsageError(f"unknown control-flow strategy {strategy!r}", hint=f"use one of {', '.join(STRATEGIES)}")
+    disabled = frozenset(disabled)
+    unknown = sorted(disabled - set(operators.CONTROL_FLOW_RULES))
+    if unknown:
+        raise UsageError(f"unknown control-flow rule {unknown[0]!r}",
+                         hint=f"use one of {', '.join(operators.CONTROL_FLOW_RULES)}")
     records: list[AppliedRewrite] = []
     installed: list[torch.nn.Module] = []
     try:
@@ -192,7 +214,7 @@ def convert_control_flow(module: torch.nn.Module, strategy: str = "auto") -> Ite
             if converted is not None:
                 sub.__dict__["forward"] = types.MethodType(converted, sub)
                 installed.append(sub)
-        with runtime.session(strategy, records):
+        with operators.session(strategy, records, disabled):
             yield records
     finally:
         for sub in installed:

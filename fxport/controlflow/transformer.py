@@ -31,10 +31,12 @@ import textwrap
 
 from fxport.controlflow import analysis
 from fxport.controlflow.canonicalize import (
+    RETVAL,
     canonicalize_loop_exits,
     canonicalize_returns,
     canonicalize_returns_in_loops,
 )
+from fxport.controlflow.operators.info import FunctionSource, StatementInfo
 from fxport.errors import ControlFlowError, SourceLocation
 
 RUNTIME = "_fx"
@@ -44,35 +46,6 @@ _PLAIN_CALL_ROOTS = {
     "torch", "F", "nn", "math", "np", "numpy", "operator", "functools", "itertools", RUNTIME,
 }
 _BUILTINS = set(dir(builtins))
-
-
-@dataclasses.dataclass
-class StatementInfo:
-    """Static facts about one converted statement, passed to the runtime operator."""
-
-    kind: str  # "if" | "ifexp" | "while" | "for"
-    location: SourceLocation
-    names: tuple[str, ...]  # outputs (if) / carried state (loops)
-    params: tuple[str, ...] = ()  # inputs of the outlined functions
-    mutated: tuple[str, ...] = ()  # params changed in place (cloned before use)
-    appended: tuple[str, ...] = ()  # lists grown with .append in a loop body
-    expensive: tuple[str, ...] = ()  # why a branch is not cheap (→ cond)
-    side_effects: tuple[str, ...] = ()  # effects the converter cannot carry
-    function: "FunctionSource | None" = None
-    break_flag: str | None = None
-    exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
-    branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)
-    children: list = dataclasses.field(default_factory=list)  # statements nested in this one
-
-
-@dataclasses.dataclass
-class FunctionSource:
-    """The source of one function before and after conversion."""
-
-    qualname: str
-    filename: str
-    before: str
-    after: str = ""
 
 
 @dataclasses.dataclass
@@ -392,6 +365,7 @@ class FunctionConverter:
             appended=tuple(sorted(appended)),
             side_effects=tuple(_side_effects(node.body + node.orelse, set(params))),
             branch_writes=(frozenset(analysis.writes(node.body)), frozenset(analysis.writes(node.orelse))),
+            retval=RETVAL if RETVAL in outputs else None,
         )
         index = self.add_info(info)
         inner_defined = set(defined) | set(params)
@@ -464,6 +438,7 @@ class FunctionConverter:
             exact_appends=tuple(sorted(_top_level_appends(node.body) & appended)),
             side_effects=tuple(_side_effects(node.body, set(state) | analysis.writes(node.body), allow_append=True)),
             break_flag=flag,
+            retval=RETVAL if RETVAL in state else None,
         )
         index = self.add_info(info)
         return state, info, index

@@ -18,7 +18,7 @@ import onnxruntime as ort
 import torch
 
 from fxport.controlflow import convert_control_flow
-from fxport.controlflow import runtime
+from fxport.controlflow import operators as runtime
 from fxport.report import AppliedRewrite, count_ops
 
 logging.getLogger("torch.onnx").setLevel(logging.ERROR)

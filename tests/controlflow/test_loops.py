@@ -181,9 +181,9 @@ def test_unconvertible_loop_reports_line(name):
 
 def test_off_by_one_in_the_loop_test_is_caught(monkeypatch):
     """The differential test is sharp: a loop that runs one extra iteration fails it."""
-    from fxport.controlflow import loops
+    from fxport.controlflow.operators import loop_lowering
 
-    monkeypatch.setattr(loops, "_in_range", lambda counter, stop, step: counter <= stop)
+    monkeypatch.setattr(loop_lowering, "_in_range", lambda counter, stop, step: counter <= stop)
     model = m.ForRangeInt()
     exported = export_to_ort(model, (X, n(3)), ({0: D}, None))
     with pytest.raises(AssertionError):

@@ -1,0 +1,76 @@
+"""Trace-time operators called by converted code (``_fx.if_stmt`` and friends).
+
+Converted code refers to this package as ``_fx``: it is the one namespace generated code
+needs. Dispatch happens when the code runs, not when it is converted: a predicate that is a
+Python bool (or a tensor outside of export) runs as plain Python; a tensor or SymBool
+predicate seen while exporting becomes ``torch.where`` / ``torch.cond`` / ``while_loop``.
+
+The package imports nothing from the compiler side (analysis, canonicalisation, converters):
+what it needs to know about a statement arrives as a :class:`StatementInfo`, and the
+converter for call sites registers itself with :func:`use_converter`.
+
+=================  ===============================================================
+module             what it does
+=================  ===============================================================
+``state``          session (strategy, disabled rules, records), coverage, probing
+``values``         value predicates (traced? symbolic?) and small tensor helpers
+``failures``       refusals, also raised from inside bodies dynamo traces
+``logical``        ``and_``/``or_``/``not_``
+``conditionals``   ``if_stmt``/``ifexp``: Python, ``where`` or ``cond``
+``loops``          ``while_stmt``/``for_stmt``/``range_``/``int_``
+``loop_lowering``  a data-dependent loop → ``while_loop``
+``appender``       lists grown in a data-dependent loop; ``stack``/``cat``
+``calls``          ``call``: the converted version of a user function
+``indexing``       ``getitem``/``setitem`` with a traced index
+``info``           :class:`StatementInfo`, what the converter says about a statement
+``rule_names``     :data:`CONTROL_FLOW_RULES`, the names records carry
+=================  ===============================================================
+
+Example::
+
+    >>> from fxport.controlflow import operators as _fx
+    >>> _fx.if_stmt(True, lambda x: (x + 1,), lambda x: (x - 1,), (1,), None)
+    (2,)
+"""
+
+from fxport.controlflow.operators.appender import Appender, cat, stack
+from fxport.controlflow.operators.calls import CONVERTED, call, use_converter
+from fxport.controlflow.operators.conditionals import if_stmt, ifexp
+from fxport.controlflow.operators.failures import find_error
+from fxport.controlflow.operators.indexing import getitem, setitem
+from fxport.controlflow.operators.info import FunctionSource, StatementInfo
+from fxport.controlflow.operators.logical import and_, not_, or_
+from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, while_stmt
+from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES
+from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
+from fxport.controlflow.operators.values import Undefined
+
+__all__ = [
+    "CONTROL_FLOW_RULES",
+    "CONVERTED",
+    "Appender",
+    "FunctionSource",
+    "StatementInfo",
+    "TensorRange",
+    "Undefined",
+    "and_",
+    "call",
+    "cat",
+    "coverage",
+    "find_error",
+    "for_stmt",
+    "getitem",
+    "if_stmt",
+    "ifexp",
+    "int_",
+    "not_",
+    "or_",
+    "probing",
+    "range_",
+    "records_rolled_back_on_failure",
+    "session",
+    "setitem",
+    "stack",
+    "use_converter",
+    "while_stmt",
+]

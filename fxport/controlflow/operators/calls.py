@@ -1,0 +1,52 @@
+"""Call sites in converted code: ``f(x)`` runs the converted version of a user function.
+
+The converter itself lives on the compiler side; it registers itself with
+:func:`use_converter`, so these operators import nothing from it. :data:`CONVERTED` caches
+``original function → converted function`` (``None``: not user code, called as is).
+
+Example::
+
+    >>> from fxport.controlflow.operators.calls import call
+    >>> call(len)([1, 2])                    # not user code: called as is
+    2
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Callable
+
+import torch
+
+#: original function → converted function (None: not user code, left alone)
+CONVERTED: dict[Callable, Callable | None] = {}
+_CONVERTER: list[Callable] = []
+
+
+def use_converter(converter: Callable[[Callable], Callable | None]) -> None:
+    """Convert user functions met at call sites with ``converter`` (``fn → converted or None``)."""
+    _CONVERTER[:] = [converter]
+
+
+def call(f):
+    """The converted version of a user function/method ``f`` (lazily), else ``f`` itself."""
+    if isinstance(f, types.MethodType):
+        converted = _lookup(f.__func__)
+        # functools.partial rather than MethodType: dynamo traces partial, not method construction
+        return functools.partial(converted, f.__self__) if converted is not None else f
+    if isinstance(f, types.FunctionType):
+        converted = _lookup(f)
+        return converted if converted is not None else f
+    if isinstance(f, functools.partial) and isinstance(f.func, (types.FunctionType, types.MethodType)):
+        inner = call(f.func)
+        return f if inner is f.func else functools.partial(inner, *f.args, **f.keywords)
+    return f
+
+
+def _lookup(fn):
+    if fn in CONVERTED:
+        return CONVERTED[fn]
+    if torch.compiler.is_dynamo_compiling() or not _CONVERTER:
+        return None
+    return _CONVERTER[0](fn)

@@ -1,0 +1,326 @@
+"""``if`` and ``a if c else b``: plain Python, ``torch.where`` or ``torch.cond``.
+
+A condition that is a Python value runs the taken branch as Python. A traced condition runs
+both outlined branches and selects with ``torch.where`` when they are pure and cheap (the
+converter's facts say so) and give values of one dtype and shape; otherwise the ``if`` becomes
+``torch.cond``. Inside a traced loop body nested ifs always select with ``where`` (torch.onnx
+cannot export an If nested in a Loop).
+
+Disabled conversions (``convert_control_flow(disabled=...)``) are never produced: the statement
+gets what ``auto`` would give without them, and runs as written (plain Python, so the capture
+fails on a traced condition as it would without fxport) when nothing is left.
+
+Example::
+
+    >>> from fxport.controlflow.operators.conditionals import if_stmt, ifexp
+    >>> if_stmt(True, lambda x: (x + 1,), lambda x: (x - 1,), (1,), None)
+    (2,)
+    >>> ifexp(0, lambda: "yes", lambda: "no", None)
+    'no'
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from fxport.controlflow.operators.appender import Appender
+from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.state import in_traced_body, is_disabled, note, record, strategy
+from fxport.controlflow.operators.values import (
+    Undefined,
+    as_bool_tensor,
+    dense,
+    dtype_name,
+    is_number,
+    is_symbolic,
+    is_traced,
+    predicate,
+    restore_size_relations,
+    same_size,
+    scalar,
+    size_relations,
+)
+
+
+def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
+    """``a if c else b``."""
+    if not is_traced(pred):
+        note(info, bool(pred))
+        return true_thunk() if pred else false_thunk()
+    (out,) = if_stmt(pred, lambda: (true_thunk(),), lambda: (false_thunk(),), (), info)
+    return out
+
+
+def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
+    """Run an outlined ``if``: plain Python, ``torch.where`` or ``torch.cond`` (see module doc)."""
+    if not is_traced(pred):
+        note(info, bool(pred))
+        return true_fn(*args) if pred else false_fn(*args)
+    nested = in_traced_body()
+    where_ok = not is_disabled(f"{info.kind}-to-where")
+    cond_ok = not is_disabled(f"{info.kind}-to-cond")
+    chosen = strategy()
+    if _left_as_written(info, nested, chosen, where_ok, cond_ok):
+        return _as_written(pred, true_fn, false_fn, args)
+    check_side_effects(info, "if")
+    pred = predicate(pred, info)
+    _check_defined_in_both(args, info)
+    _check_appends(args, info)
+    if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
+        return _if_where(pred, true_fn, false_fn, args, info, forced=True)
+    if nested:
+        return _if_in_loop_body(pred, true_fn, false_fn, args, info, forced=chosen == "where")
+    if chosen == "where" and where_ok:
+        return _if_where(pred, true_fn, false_fn, args, info, forced=True)
+    if chosen == "cond" and cond_ok:
+        return _if_cond(pred, true_fn, false_fn, args, info, "forced by strategy='cond'")
+    reason = "; ".join(info.expensive) if info.expensive else f"{info.kind}-to-where is disabled"
+    if where_ok and not info.expensive:
+        outs = _if_where(pred, true_fn, false_fn, args, info, forced=False)
+        if not isinstance(outs, str):
+            return outs
+        reason = outs
+    if not cond_ok:
+        return _as_written(pred, true_fn, false_fn, args)
+    return _if_cond(pred, true_fn, false_fn, args, info, reason)
+
+
+def _left_as_written(info, nested: bool, chosen: str, where_ok: bool, cond_ok: bool) -> bool:
+    """True when the disabled conversions leave no lowering for this statement.
+
+    In a traced body the rule is ``if-in-traced-body`` (for ``a if c else b`` too); outside,
+    ``<kind>-to-where`` and ``<kind>-to-cond``.
+    """
+    if nested:
+        return is_disabled("if-in-traced-body")
+    if chosen == "where" and where_ok:
+        return False
+    return not cond_ok and (not where_ok or bool(info.expensive))
+
+
+def _as_written(pred, true_fn, false_fn, args):
+    """A disabled conversion: the ``if`` as Python runs it (``bool`` of a traced value fails)."""
+    return true_fn(*args) if pred else false_fn(*args)
+
+
+def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
+    """Inside a traced cond/while_loop body: select with where.
+
+    torch.onnx (2.13) cannot export a cond nested in a while_loop body, so nested ifs are
+    lowered with where whenever the branches have the same shape.
+    """
+    if forced:
+        return _if_where(pred, true_fn, false_fn, args, info, forced=True)
+    outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
+                     detail="where: nested in a traced cond/while_loop body (torch.onnx cannot export If inside Loop)")
+    if isinstance(outs, str):
+        fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,
+             "make both branches produce the same shape (torch.onnx cannot export If nested in Loop)")
+    return outs
+
+
+def _check_appends(args: tuple, info) -> None:
+    for name, value in zip(info.params, args):
+        if name in info.appended and not isinstance(value, Appender):
+            fail(f"if on a tensor condition appends to the outer list {name!r}", info,
+                 "append unconditionally inside a loop, or select the value with torch.where before appending")
+
+
+def _check_defined_in_both(args: tuple, info) -> None:
+    defined_in = getattr(info, "branch_writes", None)
+    if defined_in is None:
+        return
+    true_writes, false_writes = defined_in
+    incoming = dict(zip(info.params, args))
+    for name in info.names:
+        undefined_before = isinstance(incoming.get(name), Undefined)
+        in_true, in_false = name in true_writes, name in false_writes
+        if undefined_before and not (in_true and in_false):
+            branch = "true" if in_true else "false"
+            other = "else" if in_true else "if"
+            fail(f"if: variable {name!r} is defined only in the {branch} branch and used afterwards", info,
+                 f"give {name!r} a value before the if or in the {other} branch too")
+
+
+def _fresh(args: tuple, info) -> list:
+    """Branch inputs; in-place mutated tensors are cloned so the other branch sees the original."""
+    mutated = set(info.mutated)
+    fresh = []
+    for name, a in zip(info.params, args):
+        if isinstance(a, Appender):
+            a = a.copy()
+        elif isinstance(a, torch.Tensor) and name in mutated:
+            a = a.clone()
+        fresh.append(a)
+    return fresh
+
+
+def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | None = None):
+    true_out, false_out = _return_value_on_both_paths(true_fn(*_fresh(args, info)), false_fn(*_fresh(args, info)), info)
+    leaves_t, spec_t = pytree.tree_flatten(true_out)
+    leaves_f, spec_f = pytree.tree_flatten(false_out)
+    names = _leaf_names(true_out, info)
+    if spec_t != spec_f:
+        fail(f"if: the branches produce differently structured values for {_first_diff(spec_t, spec_f, info)!r}", info,
+             "make both branches assign values of the same structure")
+    mask = as_bool_tensor(pred)
+    selected = []
+    for name, a, b in zip(names, leaves_t, leaves_f):
+        _check_pair(name, a, b, info)
+        shape_problem = _shape_mismatch(a, b)
+        if shape_problem:
+            if forced:
+                fail(f"if: strategy='where' is impossible: {name!r} has shape {shape_problem}", info,
+                     "use strategy='auto' or 'cond'")
+            return f"{name!r} has shape {shape_problem}"
+        selected.append(_select(mask, a, b))
+    detail = detail or ("where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape")
+    record(info, f"{info.kind}-to-where", detail, lowering="torch.where")
+    return pytree.tree_unflatten(selected, spec_t)
+
+
+def _return_value_on_both_paths(true_out, false_out, info):
+    """A ``return`` inside a loop sets the return value on one path only (None on the other).
+
+    The value is read only where the return flag set with it is true, so the path that did not
+    return may carry the other path's value: the select then needs no value that does not exist.
+    """
+    if info.retval is None:
+        return true_out, false_out
+    slot = info.names.index(info.retval)
+    a, b = true_out[slot], false_out[slot]
+    if (a is None) == (b is None):
+        return true_out, false_out
+    value = b if a is None else a
+    return _replaced(true_out, slot, value), _replaced(false_out, slot, value)
+
+
+def _replaced(outs, slot: int, value) -> tuple:
+    outs = list(outs)
+    outs[slot] = value
+    return tuple(outs)
+
+
+def _leaf_names(outs, info) -> list[str]:
+    names = []
+    for name, value in zip(info.names, outs):
+        count = len(pytree.tree_leaves(value))
+        names.extend([name] * count if count != 1 else [name])
+    return names
+
+
+def _first_diff(spec_t, spec_f, info) -> str:
+    for name, a, b in zip(info.names, spec_t.children_specs, spec_f.children_specs):
+        if a != b:
+            return name
+    return info.names[0] if info.names else "?"
+
+
+def _check_pair(name: str, a, b, info) -> None:
+    for side, value in (("true", a), ("false", b)):
+        if isinstance(value, Undefined):
+            fail(f"if: variable {name!r} is not defined in the {side} branch and used afterwards", info,
+                 f"give {name!r} a value before the if or in both branches")
+    if (a is None) != (b is None):
+        side = "true" if a is None else "false"
+        fail(f"if: {name!r} is None in the {side} branch but a value in the other", info,
+             "give both branches a value of the same kind")
+    ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+    if ta and tb and a.dtype != b.dtype:
+        fail(f"if: {name!r} is {dtype_name(a)} in the true branch but {dtype_name(b)} in the false branch", info,
+             "cast both branches to the same dtype")
+    if ta != tb and not (is_number(a) or is_number(b)):
+        fail(f"if: {name!r} is a tensor in one branch and {type(b if ta else a).__name__} in the other", info,
+             "give both branches a tensor")
+    if ta != tb:
+        tensor, number = (a, b) if ta else (b, a)
+        if isinstance(number, (float, torch.SymFloat)) and not tensor.dtype.is_floating_point:
+            fail(f"if: {name!r} is {dtype_name(tensor)} in one branch but a Python {type(number).__name__} in the other",
+                 info, "use the same dtype in both branches")
+    if not ta and not tb and not (is_number(a) and is_number(b)) and a is not b and a != b:
+        fail(f"if: {name!r} is a Python {type(a).__name__} that differs between the branches", info,
+             "make it a tensor or keep it the same in both branches")
+
+
+def _shape_mismatch(a, b) -> str | None:
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return None
+    if a.dim() != b.dim() or not all(same_size(x, y) for x, y in zip(a.shape, b.shape)):
+        return f"{tuple(a.shape)} in the true branch but {tuple(b.shape)} in the false branch"
+    return None
+
+
+def _select(mask, a, b):
+    """``torch.where(mask, a, b)``; bool values use logic ops (onnxruntime has no bool Where)."""
+    if a is b:
+        return a
+    a_is_tensor, b_is_tensor = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+    if not a_is_tensor and not b_is_tensor:
+        if not is_symbolic(a) and not is_symbolic(b) and a == b and type(a) is type(b):
+            return a
+        a, b = scalar(a), scalar(b)
+        a, b = a.to(torch.promote_types(a.dtype, b.dtype)), b.to(torch.promote_types(a.dtype, b.dtype))
+    elif not a_is_tensor:
+        a = scalar(a, b.dtype)
+    elif not b_is_tensor:
+        b = scalar(b, a.dtype)
+    if a.dtype == torch.bool:
+        return torch.logical_or(torch.logical_and(mask, a), torch.logical_and(torch.logical_not(mask), b))
+    return torch.where(mask, a, b)
+
+
+def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
+    tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    operands = tuple(dense(args[i]) for i in tensor_slots)
+    relations = size_relations(operands)
+
+    def branch(fn, side):
+        def run(*tensors):
+            restore_size_relations(tensors, relations)
+            full = list(args)
+            for slot, tensor in zip(tensor_slots, tensors):
+                full[slot] = tensor.clone() if info.params[slot] in info.mutated else tensor
+            outs = fn(*full)
+            return tuple(
+                pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side), value, is_leaf=_is_none)
+                for name, value in zip(info.names, outs)
+            )
+
+        return run
+
+    if isinstance(pred, torch.Tensor):
+        pred = dense(pred)  # a view of a while_loop output cannot be lifted by dynamo (fuzzer find)
+    try:
+        outs = torch.cond(pred, branch(true_fn, "true"), branch(false_fn, "false"), operands)
+    except Exception as exc:  # surface our own error raised while torch traced a branch
+        inner = find_error(exc)
+        if inner is not None:
+            raise inner from None
+        raise
+    record(info, f"{info.kind}-to-cond", f"cond: {reason}", lowering="torch.cond")
+    return tuple(outs)
+
+
+def _is_none(value) -> bool:
+    return value is None
+
+
+def _cond_leaf(name, leaf, info, side):
+    if isinstance(leaf, Undefined):
+        fail(f"if: variable {name!r} is not defined in the {side} branch and used afterwards", info,
+             f"give {name!r} a value before the if or in both branches")
+    if leaf is None:
+        if name == info.retval:  # where-selected ifs borrow the other path's value; a cond branch cannot
+            fail("if: a return under a tensor condition inside a loop returns on one path and goes on on the other, "
+                 "which a traced loop body cannot express", info,
+                 "assign the result to a variable, break, and return once after the loop")
+        fail(f"if: {name!r} is None in the {side} branch", info, "give both branches a tensor value")
+    if is_number(leaf):
+        return scalar(leaf)
+    if not isinstance(leaf, torch.Tensor):
+        fail(f"if: {name!r} is a {type(leaf).__name__}, which torch.cond cannot return", info,
+             "return tensors from data-dependent branches")
+    return dense(leaf)  # outputs may not alias inputs or closed-over tensors

@@ -1,0 +1,75 @@
+"""``value[index]`` and ``target[index] = value`` with an index computed at run time.
+
+A traced 0-d integer index becomes ``index_select``/``index_put`` instead of a guard on its
+value (``.item()``); everything else indexes as Python does.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.controlflow.operators.indexing import getitem, setitem
+    >>> getitem(torch.arange(4), 2), setitem([0, 0], 1, 5)
+    (tensor(2), [0, 5])
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fxport.controlflow.operators.values import is_traced, scalar
+from fxport.errors import ControlFlowError, here
+
+
+def _is_traced_index(index) -> bool:
+    return (
+        isinstance(index, torch.Tensor)
+        and is_traced(index)
+        and index.dim() == 0
+        and not index.dtype.is_floating_point
+        and index.dtype != torch.bool
+    )
+
+
+def getitem(value, index):
+    """``value[index]``; a traced 0-d integer index becomes index_select (no .item() guard)."""
+    if not isinstance(value, torch.Tensor):
+        return value[index]
+    parts = index if isinstance(index, tuple) else (index,)
+    if not any(_is_traced_index(p) for p in parts):
+        return value[index]
+    result, dim = value, 0
+    squeeze = []
+    for part in parts:
+        if _is_traced_index(part):
+            size = result.shape[dim]
+            position = torch.where(part < 0, part + size, part).reshape(1).to(torch.int64)
+            result = torch.index_select(result, dim, position)
+            squeeze.append(dim)
+            dim += 1
+        elif isinstance(part, slice):
+            result = result[(slice(None),) * dim + (part,)]
+            dim += 1
+        elif isinstance(part, int):
+            result = torch.narrow(result, dim, part if part >= 0 else part + result.shape[dim], 1)
+            squeeze.append(dim)
+            dim += 1
+        else:
+            return value[index]
+    for d in reversed(squeeze):
+        result = result.squeeze(d)
+    return result
+
+
+def setitem(target, index, value):
+    """``target[index] = value``; with a traced 0-d index the tensor is updated functionally."""
+    if isinstance(target, torch.Tensor) and _is_traced_index(index):
+        position = torch.where(index < 0, index + target.shape[0], index).reshape(1).to(torch.int64)
+        value = scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
+        return torch.index_put(target, (position,), value.unsqueeze(0) if value.dim() else value)
+    if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
+        raise ControlFlowError(
+            f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
+            where=here(),
+            hint="use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it",
+        )
+    target[index] = value
+    return target

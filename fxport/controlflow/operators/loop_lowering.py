@@ -1,0 +1,316 @@
+"""Lower a data-dependent loop to ``torch._higher_order_ops.while_loop`` (ONNX ``Loop``).
+
+Ranges get an int64 counter, lists grown with ``.append`` become a preallocated buffer plus a
+length (:class:`~fxport.controlflow.operators.appender.Appender`), carried Python numbers
+become 0-d tensors of the dtype the body gives them. The body is run once outside the loop
+(a *probe*) to learn those types; its ops are dead code and get removed.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.controlflow.operators import StatementInfo
+    >>> from fxport.controlflow.operators.loop_lowering import tensor_loop
+    >>> from fxport.controlflow.operators.loops import TensorRange
+    >>> info = StatementInfo("for", None, ("acc",), params=("acc",))
+    >>> tensor_loop(info, (torch.tensor(0),), (), body_fn=lambda i, acc: (acc + i,), rng=TensorRange(0, 4, 1))
+    (tensor(6),)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fxport.controlflow.operators.appender import Appender
+from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.indexing import getitem
+from fxport.controlflow.operators.logical import not_
+from fxport.controlflow.operators.state import probing, record
+from fxport.controlflow.operators.values import (
+    Undefined,
+    as_bool_tensor,
+    as_int64,
+    dense,
+    dtype_name,
+    is_number,
+    restore_size_relations,
+    same_size,
+    scalar,
+    size_relations,
+)
+
+
+def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from_rows=False):
+    """Lower a loop to ``while_loop`` with an int64 counter for ranges.
+
+    Carried: (counter, stop) + loop state + the enclosing function's values the body reads
+    (passed through unchanged, so the body closes over no traced tensor).
+    """
+    from torch._higher_order_ops.while_loop import while_loop
+
+    kind = info.kind
+    check_side_effects(info, kind)
+    names = info.names
+    count = len(names)
+    state = _loop_entry_state(state, info, rng)
+    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows)
+    all_names = tuple(info.params) + (("_fx_rows",) if item_from_rows else ())
+    layout = _Layout(all_names, tuple(state) + tuple(free))
+    counter0 = as_int64(rng.start) if rng is not None else None
+    flag_slot = names.index(info.break_flag) if info.break_flag else None
+    stop_value = as_int64(rng.stop) if rng is not None else None
+
+    def keep_going(counter, values, stop):
+        ok = None
+        if rng is not None:
+            ok = _in_range(counter, stop, rng.step)
+        if flag_slot is not None:
+            ok = _and(ok, not_(values[flag_slot]))
+        if test_fn is not None:
+            ok = _and(ok, test_fn(*values[:count], *values[count:count + len(info.params) - count]))
+        return as_bool_tensor(ok)
+
+    def split(carried):
+        carried = list(carried)
+        counter = stop = None
+        if rng is not None:
+            counter, stop = carried.pop(0), carried.pop(0)
+        return counter, stop, carried
+
+    def cond_fn(*carried):
+        restore_size_relations(carried, relations)
+        counter, stop, rest = split(carried)
+        values = layout.unpack(rest)
+        return keep_going(counter, values, stop)
+
+    def step_fn(*carried):
+        restore_size_relations(carried, relations)
+        counter, stop, rest = split(carried)
+        values = layout.unpack(rest, fresh=True, mutated=info.mutated)
+        params = values[: len(info.params)]
+        if rng is not None:
+            item = getitem(values[-1], counter) if item_from_rows else counter.clone()
+            new_state = body_fn(item, *params)
+        else:
+            new_state = body_fn(*params)
+        packed = layout.pack(tuple(new_state) + tuple(values[count:]), info)
+        if rng is not None:
+            packed = (counter + rng.step, stop) + packed
+        return tuple(dense(t) for t in packed)
+
+    carried = tuple(dense(t) for t in layout.pack(tuple(state) + tuple(free), info))
+    if rng is not None:
+        carried = (counter0, stop_value) + carried
+    relations = size_relations(carried)
+    try:
+        final = while_loop(cond_fn, step_fn, carried)
+    except Exception as exc:
+        inner = find_error(exc)
+        if inner is not None:
+            raise inner from None
+        raise
+    _, _, rest = split(tuple(final))
+    values = _finish_appenders(layout.unpack(rest)[:count], info)
+    lowering = "while_loop (ONNX Loop)" + (" + preallocated buffer" if info.appended else "")
+    counter_text = "int64 counter over a data-dependent range" if rng is not None else "tensor condition"
+    record(info, f"{kind}-to-while_loop", f"{lowering}: {counter_text}; carries {', '.join(names) or 'nothing'}",
+           lowering=lowering, carried=list(names))
+    return tuple(values)
+
+
+def _in_range(counter, stop, step: int):
+    """The loop test of ``range``: the counter has not reached ``stop``."""
+    return counter < stop if step > 0 else counter > stop
+
+
+def _and(a, b):
+    if a is None:
+        return b
+    return torch.logical_and(as_bool_tensor(a), as_bool_tensor(b))
+
+
+def _loop_entry_state(state, info, rng):
+    checked = []
+    for name, value in zip(info.names, state):
+        if isinstance(value, Undefined):
+            fail(f"{info.kind}: variable {name!r} is first defined inside a data-dependent loop and read "
+                 f"after it or in the next iteration, with no value before the loop", info,
+                 f"give {name!r} an initial value before the loop")
+        if value is None:
+            if name == info.retval:  # a return inside the loop: the probe learns the value's type
+                checked.append(value)
+                continue
+            fail(f"{info.kind}: loop variable {name!r} is None before a data-dependent loop", info,
+                 f"initialise {name!r} with a tensor of the shape and dtype the loop produces")
+        if name in info.appended:
+            if not isinstance(value, list):
+                fail(f"{info.kind}: {name!r} is appended to but is not a list", info, "use a list")
+            if torch.compiler.is_dynamo_compiling():
+                fail(f"{info.kind}: list {name!r} is appended to in a data-dependent loop nested in another traced body",
+                     info, "preallocate a buffer before the outer loop and write buf[i] = ...")
+            if rng is None:
+                fail(f"{info.kind}: list {name!r} grows without bound in a while loop with a data-dependent condition",
+                     info, "loop over range(max_steps) with a break, or preallocate a buffer and write buf[i] = ...")
+            value = Appender(name, list(value))
+        checked.append(value)
+    return tuple(checked)
+
+
+def _promote_numbers(state, free, info, rng, body_fn, item_from_rows):
+    """Carried Python numbers → 0-d tensors of the dtype the body gives them; size appenders.
+
+    Runs the body once outside the loop (a probe; its ops are dead code and get removed) to
+    learn the dtypes, shapes and list elements the loop produces, and to check them.
+    """
+    promoted = [_number_to_tensor(v) for v in state]
+    probe_in = [
+        v.copy() if isinstance(v, Appender) else (v.clone() if isinstance(v, torch.Tensor) and n in info.mutated else v)
+        for n, v in zip(info.names, promoted)
+    ]
+    params = tuple(probe_in) + tuple(free[: len(info.params) - len(info.names)])
+    with probing():
+        if rng is not None:
+            first = as_int64(rng.start)
+            item = getitem(free[-1], first) if item_from_rows else first
+            outs = body_fn(item, *params)
+        else:
+            outs = body_fn(*params)
+    final = []
+    for name, before, original, after in zip(info.names, promoted, state, outs):
+        if isinstance(before, Appender):
+            final.append(_allocate(before, after, rng, info))
+            continue
+        if before is None and name == info.retval:
+            before = _return_placeholder(after, info)
+        if isinstance(before, torch.Tensor) and is_number(original):
+            after_t = after if isinstance(after, torch.Tensor) else scalar(after)
+            before = before.to(torch.promote_types(before.dtype, after_t.dtype))
+        _check_carry(name, before, after, info)
+        final.append(before)
+    return tuple(final)
+
+
+def _return_placeholder(returned, info):
+    """The carried return value before any iteration returned: zeros of the returned type.
+
+    Read only where the loop's return flag is true, which the iteration that returns sets
+    together with the value; so the zeros never reach an output.
+    """
+    if is_number(returned):
+        returned = scalar(returned)
+    if not isinstance(returned, torch.Tensor):
+        fail(f"{info.kind}: return inside a data-dependent loop returns a "
+             f"{type(returned).__name__ if returned is not None else 'value on no path'}, not a tensor", info,
+             "return one tensor from inside the loop, or assign the result to a variable, break, and return after the loop")
+    return torch.zeros_like(returned, memory_format=torch.contiguous_format)
+
+
+def _number_to_tensor(value):
+    if isinstance(value, torch.SymInt):
+        return as_int64(value)
+    if isinstance(value, torch.SymBool):
+        return torch.full((), value, dtype=torch.bool)
+    if isinstance(value, torch.SymFloat):
+        return torch.full((), value, dtype=torch.get_default_dtype())
+    if is_number(value):
+        return scalar(value)
+    return value
+
+
+def _allocate(appender: Appender, probed, rng, info):
+    values = probed.probe if isinstance(probed, Appender) else []
+    if not values:
+        fail(f"{info.kind}: could not learn the element type of list {appender.name!r} (no append on the first "
+             "iteration)", info, "append on every iteration or preallocate a buffer and write buf[i] = ...")
+    element = values[0]
+    trips = rng.trip_count()
+    if isinstance(trips, torch.Tensor):
+        trips = trips.item()
+        torch._check(trips >= 0)
+    buf = torch.zeros((trips,) + tuple(element.shape), dtype=element.dtype)
+    return Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
+
+
+def _check_carry(name, before, after, info):
+    if isinstance(before, torch.Tensor):
+        if isinstance(after, Undefined) or after is None:
+            fail(f"{info.kind}: loop variable {name!r} has no value after an iteration", info,
+                 f"assign {name!r} on every path of the loop body")
+        after_t = after if isinstance(after, torch.Tensor) else scalar(after)
+        if after_t.dtype != before.dtype:
+            fail(f"{info.kind}: loop variable {name!r} changes dtype from {dtype_name(before)} to {dtype_name(after_t)}",
+                 info, f"cast {name!r} to one dtype before the loop")
+        if after_t.dim() != before.dim() or not all(same_size(a, b) for a, b in zip(after_t.shape, before.shape)):
+            grown = after_t.dim() == before.dim()
+            fail(f"{info.kind}: loop variable {name!r} changes shape from {tuple(before.shape)} to "
+                 f"{tuple(after_t.shape)}" + (" (grown without bound)" if grown else ""), info,
+                 "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it")
+    elif not isinstance(before, Appender) and after is not before and not (is_number(before) and before == after):
+        fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop",
+             info, "carry tensors only")
+
+
+class _Layout:
+    """Maps loop state (tensors, appenders, constants) to the flat tuple of carried tensors."""
+
+    def __init__(self, names, state):
+        self.names = names
+        self.kinds = []
+        self.constants = {}
+        for i, value in enumerate(state):
+            if isinstance(value, Appender):
+                self.kinds.append(("appender", value.name, value.initial))
+            elif isinstance(value, torch.Tensor):
+                self.kinds.append(("tensor", value.dtype, value.dim()))
+            else:
+                self.kinds.append(("constant",))
+                self.constants[i] = value
+
+    def pack(self, values, info) -> tuple:
+        flat = []
+        for i, (kind, value) in enumerate(zip(self.kinds, values)):
+            name = self.names[i]
+            if kind[0] == "appender":
+                if not isinstance(value, Appender):
+                    fail(f"{info.kind}: list {name!r} is replaced inside a data-dependent loop", info, "only append to it")
+                flat.extend([value.buf, value.length])
+            elif kind[0] == "tensor":
+                tensor = value if isinstance(value, torch.Tensor) else _number_tensor(name, value, kind[1], info)
+                if tensor.dtype != kind[1]:
+                    fail(f"{info.kind}: loop variable {name!r} changes dtype from {dtype_name(kind[1])} to "
+                         f"{dtype_name(tensor)}", info, f"cast {name!r} to one dtype before the loop")
+                flat.append(tensor)
+            elif value is not self.constants[i] and not (is_number(value) and value == self.constants[i]):
+                fail(f"{info.kind}: loop variable {name!r} is a {type(value).__name__} that changes in a "
+                     "data-dependent loop", info, "carry tensors only")
+        return tuple(flat)
+
+    def unpack(self, carried, fresh: bool = False, mutated=()) -> list:
+        carried = list(carried)
+        values = []
+        for i, kind in enumerate(self.kinds):
+            if kind[0] == "appender":
+                values.append(Appender(kind[1], kind[2], carried.pop(0), carried.pop(0)))
+            elif kind[0] == "tensor":
+                tensor = carried.pop(0)
+                values.append(tensor.clone() if fresh and self.names[i] in mutated else tensor)
+            else:
+                values.append(self.constants[i])
+        return values
+
+
+def _number_tensor(name, value, dtype, info):
+    if isinstance(value, (Undefined, type(None))):
+        fail(f"{info.kind}: loop variable {name!r} has no value after an iteration", info,
+             f"assign {name!r} on every path of the loop body")
+    if isinstance(value, (torch.SymBool, torch.SymInt, torch.SymFloat)):
+        return torch.full((), value, dtype=dtype)
+    return scalar(value, dtype)
+
+
+def _finish_appenders(values, info):
+    finished = []
+    for value in values:
+        if isinstance(value, Appender):
+            value.exact = info.kind == "for" and value.name in info.exact_appends and not info.break_flag
+        finished.append(value)
+    return finished

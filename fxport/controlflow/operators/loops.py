@@ -1,0 +1,134 @@
+"""``while`` and ``for``: a Python loop, or ``while_loop`` once the loop is data-dependent.
+
+A loop whose test or range is a Python value runs as a Python loop (unrolled by export). Once
+the test, a bound of ``range`` or the break flag is traced, the (remaining) iterations are
+lowered by :func:`~fxport.controlflow.operators.loop_lowering.tensor_loop`.
+
+A disabled ``while-to-while_loop`` / ``for-to-while_loop`` (``<kind>-in-traced-body`` inside a
+traced body) leaves the loop as written: it runs as a Python loop, so the capture fails on a
+traced test or bound as it would without fxport.
+
+Example::
+
+    >>> from fxport.controlflow.operators import StatementInfo, for_stmt, while_stmt
+    >>> info = StatementInfo("for", None, ("acc",), params=("acc",))
+    >>> for_stmt(range(3), lambda i, acc: (acc + i,), (0,), info)
+    (3,)
+    >>> while_stmt(lambda n: n < 5, lambda n: (n * 2,), (1,), StatementInfo("while", None, ("n",)))
+    (8,)
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from fxport.controlflow.operators.failures import fail
+from fxport.controlflow.operators.loop_lowering import tensor_loop
+from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
+from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced
+from fxport.errors import ControlFlowError
+
+
+class TensorRange:
+    """``range(start, stop, step)`` whose bounds are traced (tensor or SymInt); step is a Python int."""
+
+    def __init__(self, start, stop, step: int):
+        self.start, self.stop, self.step = start, stop, step
+
+    def trip_count(self):
+        """Number of iterations as a SymInt/int when the bounds allow it, else a 0-d tensor."""
+        start, stop, step = self.start, self.stop, self.step
+        if any(isinstance(v, torch.Tensor) for v in (start, stop)):
+            diff = as_int64(stop) - as_int64(start)
+            return torch.clamp((diff + (step - 1 if step > 0 else step + 1)) // step, min=0)
+        count = (stop - start + (step - 1 if step > 0 else step + 1)) // step
+        return torch.sym_max(count, 0)
+
+    def as_written(self) -> range:
+        """The Python ``range`` the user wrote (its bounds become Python ints, as without fxport)."""
+        return range(self.start, self.stop, self.step)
+
+
+def int_(value):
+    """``int(t)``: a traced tensor gives a SymInt (``t.item()``) instead of a guard on its value."""
+    if isinstance(value, torch.Tensor) and is_traced(value) and value.numel() == 1:
+        if torch.compiler.is_dynamo_compiling():  # inside a traced body: keep it a tensor
+            return value.reshape(()).to(torch.int64)
+        return value.reshape(()).to(torch.int64).item()
+    if is_symbolic(value):  # int(x.shape[0] / 2) inside a traced body: no guard on its value
+        return value if isinstance(value, (int, torch.SymInt)) and not isinstance(value, (bool, torch.SymBool)) else torch.sym_int(value)
+    return int(value)
+
+
+def range_(*args):
+    """``range(...)`` in a ``for`` header: a Python range, or a :class:`TensorRange` when traced."""
+    if not any(is_traced(a) for a in args):
+        return range(*(int(a) if isinstance(a, torch.Tensor) else a for a in args))
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+    if is_traced(step):
+        raise ControlFlowError("range() with a data-dependent step is not supported", hint="use a constant step")
+    if step == 0:
+        raise ValueError("range() arg 3 must not be zero")
+    return TensorRange(start, stop, int(step))
+
+
+def _left_as_written(kind: str) -> bool:
+    """The loop's conversion is disabled here (see the module doc)."""
+    return is_disabled(f"{kind}-in-traced-body" if in_traced_body() else f"{kind}-to-while_loop")
+
+
+def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info):
+    """Run an outlined ``while``: a Python loop, or ``while_loop`` once the test is traced."""
+    count = len(info.names)
+    state, free = tuple(args[:count]), tuple(args[count:])
+    trips = 0
+    while True:
+        test = test_fn(*state, *free)
+        if is_traced(test) and not _left_as_written(info.kind):
+            return tensor_loop(info, state, free, test_fn=test_fn, body_fn=body_fn)
+        if not test:
+            note(info, trips)
+            return state
+        state = tuple(body_fn(*state, *free))
+        trips += 1
+
+
+def for_stmt(iterable, body_fn: Callable, args: tuple, info):
+    """Run an outlined ``for``: a Python loop (static trip count), or ``while_loop``."""
+    count = len(info.names)
+    state, free = tuple(args[:count]), tuple(args[count:])
+    if isinstance(iterable, TensorRange):
+        if not _left_as_written(info.kind):
+            return tensor_loop(info, state, free, body_fn=body_fn, rng=iterable)
+        iterable = iterable.as_written()
+    if (isinstance(iterable, torch.Tensor) and is_traced(iterable) and iterable.dim() > 0
+            and is_symbolic(iterable.shape[0]) and not _left_as_written(info.kind)):
+        rows = TensorRange(0, iterable.shape[0], 1)
+        return tensor_loop(info, state, free + (iterable,), body_fn=body_fn, rng=rows, item_from_rows=True)
+    if (info.break_flag and info.appended and isinstance(iterable, range) and torch.compiler.is_exporting()
+            and not _left_as_written(info.kind)):
+        # a data-dependent break would leave appends under a tensor condition: loop on tensors
+        return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(iterable.start, iterable.stop, iterable.step))
+    flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
+    trips = 0
+    for position, item in enumerate(iterable):
+        if flag_slot is not None:
+            flag = state[flag_slot]
+            if is_traced(flag) and not _left_as_written(info.kind):
+                return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info)
+            if flag:
+                break
+        state = tuple(body_fn(item, *state, *free))
+        trips += 1
+    note(info, trips)
+    return state
+
+
+def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info):
+    if not isinstance(iterable, range):
+        fail(f"for: break on a tensor condition in a loop over a {type(iterable).__name__}", info,
+             "loop over range(...) so the remaining iterations can become a while_loop")
+    rest = iterable[position:]
+    return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(rest.start, rest.stop, rest.step))

@@ -1,0 +1,143 @@
+"""Session and recording state of the trace-time operators.
+
+A *session* (opened by :func:`fxport.controlflow.convert_control_flow`) says which lowering
+strategy applies, which conversions are disabled and where the
+:class:`~fxport.report.AppliedRewrite` records go. :func:`coverage` collects what converted
+statements did when they ran as plain Python, and :func:`probing` marks a loop body run once
+outside its loop to learn its types.
+
+Example::
+
+    >>> from fxport.controlflow.operators import state as s
+    >>> records = []
+    >>> with s.session("cond", records, disabled={"if-to-where"}):
+    ...     s.strategy(), s.is_disabled("if-to-where"), s.is_disabled("if-to-cond")
+    ('cond', True, False)
+    >>> s.strategy()
+    'auto'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import torch
+
+from fxport.report import AppliedRewrite
+
+
+@dataclasses.dataclass
+class Session:
+    """What one ``convert_control_flow`` block decided: strategy, disabled rules, records."""
+
+    strategy: str = "auto"
+    records: list = dataclasses.field(default_factory=list)
+    disabled: frozenset = frozenset()
+    seen: set = dataclasses.field(default_factory=set)
+
+
+_SESSION: list[Session] = []
+
+
+@contextlib.contextmanager
+def session(strategy: str, records: list, disabled=frozenset()):
+    """Make ``strategy``, ``disabled`` and ``records`` current while converted code runs."""
+    _SESSION.append(Session(strategy, records, frozenset(disabled)))
+    try:
+        yield
+    finally:
+        _SESSION.pop()
+
+
+@contextlib.contextmanager
+def records_rolled_back_on_failure():
+    """Drop the records made in the block when it raises (a capture attempt that is retried)."""
+    if not _SESSION:
+        yield
+        return
+    current = _SESSION[-1]
+    count, seen = len(current.records), set(current.seen)
+    try:
+        yield
+    except BaseException:
+        del current.records[count:]
+        current.seen = seen
+        raise
+
+
+def strategy() -> str:
+    """The current session's strategy (``"auto"`` outside a session)."""
+    return _SESSION[-1].strategy if _SESSION else "auto"
+
+
+def is_disabled(rule: str) -> bool:
+    """True when the current session disabled the conversion named ``rule``."""
+    return bool(_SESSION) and rule in _SESSION[-1].disabled
+
+
+_COVERAGE: list[list] = []
+
+
+@contextlib.contextmanager
+def coverage():
+    """Collect ``(kind, location, outcome)`` for statements run as plain Python (eager).
+
+    Outcome is ``True``/``False`` for an ``if`` and the trip count for a loop.
+    """
+    seen: list = []
+    _COVERAGE.append(seen)
+    try:
+        yield seen
+    finally:
+        _COVERAGE.pop()
+
+
+def note(info, outcome) -> None:
+    """Add one outcome of a statement run as plain Python to the innermost :func:`coverage`."""
+    if _COVERAGE and info is not None:
+        _COVERAGE[-1].append((info.kind, info.location, outcome))
+
+
+_PROBING = [0]  # > 0 while a loop body runs once outside the loop to learn its types
+
+
+@contextlib.contextmanager
+def probing():
+    """Run a loop body as the loop will (nested ifs select with where), without recording."""
+    if torch.compiler.is_dynamo_compiling():  # already in a traced body; no state to change
+        yield
+        return
+    _PROBING[0] += 1
+    try:
+        yield
+    finally:
+        _PROBING[0] -= 1
+
+
+def in_traced_body() -> bool:
+    """True inside a body dynamo traces (cond branch, while_loop body) or a loop-body probe."""
+    return torch.compiler.is_dynamo_compiling() or _PROBING[0] > 0
+
+
+def record(info, rule: str, detail: str, **data) -> None:
+    """Add one :class:`~fxport.report.AppliedRewrite` (once per statement, rule and detail),
+    plus a ``<kind>-in-traced-body`` record for each statement nested in ``info``."""
+    if not _SESSION or info is None or in_traced_body():
+        return
+    current = _SESSION[-1]
+    key = (id(info), rule, detail)
+    if key in current.seen:
+        return
+    current.seen.add(key)
+    payload = {"construct": info.kind, "variables": list(info.names), **data}
+    if info.function is not None:
+        payload["source_before"] = info.function.before
+        payload["source_after"] = info.function.after
+    current.records.append(
+        AppliedRewrite(rule=rule, tier="control-flow", location=info.location, detail=detail, data=payload)
+    )
+    for child in getattr(info, "children", ()):
+        outer = rule.split("-to-")[-1]
+        record(child, f"{child.kind}-in-traced-body", f"dispatched inside the {outer} body of line {info.location.lineno}",
+               lowering=f"decided while {outer} traced its body (where/while_loop)", carried=list(child.names))

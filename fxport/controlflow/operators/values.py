@@ -1,0 +1,157 @@
+"""Value predicates and small tensor helpers shared by the operators.
+
+Every "is this traced?" question goes through here: a Python bool (or a tensor outside of
+export) keeps Python semantics, a tensor seen while exporting or a symbolic scalar is traced.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.controlflow.operators import values
+    >>> values.is_traced(True), values.is_traced(torch.tensor(1.0))   # not exporting here
+    (False, False)
+    >>> values.scalar(3).dtype, values.as_bool_tensor(2)
+    (torch.int64, tensor(True))
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.symbolic_shapes import has_static_value, statically_known_true
+
+from fxport.controlflow.operators.failures import fail
+
+
+class Undefined:
+    """Stands for a variable that has no value yet on this path; any use is an error."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Undefined({self.name!r})"
+
+    def __bool__(self):
+        raise NameError(f"local variable {self.name!r} is not defined on this path")
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise NameError(f"local variable {self.name!r} is not defined on this path")
+
+
+_SCALAR_TYPES = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
+
+
+def is_symbolic(value) -> bool:
+    """True for a SymBool/SymInt/SymFloat whose value is not fixed (e.g. ``x.shape[0] > 3``).
+
+    Inside a body dynamo traces (a cond branch, a while_loop body) a symbolic scalar passes
+    ``isinstance(v, bool/int/float)`` and fails ``isinstance(v, torch.SymBool)``, and Python's
+    ``if v:`` would silently specialise it to the example's value. torch's ``has_static_value``
+    answers correctly in both worlds, so every check goes through here.
+    """
+    if isinstance(value, torch.Tensor) or not isinstance(value, _SCALAR_TYPES):
+        return False
+    return not has_static_value(value)
+
+
+def is_bool_like(value) -> bool:
+    return isinstance(value, (bool, torch.SymBool))
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def is_traced(value) -> bool:
+    """True for a symbolic scalar (:func:`is_symbolic`), or a tensor seen while exporting."""
+    if isinstance(value, torch.Tensor):
+        return torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling()
+    return is_symbolic(value)
+
+
+def predicate(pred, info):
+    """A bool scalar tensor (or SymBool) for a traced condition."""
+    if not isinstance(pred, torch.Tensor):
+        return pred if is_bool_like(pred) else pred != 0
+    if pred.dim() > 0 and not all(isinstance(s, int) and s == 1 for s in pred.shape):
+        fail(f"{info.kind} condition is a tensor of shape {tuple(pred.shape)}, not a single value", info,
+             "reduce it with .any()/.all() or compare a single element")
+    pred = pred.reshape(())
+    return pred if pred.dtype == torch.bool else pred != 0
+
+
+def scalar(value, dtype=None):
+    """A 0-d tensor for a Python/Sym number, built with ``full`` (a pure op, unlike as_tensor)."""
+    if dtype is None:
+        if isinstance(value, (bool, torch.SymBool)):
+            dtype = torch.bool
+        elif isinstance(value, (int, torch.SymInt)):
+            dtype = torch.int64
+        else:
+            dtype = torch.get_default_dtype()
+    return torch.full((), value, dtype=dtype)
+
+
+def as_bool_tensor(pred):
+    """A 0-d bool tensor for a tensor, symbolic or Python condition."""
+    if isinstance(pred, torch.Tensor):
+        return pred.reshape(()).to(torch.bool) if pred.dtype != torch.bool else pred.reshape(())
+    if is_symbolic(pred):
+        return torch.full((), pred if is_bool_like(pred) else pred != 0, dtype=torch.bool)
+    return torch.full((), bool(pred), dtype=torch.bool)
+
+
+def as_int64(value):
+    """A 0-d int64 tensor for a tensor, SymInt or int."""
+    if isinstance(value, torch.Tensor):
+        return value.reshape(()).to(torch.int64)
+    if is_symbolic(value):
+        return torch.full((), value, dtype=torch.int64)
+    return torch.full((), int(value), dtype=torch.int64)
+
+
+def dense(tensor):
+    """A fresh contiguous copy: no aliasing, and static strides (dynamo cannot lift a view with
+    symbolic strides into a higher-order op)."""
+    return tensor.clone(memory_format=torch.contiguous_format)
+
+
+def dtype_name(dtype_or_tensor) -> str:
+    """``float32`` for ``torch.float32`` or a float32 tensor."""
+    dtype = dtype_or_tensor.dtype if isinstance(dtype_or_tensor, torch.Tensor) else dtype_or_tensor
+    return str(dtype).replace("torch.", "")
+
+
+def same_size(x, y) -> bool:
+    """True when two (possibly symbolic) sizes are known equal."""
+    return statically_known_true(x == y)
+
+
+def size_relations(tensors) -> list[tuple[int, int, int, int]]:
+    """``(i, axis_i, j, axis_j)`` for symbolic sizes of ``tensors`` known equal here.
+
+    torch traces a cond branch or while_loop body with dynamo, which gives each operand fresh
+    size symbols: inside, ``x.shape[0] == g.shape[0]`` is no longer known even when both are
+    the batch size outside. :func:`restore_size_relations` re-states these facts in the body.
+    """
+    known: list[tuple[int, int, object]] = []
+    relations = []
+    for i, tensor in enumerate(tensors):
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        for axis, size in enumerate(tensor.shape):
+            if not is_symbolic(size):
+                continue
+            match = next(((j, axis_j) for j, axis_j, other in known if same_size(size, other)), None)
+            if match is None:
+                known.append((i, axis, size))
+            else:
+                relations.append((i, axis) + match)
+    return relations
+
+
+def restore_size_relations(tensors, relations) -> None:
+    """Inside a traced body: ``torch._check`` the size equalities that held outside."""
+    for i, axis_i, j, axis_j in relations:
+        torch._check(tensors[i].shape[axis_i] == tensors[j].shape[axis_j])
