@@ -42,12 +42,11 @@ import torch
 import torch.fx
 
 from fxport.errors import RuleError, SourceLocation
+from fxport.provenance import FX_RULE_KEY
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.walk import ProgramGraph, iter_graphs, sync_output_names
 
-#: ``node.meta`` key naming the rule that made a node (ONNX nodes lowered from it carry it).
-RULE_META_KEY = "fxport_rule"
 
 
 @dataclasses.dataclass
@@ -93,7 +92,7 @@ class GraphContext:
         """
         made = [n for n in new_nodes if isinstance(n, torch.fx.Node)]
         for made_node in made:
-            made_node.meta[RULE_META_KEY] = self.rule.name
+            made_node.meta[FX_RULE_KEY] = self.rule.name
             if node is not None and "stack_trace" not in made_node.meta and node.meta.get("stack_trace"):
                 made_node.meta["stack_trace"] = node.meta["stack_trace"]
         payload = {**({"graph": self.path} if self.path else {}), **(data or {})}

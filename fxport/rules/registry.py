@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import onnx
 
 from fxport.errors import RuleError, SourceLocation, user_location_from_exception
+from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata, rule_of_node, set_metadata
 from fxport.report import AppliedRewrite, iter_graphs, iter_nodes
 from fxport.rules.base import TIERS, Rule, rules_of
 from fxport.rules.controlflow import control_flow_names, control_flow_rules
@@ -35,8 +36,8 @@ from fxport.rules.passes import apply_graph_passes
 from fxport.rules.patching import PatchRule, apply_patches
 
 ENTRY_POINT_GROUP = "fxport.rules"
-#: ONNX node metadata key naming the rule that produced the node.
-PROVENANCE_KEY = "fxport.rule"
+#: ONNX node metadata key naming the rule that produced the node (:mod:`fxport.provenance`).
+PROVENANCE_KEY = ONNX_RULE_KEY
 
 
 @dataclasses.dataclass
@@ -318,14 +319,14 @@ def stamp_provenance(model: onnx.ModelProto, op_rules: Sequence[OpRule],
     targets = {f"[target={rule.fx_target}]": rule for rule in op_rules}
     fired: dict[tuple[str, str], tuple[OpRule, str | None]] = {}
     for node in iter_nodes(model.graph):
-        props = {p.key: p.value for p in node.metadata_props}
-        fx_node = props.get("pkg.torch.onnx.fx_node", "")
+        props = metadata(node)
+        fx_node = props.get(EXPORTER_FX_NODE_KEY, "")
         rule = next((r for key, r in targets.items() if key in fx_node), None)
         if rule is None:
             continue
-        _set_prop(node, PROVENANCE_KEY, rule.name)
-        fx_name = fx_node.split(" ", 1)[0]
-        fired.setdefault((rule.name, fx_name), (rule, props.get("pkg.torch.onnx.stack_trace")))
+        set_metadata(node, ONNX_RULE_KEY, rule.name)
+        fx_name = fx_node_name(props)
+        fired.setdefault((rule.name, fx_name), (rule, props.get(EXPORTER_STACK_KEY)))
     for (_, fx_name), (rule, stack) in fired.items():
         records.append(AppliedRewrite(
             rule=rule.name, tier="op", location=location_from_stack_trace(stack),
@@ -354,20 +355,6 @@ def _stamp_graph_rule_nodes(model: onnx.ModelProto, records: list[AppliedRewrite
         graph_name = None if graph is model.graph else next(
             (name for name in subgraph_names if graph.name == name or graph.name.startswith(f"{name}_")), "")
         for node in graph.node:
-            props = {p.key: p.value for p in node.metadata_props}
-            fx_name = props.get("pkg.torch.onnx.fx_node", "").split(" ", 1)[0]
+            fx_name = fx_node_name(metadata(node))
             if (graph_name, fx_name) in made_by:
-                _set_prop(node, PROVENANCE_KEY, made_by[(graph_name, fx_name)])
-
-
-def _set_prop(node: onnx.NodeProto, key: str, value: str) -> None:
-    for prop in node.metadata_props:
-        if prop.key == key:
-            prop.value = value
-            return
-    node.metadata_props.add(key=key, value=value)
-
-
-def rule_of_node(node: onnx.NodeProto) -> str | None:
-    """The fxport rule recorded on an ONNX node, or None."""
-    return next((p.value for p in node.metadata_props if p.key == PROVENANCE_KEY), None)
+                set_metadata(node, ONNX_RULE_KEY, made_by[(graph_name, fx_name)])
