@@ -115,11 +115,13 @@ def exercise_control_flow(
     domains: dict[int, InputDomain],
     strategy: str = "auto",
     budget: int = len(_VARIATIONS),
+    disabled: frozenset[str] = frozenset(),
 ) -> ExerciseReport:
     """Outcomes of every converted construct on ``input_sets``, then a search for the missing ones.
 
     ``records`` are the control-flow rewrites of the conversion (which constructs were
-    converted); ``budget`` bounds the number of variations tried.
+    converted); ``budget`` bounds the number of variations tried; ``strategy`` and ``disabled``
+    install the conversion exactly as the capture did.
     """
     from fxport.controlflow import convert_control_flow
 
@@ -127,7 +129,7 @@ def exercise_control_flow(
     if not constructs:
         return ExerciseReport([])
     report = ExerciseReport(list(constructs.values()))
-    with convert_control_flow(model, strategy=strategy):  # installed once for every run below
+    with convert_control_flow(model, strategy=strategy, disabled=disabled):  # installed once for every run below
         for input_set in input_sets:
             try:
                 _merge(constructs, observe(model, input_set))

@@ -104,7 +104,8 @@ def exercise_converted_control_flow(job: Conversion) -> None:
     """Which side of each converted ``if`` and which loop trip counts the sets reached; search for
     sets that reach the rest and verify them too (docs/control-flow.md, "What verification exercised")."""
     exercised = exercise_control_flow(job.model, job.rewrites, [*job.input_sets, *job.generated],
-                                      job.example, job.domains, strategy=job.options.if_strategy)
+                                      job.example, job.domains, strategy=job.options.if_strategy,
+                                      disabled=job.ruleset.disabled_control_flow)
     if exercised.found_sets:
         try:
             job.verification += verify_at_precision(job.model, runnable(job), exercised.found_sets,
@@ -176,20 +177,23 @@ def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, 
     """Patch rules and control-flow conversion installed around ``torch.export``; ``records``
     collects the rewrites. ``if_strategy`` None leaves the model's control flow as written.
     """
-    with ruleset.patches_applied(records), capture_rewrites(model, records, if_strategy):
+    with ruleset.patches_applied(records), \
+            capture_rewrites(model, records, if_strategy, ruleset.disabled_control_flow):
         program = capture(model, example, dynamic_shapes, notes=notes)
     return program
 
 
 @contextlib.contextmanager
-def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite], if_strategy: str | None) -> Iterator[None]:
+def capture_rewrites(model: torch.nn.Module, records: list[AppliedRewrite], if_strategy: str | None,
+                     disabled: frozenset[str] = frozenset()) -> Iterator[None]:
     """Install the source-level rewrites for the duration of capture; ``records`` collects them.
 
-    ``if_strategy`` None leaves the model's control flow as written.
+    ``if_strategy`` None leaves the model's control flow as written; ``disabled`` names
+    control-flow conversions switched off (``--disable if-to-where``).
     """
     with contextlib.ExitStack() as stack:
         if if_strategy is not None:
-            records_cf = stack.enter_context(convert_control_flow(model, strategy=if_strategy))
+            records_cf = stack.enter_context(convert_control_flow(model, strategy=if_strategy, disabled=disabled))
             stack.callback(lambda: records.extend(records_cf))
         yield
 

@@ -88,3 +88,20 @@ def test_a_new_stage_runs_in_order_without_editing_the_engine(monkeypatch):
     result = fxport.convert(Branchy().eval(), (torch.randn(3, 3),), verify=False)
     assert result.artifacts["onnx_nodes"] == sum(1 for _ in iter_nodes(result.model.graph))
     assert list(result.timings)[:5] == ["eager", "capture", "rewrite", "lower", "count"]
+
+
+def test_control_flow_conversions_disabled_by_their_rule_names_from_the_cli(tmp_path):
+    """`--disable ifexp-to-where` makes the conditional expression a cond (If), still verified,
+    in the capture and in the coverage pass alike."""
+    import json
+
+    from tests.conftest import run_cli
+
+    done = run_cli("convert", "examples/gated_mlp.py:GatedMLP", "-o", str(tmp_path / "m.onnx"),
+                   "--disable", "ifexp-to-where", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    rules = [rewrite["rule"] for rewrite in report["rewrites"]]
+    assert "ifexp-to-cond" in rules and "ifexp-to-where" not in rules
+    assert report["op_counts"].get("If", 0) == 2, "both conditions are ONNX If now"
+    assert all(row["passed"] for row in report["verification"])
