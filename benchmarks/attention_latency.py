@@ -20,7 +20,7 @@ from torch import nn
 
 import fxport
 from benchmarks.common import Section, adaptive_rounds, ms, ort_runner, ort_session, paired_medians, ratio
-from fxport.capture import normalize_dynamic_shapes
+from fxport.dynamic_dims import normalize_dynamic_shapes
 from fxport.load import InputSet
 from fxport.quiet import quiet_torch
 

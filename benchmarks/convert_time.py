@@ -13,7 +13,7 @@ import torch
 
 import fxport
 from benchmarks.common import Section, paired_medians, ratio
-from fxport.capture import normalize_dynamic_shapes
+from fxport.dynamic_dims import normalize_dynamic_shapes
 from fxport.load import InputSet
 from fxport.quiet import quiet_torch
 

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from fxport.capture import capture, dynamic_axes_by_input, dynamic_dim_bounds, record_dynamic_ranges
+from fxport.capture import capture
+from fxport.dynamic_dims import dynamic_axes_by_input, dynamic_dim_bounds, record_dynamic_ranges
 from fxport.controlflow import convert_control_flow
 from fxport.conversion import Conversion
 from fxport.domain import input_domains

@@ -279,13 +279,13 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
     For each dynamic dimension, the others kept at the example's size: sizes 1, 0 and 2 where
     the declared range allows them; the declared minimum and maximum (the maximum when the
     inputs stay affordable); and both sides of every bound the capture introduced (the valid
-    range of a :class:`fxport.capture.DimRange` narrower than the declared one), so a model
+    range of a :class:`fxport.dynamic_dims.DimRange` narrower than the declared one), so a model
     exported for sizes ≥ 2 is also run at 1. With several dimensions, also all of them at 1.
     ``why`` says what is special about the size (``"min"``, ``"outside exported 2..inf"``).
 
     Example::
 
-        >>> from fxport.capture import DimRange, UNBOUNDED
+        >>> from fxport.dynamic_dims import DimRange, UNBOUNDED
         >>> ex = InputSet((torch.ones(4, 3),))
         >>> [(s, w) for s, w in edge_sizes(ex, {0: {0: "batch"}}, {0: {0: DimRange(2, UNBOUNDED)}})]
         [({'batch': 1}, 'outside exported 2..inf'), ({'batch': 0}, 'outside exported 2..inf'), ({'batch': 2}, '')]

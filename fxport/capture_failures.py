@@ -1,0 +1,181 @@
+"""Why a capture failed, and where: torch's exceptions turned into one-line fxport errors.
+
+Failures are data: :func:`classify_capture_failure` names the kind (data-dependent control flow
+in the user's code or in a library, a number read from a tensor inside a converted body, a
+dimension the model specialises) and the user's file:line, read from torch's message or from the
+frames below fxport's call to ``torch.export`` (fxport/capture.py ``_export``).
+
+Example::
+
+    >>> error = classify_capture_failure(RuntimeError("Could not guard on data-dependent expression u0 > 0"))
+    >>> type(error).__name__, error.message.split(" (")[0]
+    ('CaptureError', 'data-dependent control flow')
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+
+from fxport.errors import (
+    CaptureError,
+    ControlFlowError,
+    ConversionError,
+    SourceLocation,
+    is_user_file,
+    user_location_from_exception,
+    user_location_from_stack,
+)
+from fxport.frames import exception_chain as _exception_chain
+from fxport.frames import user_location_in
+
+
+#: the module whose ``_export`` calls torch.export: frames below it are the traced model's
+_CAPTURE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capture.py")
+
+
+def traced_user_frame():
+    """The innermost user frame of the current stack below fxport's call to torch.export."""
+    frames = traceback.extract_stack()
+    start = max((i for i, f in enumerate(frames)
+                 if f.name == "_export" and os.path.abspath(f.filename) == _CAPTURE_FILE), default=-1)
+    return user_location_from_stack(frames[start + 1:])
+
+
+def traced_location_from_exception(exc: BaseException):
+    """The innermost user frame of ``exc``'s tracebacks below fxport's call to torch.export (not
+    the script that called fxport)."""
+    found = None
+    for error in _exception_chain(exc):
+        frames = traceback.extract_tb(error.__traceback__)
+        start = max((i for i, f in enumerate(frames)
+                     if f.name == "_export" and os.path.abspath(f.filename) == _CAPTURE_FILE), default=None)
+        if start is not None:
+            found = user_location_from_stack(frames[start + 1:]) or found
+    return found
+
+
+def why_oblivious_failed(exc: BaseException | None) -> str | None:
+    """Why the size-oblivious capture failed, in a few words with the user's line if known."""
+    if exc is None:
+        return None
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first = _TORCH_BANNER.sub("", first).strip()[:120]
+    guard = re.search(r"satisfy the generated guard (.+?)\.?$", text, re.M)
+    if guard:
+        first = "it needs " + re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", guard.group(1))[:120]
+    where = location_named_in_message(text) or traced_location_from_exception(exc)
+    return f"the size-oblivious capture failed{f' at {where}' if where else ''}: {first}"
+
+
+def classify_capture_failure(exc: BaseException) -> ConversionError:
+    """Name the kind of failure and the user's file:line; failures are data, not strings.
+
+    fxport's own errors raised during capture (a control-flow construct the converter refuses,
+    a patch rule's error), however deeply torch wrapped them, are the answer as they are.
+    """
+    own = next((e for e in _exception_chain(exc) if isinstance(e, ConversionError)), None)
+    if own is not None:
+        return own
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    where = location_named_in_message(text) or user_location_from_exception(exc)
+    first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first_line = _TORCH_BANNER.sub("", first_line).strip() or type(exc).__name__
+    if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
+        return ControlFlowError(
+            "a Python number read from a tensor (.item(), float(), int()) is used as a number inside "
+            "a converted branch or loop body, which torch.cond/while_loop cannot trace",
+            where=where,
+            hint="keep it a tensor (x * x.max() rather than x * float(x.max().item()))",
+        )
+    if _is_data_dependent(exc, text) and where is not None and where.function == "<lambda>":
+        return ControlFlowError(
+            "a tensor condition inside a lambda cannot be converted (fxport converts def functions "
+            "and methods; a lambda's source is not reliably its own)",
+            where=where,
+            hint="write the lambda as a def function or a method, or use torch.where in it",
+        )
+    library = library_location_from_exception(exc)
+    if _is_data_dependent(exc, text) and library is not None:
+        return CaptureError(
+            f"data-dependent control flow in library code at {_package_relative(library)} cannot be "
+            "captured (fxport converts your own code, not installed packages)",
+            where=where,
+            hint="pick an implementation of the library without it if it has one (transformers: "
+            "config experts_implementation / attn_implementation), or patch that function with a rule",
+        )
+    if _is_data_dependent(exc, text):
+        return CaptureError(
+            "data-dependent control flow (a Python branch or loop on a tensor value, or a number read "
+            "from a tensor with .item(), float(), int()) cannot be captured",
+            where=where,
+            hint="keep values read from tensors as tensors (x * t rather than x * float(t)); with "
+            "--no-control-flow, turn conversion back on; or rewrite it with torch.where/torch.cond",
+        )
+    if "Constraints violated" in text or "specialized" in text.lower() and "dim" in text.lower():
+        pinned = list(dict.fromkeys(f"{m.group(1)!r} to {m.group(2)}"
+                                    for m in SUGGESTED_CONSTANT.finditer(text.split("Suggested fixes", 1)[-1])))
+        what = (f"the model specialises dynamic dimension {', '.join(pinned)}" if pinned and "Suggested fixes" in text
+                else f"a dimension declared dynamic was specialised by the model: {first_line}")
+        return CaptureError(
+            what,
+            where=where,
+            hint="drop that axis from the dynamic shapes (the model runs at one size only), or "
+            "make the code that fixes it size-generic",
+        )
+    return CaptureError(f"torch.export failed: {type(exc).__name__}: {first_line}", where=where,
+                        hint="run with --debug for the full trace")
+
+
+SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
+
+
+#: torch's advice about its own logging, which a user of fxport cannot act on (--debug shows all).
+_TORCH_BANNER = re.compile(r"\s*(For more information, run with TORCH_LOGS|Set TORCH_LOGS|Set TORCHDYNAMO_VERBOSE"
+                           r"|For more details about this graph break|The error above occurred when)[^\n]*")
+
+
+def location_named_in_message(text: str):
+    """torch names the call that raised a data-dependent guard in its message; the last user frame."""
+    return user_location_in(text)
+
+
+def _is_data_dependent(exc: BaseException, text: str) -> bool:
+    names = {type(e).__name__ for e in _exception_chain(exc)}
+    return bool(names & {"GuardOnDataDependentSymNode", "DataDependentOutputException"}) or (
+        "data-dependent" in text.lower() or "data dependent" in text.lower()
+    )
+
+
+def library_location_from_exception(exc: BaseException) -> SourceLocation | None:
+    """The innermost frame in an installed package other than torch (transformers' modeling
+    code, say) below the user's code in the deepest exception's traceback, or None."""
+    import traceback as tb_module
+
+    deepest = list(_exception_chain(exc))[-1]
+    found = None
+    for frame, lineno in tb_module.walk_tb(deepest.__traceback__):
+        filename = frame.f_code.co_filename
+        if is_user_file(filename):
+            found = None  # only library frames called from (below) the user's code count
+        elif _is_other_library(filename):
+            found = SourceLocation(filename, lineno, frame.f_code.co_name)
+    return found
+
+
+def _package_relative(location: SourceLocation) -> str:
+    """``transformers/models/mixtral/modeling_mixtral.py:80`` rather than the site-packages path."""
+    parts = os.path.abspath(location.filename).split(os.sep)
+    marker = "site-packages" if "site-packages" in parts else "dist-packages"
+    return f"{'/'.join(parts[parts.index(marker) + 1:])}:{location.lineno}"
+
+
+def _is_other_library(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    parts = path.split(os.sep)
+    if "site-packages" not in parts and "dist-packages" not in parts:
+        return False
+    package = parts[(parts.index("site-packages") if "site-packages" in parts else parts.index("dist-packages")) + 1]
+    return package not in ("torch", "fxport", "onnxscript", "onnx", "onnx_ir", "sympy", "functorch", "typing_extensions")
