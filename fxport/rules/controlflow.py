@@ -2,7 +2,7 @@
 
 :mod:`fxport.controlflow` converts data-dependent ``if``/``while``/``for`` at the source level
 while the model is captured; each conversion has the name its records carry (``if-to-where``,
-``while-to-while_loop``, …) in ``fxport.controlflow.CONTROL_FLOW_RULES``. Here each becomes a
+``while-to-while_loop``, …) in ``CONTROL_FLOW_RULES``. Here each becomes a
 :class:`ControlFlowRule` (tier ``"control-flow"``) so that a rule set lists them beside the
 other rules and ``disable=[name]`` is checked like any rule name; the conversion itself reads
 :attr:`fxport.rules.RuleSet.disabled_control_flow`.
@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 
 from fxport.errors import SourceLocation
@@ -32,35 +33,23 @@ class ControlFlowRule(Rule):
 
 
 def control_flow_rules() -> list[ControlFlowRule]:
-    """A rule per name in ``fxport.controlflow.CONTROL_FLOW_RULES``, in its order."""
-    where = SourceLocation(_control_flow_package().__file__, 1)
+    """A rule per name in ``CONTROL_FLOW_RULES``, in its order (a conversion that is also a built-in
+    rule, the pass ``item-predicate-to-tensor``, is listed once: :func:`fxport.rules.resolve`)."""
+    table, module = _table()
+    where = SourceLocation(module.__file__, 1)
     return [ControlFlowRule(name=name, target=f"control-flow:{name}", doc=doc, priority=BUILTIN_PRIORITY,
                             defined_at=where)
-            for name, doc in control_flow_names().items()]
+            for name, doc in table.items()]
 
 
 def control_flow_names() -> dict[str, str]:
     """``{name: one-line description}`` of the control-flow conversions."""
-    table = getattr(_control_flow_package(), "CONTROL_FLOW_RULES", None)
-    return dict(table) if table is not None else dict(_UNTIL_CONTROLFLOW_LISTS_THEM)
+    return dict(_table()[0])
 
 
-def _control_flow_package():
-    import fxport.controlflow  # lazily: the control-flow package imports the rules' modules
+def _table() -> tuple[dict[str, str], types.ModuleType]:
+    # imported lazily: the control-flow package is heavier than the rule API, and imports it
+    import fxport.controlflow
+    from fxport.controlflow.operators import rule_names
 
-    return fxport.controlflow
-
-
-#: Used only while ``fxport.controlflow`` does not export ``CONTROL_FLOW_RULES`` yet.
-_UNTIL_CONTROLFLOW_LISTS_THEM = {
-    "if-to-where": "a tensor-conditioned if/else whose branches are pure and cheap becomes torch.where",
-    "if-to-cond": "a tensor-conditioned if/else becomes torch.cond",
-    "ifexp-to-where": "a tensor-conditioned `a if c else b` becomes torch.where",
-    "ifexp-to-cond": "a tensor-conditioned `a if c else b` becomes torch.cond",
-    "while-to-while_loop": "a while loop with a tensor condition becomes torch while_loop",
-    "for-to-while_loop": "a for loop over a tensor-sized range becomes torch while_loop",
-    "if-in-traced-body": "an if nested in a converted branch or loop body is converted inside it",
-    "ifexp-in-traced-body": "an `a if c else b` nested in a converted branch or loop body",
-    "while-in-traced-body": "a while loop nested in a converted branch or loop body",
-    "for-in-traced-body": "a for loop nested in a converted branch or loop body",
-}
+    return getattr(fxport.controlflow, "CONTROL_FLOW_RULES", rule_names.CONTROL_FLOW_RULES), rule_names

@@ -3,7 +3,6 @@ carry, `--disable NAME` accepts them, and the rule set says which are disabled."
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
@@ -55,11 +54,18 @@ def test_disable_accepts_control_flow_names_and_the_rule_set_reports_them():
         fxport.rules.resolve(disable=["if-to-nowhere"])
 
 
-@pytest.mark.skipif("disabled" not in inspect.signature(convert_control_flow).parameters,
-                    reason="convert_control_flow(disabled=) has not landed yet")
-def test_a_disabled_conversion_is_switched_off():
-    try:
-        result = fxport.convert(TensorIf(), (torch.randn(3),), verify=False, disable_rules=("if-to-where",))
-    except fxport.ConversionError:
-        return  # left as written: the capture refuses the tensor branch
-    assert "if-to-where" not in {r.rule for r in result.rewrites}
+def test_a_disabled_conversion_is_switched_off_from_the_cli(tmp_path):
+    model = tmp_path / "tensor_if.py"
+    model.write_text("import torch\n\n\nclass TensorIf(torch.nn.Module):\n    def forward(self, x):\n"
+                     "        if x.sum() > 0:\n            y = x * 2\n        else:\n            y = x - 1\n"
+                     "        return y\n")
+    runner = CliRunner()
+    default = runner.invoke(app, ["convert", f"{model}:TensorIf", "-i", "x=4x3", "--json"])
+    assert default.exit_code == 0, default.stderr
+    assert {r["rule"] for r in json.loads(default.stdout)["rewrites"]} >= {"if-to-where"}
+    disabled = runner.invoke(app, ["convert", f"{model}:TensorIf", "-i", "x=4x3", "--json", "--disable", "if-to-where"])
+    assert disabled.exit_code == 0, disabled.stderr
+    report = json.loads(disabled.stdout)
+    rules = {r["rule"] for r in report["rewrites"]}
+    assert "if-to-where" not in rules and "if-to-cond" in rules and report["verified"] is True
+    assert "If" in report["op_counts"]
