@@ -4,13 +4,29 @@
 trace-time operators that keep Python semantics for Python values and emit ``torch.where``,
 ``torch.cond`` or ``while_loop`` for tensor/SymBool conditions. See docs/control-flow.md.
 
+The package is laid out like TensorFlow AutoGraph's converter:
+
+* :mod:`~fxport.controlflow.operators` — the runtime converted code calls (``_fx.if_stmt``, …);
+  it imports nothing from the compiler side below.
+* :mod:`~fxport.controlflow.analysis` (names read/written, liveness) and
+  :mod:`~fxport.controlflow.facts` (typed facts per ``if``/loop, computed before rewriting).
+* :mod:`~fxport.controlflow.converters` — one converter per construct, applied in order by
+  :mod:`~fxport.controlflow.engine` on a :class:`~fxport.controlflow.context.Context`.
+* :mod:`~fxport.controlflow.install` — installs converted forwards while a model is captured.
+
+:data:`CONTROL_FLOW_RULES` names the conversions as the rewrites table records them; pass some
+as ``convert_control_flow(model, disabled=...)`` to switch them off.
+
 Example::
 
-    >>> from fxport.controlflow import convert_control_flow
+    >>> from fxport.controlflow import CONTROL_FLOW_RULES, convert_control_flow
+    >>> "if-to-where" in CONTROL_FLOW_RULES
+    True
     >>> with convert_control_flow(model, strategy="auto") as records:     # doctest: +SKIP
     ...     ep = torch.export.export(model, (x,), strict=False)
 """
 
 from fxport.controlflow.install import convert_control_flow, converted_function, converted_source
+from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES
 
-__all__ = ["convert_control_flow", "converted_function", "converted_source"]
+__all__ = ["CONTROL_FLOW_RULES", "convert_control_flow", "converted_function", "converted_source"]

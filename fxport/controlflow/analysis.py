@@ -1,24 +1,26 @@
 """Static analysis of a function's AST: which names a statement reads and writes, and liveness.
 
-The converter needs two facts per compound statement (``if``, ``while``, ``for``):
-
-* the names it *modifies* (assigned anywhere inside, not counting nested function scopes), and
-* the names *live* after it (read later before being overwritten, on some path).
-
-Branch and loop state is ``modified & live``; temporaries are not carried.
+The converters need, per compound statement (``if``, ``while``, ``for``), the names it
+*modifies* (assigned anywhere inside, not counting nested function scopes) and the names
+*live* after it (read later before being overwritten, on some path): branch and loop state is
+``modified & live``, temporaries are not carried. :mod:`fxport.controlflow.facts` packs these
+into typed facts per statement.
 
 Example::
 
     >>> import ast
-    >>> tree = ast.parse("y = x + 1\\nz = y * 2")
+    >>> tree = ast.parse("y = x + 1\\nz = y * 2\\nw = 0")
     >>> sorted(reads(tree.body[0])), sorted(writes(tree.body[0]))
     (['x'], ['y'])
+    >>> sorted(liveness(tree.body, {"z"}).live_out[tree.body[0]])
+    ['y']
 """
 
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Sequence
+import dataclasses
+from typing import Mapping, Sequence
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -70,7 +72,7 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     found: set[str] = set()
     for sub in _walk_same_scope(node):
         if isinstance(sub, (ast.Subscript, ast.Attribute)) and isinstance(sub.ctx, ast.Store):
-            root = _root_name(sub.value)
+            root = root_name(sub.value)
             if root:
                 found.add(root)
         elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
@@ -78,17 +80,18 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
             name = sub.func.attr
             if name.endswith("_") and not name.endswith("__"):
-                root = _root_name(sub.func.value)
+                root = root_name(sub.func.value)
                 if root:
                     found.add(root)
                 # the function form writes its first argument: torch.relu_(h), F.relu_(h)
-                first = _root_name(sub.args[0]) if sub.args else None
+                first = root_name(sub.args[0]) if sub.args else None
                 if first:
                     found.add(first)
     return found
 
 
-def _root_name(node: ast.AST) -> str | None:
+def root_name(node: ast.AST) -> str | None:
+    """``x`` for ``x``, ``x.a.b`` and ``x[i].a``; None when the root is not a name."""
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
@@ -112,24 +115,43 @@ def reads(node: ast.AST | Sequence[ast.AST]) -> set[str]:
 # --- liveness -------------------------------------------------------------------------------
 
 
-def live_in(stmts: Sequence[ast.stmt], live_out: set[str]) -> set[str]:
-    """Names live before ``stmts`` given the names live after them; annotates each statement.
+@dataclasses.dataclass
+class Liveness:
+    """Names live at each point of a function body (see :func:`liveness`).
 
-    Each statement gets ``stmt._fx_live_out`` (a set) so converters can read the liveness at
-    that point later.
+    ``live_out[stmt]``: names read after ``stmt`` before being overwritten, on some path.
+    ``body_live_in[loop]``: names the loop body needs at its start (around the back edge too).
     """
+
+    live_out: dict = dataclasses.field(default_factory=dict)
+    body_live_in: dict = dataclasses.field(default_factory=dict)
+
+
+def liveness(stmts: Sequence[ast.stmt], live_out: set[str] = frozenset(),
+             break_flags: Mapping[ast.AST, str] | None = None) -> Liveness:
+    """Liveness of every statement in ``stmts`` (nested blocks included).
+
+    ``break_flags`` maps a loop to the flag its canonicalised ``break`` sets; the loop reads
+    it before each iteration.
+    """
+    result = Liveness()
+    _live_in(stmts, set(live_out), break_flags or {}, result)
+    return result
+
+
+def _live_in(stmts, live_out: set[str], flags, result: Liveness) -> set[str]:
     live = set(live_out)
     for stmt in reversed(stmts):
-        stmt._fx_live_out = set(live)  # type: ignore[attr-defined]
-        live = _live_in_stmt(stmt, live)
+        result.live_out[stmt] = set(live)
+        live = _live_in_stmt(stmt, live, flags, result)
     return live
 
 
-def _live_in_stmt(stmt: ast.stmt, live_out: set[str]) -> set[str]:
+def _live_in_stmt(stmt: ast.stmt, live_out: set[str], flags, result: Liveness) -> set[str]:
     if isinstance(stmt, ast.If):
-        return reads(stmt.test) | live_in(stmt.body, live_out) | live_in(stmt.orelse, live_out)
+        return reads(stmt.test) | _live_in(stmt.body, live_out, flags, result) | _live_in(stmt.orelse, live_out, flags, result)
     if isinstance(stmt, (ast.While, ast.For)):
-        return _live_in_loop(stmt, live_out)
+        return _live_in_loop(stmt, live_out, flags, result)
     if isinstance(stmt, (ast.With, ast.Try)):
         return reads(stmt) | live_out
     if isinstance(stmt, ast.Return):
@@ -138,21 +160,21 @@ def _live_in_stmt(stmt: ast.stmt, live_out: set[str]) -> set[str]:
     return (live_out - killed) | reads(stmt)
 
 
-def _live_in_loop(stmt: ast.While | ast.For, live_out: set[str]) -> set[str]:
+def _live_in_loop(stmt: ast.While | ast.For, live_out: set[str], flags, result: Liveness) -> set[str]:
     head_reads = reads(stmt.test) if isinstance(stmt, ast.While) else reads(stmt.iter)
-    if getattr(stmt, "_fx_break_flag", None):
-        head_reads = head_reads | {stmt._fx_break_flag}  # the runtime checks it before each iteration
-    after = live_in(stmt.orelse, live_out) | live_out
+    if flags.get(stmt):
+        head_reads = head_reads | {flags[stmt]}  # the runtime checks it before each iteration
+    after = _live_in(stmt.orelse, live_out, flags, result) | live_out
     body_in: set[str] = set()
     for _ in range(3):  # fixed point: what the body needs may be live around the back edge
         body_out = after | body_in | head_reads
-        new_in = live_in(stmt.body, body_out)
+        new_in = _live_in(stmt.body, body_out, flags, result)
         if isinstance(stmt, ast.For):
             new_in -= writes(stmt.target)
         if new_in == body_in:
             break
         body_in = new_in
-    stmt._fx_body_live_in = set(body_in)  # type: ignore[attr-defined]
+    result.body_live_in[stmt] = set(body_in)
     return head_reads | body_in | after
 
 
@@ -174,11 +196,6 @@ def _target_names(target: ast.AST) -> set[str]:
     if isinstance(target, ast.Starred):
         return _target_names(target.value)
     return set()
-
-
-def defined_before(stmts: Iterable[ast.stmt]) -> set[str]:
-    """Names bound anywhere in ``stmts`` (an over-approximation of 'possibly defined')."""
-    return writes(list(stmts))
 
 
 def contains(nodes: Sequence[ast.AST] | ast.AST, kinds: tuple, *, stop_at_loops: bool = False) -> bool:

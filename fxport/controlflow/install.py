@@ -20,7 +20,7 @@ import torch
 import torch.fx.proxy
 
 from fxport.controlflow import operators
-from fxport.controlflow.transformer import convert_function
+from fxport.controlflow.engine import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError, is_user_file
 from fxport.report import AppliedRewrite
 

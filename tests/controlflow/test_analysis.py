@@ -5,7 +5,8 @@ import re
 import textwrap
 
 from fxport.controlflow import analysis
-from fxport.controlflow.canonicalize import canonicalize_loop_exits, canonicalize_returns, canonicalize_returns_in_loops
+from fxport.controlflow.converters.loop_exits import canonicalize_loop_exits
+from fxport.controlflow.converters.return_statements import canonicalize_returns, canonicalize_returns_in_loops
 
 
 def _function(source: str) -> ast.FunctionDef:
@@ -36,8 +37,7 @@ def test_liveness_excludes_temporaries_and_dead_values():
             return y
         """
     )
-    analysis.live_in(fdef.body, set())
-    assert fdef.body[0]._fx_live_out == {"y"}
+    assert analysis.liveness(fdef.body).live_out[fdef.body[0]] == {"y"}
 
 
 def test_liveness_of_a_loop_includes_values_read_in_the_next_iteration():
@@ -51,9 +51,9 @@ def test_liveness_of_a_loop_includes_values_read_in_the_next_iteration():
             return x
         """
     )
-    analysis.live_in(fdef.body, set())
     loop = fdef.body[1]
-    assert "h" in loop._fx_body_live_in and "t" not in loop._fx_body_live_in
+    body_live_in = analysis.liveness(fdef.body).body_live_in[loop]
+    assert "h" in body_live_in and "t" not in body_live_in
 
 
 def test_returns_in_ifs_become_a_single_tail_return():

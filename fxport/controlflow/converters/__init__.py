@@ -1,0 +1,40 @@
+"""The converters, one per construct, in the order the engine applies them.
+
+To add a construct: write a module here with a subclass of one of the three kinds in
+:mod:`~fxport.controlflow.converters.base` (canonicalisation, expression, statement), add it to
+:data:`CONVERTERS` at the place its stage and order want, and add one test. The engine
+(:mod:`fxport.controlflow.engine`) needs no change: it applies the canonicalisations in list
+order, computes the facts, applies the expression converters in list order, refreshes the
+facts, then walks the statements dispatching each to the statement converter of its type.
+
+Example::
+
+    >>> [(c.__name__, c.stage) for c in CONVERTERS][:3]
+    [('ReturnsInLoops', 'canonicalize'), ('LoopExits', 'canonicalize'), ('ReturnsInIfs', 'canonicalize')]
+"""
+
+from fxport.controlflow.converters.call_trees import CallConverter
+from fxport.controlflow.converters.conditional_expressions import IfExpConverter
+from fxport.controlflow.converters.for_statements import ForConverter
+from fxport.controlflow.converters.if_statements import IfConverter
+from fxport.controlflow.converters.logical_expressions import LogicalConverter
+from fxport.controlflow.converters.loop_exits import LoopExits
+from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
+from fxport.controlflow.converters.slices import SliceConverter
+from fxport.controlflow.converters.while_statements import WhileConverter
+
+#: every converter, in order
+CONVERTERS: list[type] = [
+    ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
+    LoopExits,  # break/continue → flags
+    ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
+    IfExpConverter,  # a if c else b → _fx.ifexp
+    LogicalConverter,  # and/or/not, chained comparisons → _fx.and_/or_/not_
+    SliceConverter,  # x[i] / x[i] = v with a computed index → _fx.getitem/setitem
+    CallConverter,  # f(x) → _fx.call(f)(x); torch.stack/cat, int()
+    IfConverter,  # if → _fx.if_stmt
+    WhileConverter,  # while → _fx.while_stmt
+    ForConverter,  # for → _fx.for_stmt
+]
+
+__all__ = ["CONVERTERS"]

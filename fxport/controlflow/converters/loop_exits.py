@@ -1,0 +1,134 @@
+"""``break``/``continue`` → flags (canonicalisation); loop bodies end up without them.
+
+``break``/``continue`` set a flag; the rest of the body is guarded with ``if not flag:``, a
+``while`` test becomes ``not _fx_break_N and (test)`` and a ``for`` loop's operator checks the
+break flag before each iteration (the flag is recorded in ``ctx.break_flags`` for the
+analysis). Flags are numbered per function, innermost loops first, so converting a function
+twice gives the same source.
+
+Example::
+
+    >>> import ast
+    >>> fdef = ast.parse("def f(x):\\n    while x:\\n        if x == 3:\\n            break\\n        x = x - 1").body[0]
+    >>> flags = canonicalize_loop_exits(fdef)
+    >>> print(ast.unparse(fdef))
+    def f(x):
+        _fx_break_1 = False
+        while not _fx_break_1 and x:
+            if x == 3:
+                _fx_break_1 = True
+            if not _fx_break_1:
+                x = x - 1
+    >>> list(flags.values())
+    ['_fx_break_1']
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+
+from fxport.controlflow.analysis import contains
+from fxport.controlflow.astutil import assign, name
+from fxport.controlflow.converters.base import Canonicalization
+
+
+class LoopExits(Canonicalization):
+    """break/continue → flags (see the module doc)."""
+
+    def apply(self) -> None:
+        self.ctx.break_flags.update(canonicalize_loop_exits(self.ctx.fdef))
+
+
+def _const(value) -> ast.Constant:
+    return ast.Constant(value=value)
+
+
+def _flags_test(flags: list[str], like: ast.AST) -> ast.expr:
+    """``not (f1 or f2)`` for the guard of the statements after an exit."""
+    flag_expr = name(flags[0]) if len(flags) == 1 else ast.BoolOp(op=ast.Or(), values=[name(f) for f in flags])
+    return ast.copy_location(ast.UnaryOp(op=ast.Not(), operand=flag_expr), like)
+
+
+class _LoopExits(ast.NodeTransformer):
+    """break/continue → flags; innermost loops first."""
+
+    def __init__(self):
+        self.counter = itertools.count(1)  # per function: the same function gives the same names
+        self.break_flags: dict[ast.AST, str] = {}
+
+    def visit_FunctionDef(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def _visit_loop(self, node):
+        self.generic_visit(node)
+        has_break = contains(node.body, ast.Break, stop_at_loops=True)
+        has_continue = contains(node.body, ast.Continue, stop_at_loops=True)
+        if not (has_break or has_continue):
+            return node
+        n = next(self.counter)
+        flags = {}
+        if has_break:
+            flags[ast.Break] = f"_fx_break_{n}"
+        if has_continue:
+            flags[ast.Continue] = f"_fx_continue_{n}"
+        body = _guard_block(node.body, flags)
+        prefix: list[ast.stmt] = []
+        if has_continue:
+            body.insert(0, assign(flags[ast.Continue], _const(False), node.body[0]))
+        if has_break:
+            brk = flags[ast.Break]
+            prefix.append(assign(brk, _const(False), node))
+            self.break_flags[node] = brk
+            if isinstance(node, ast.While):
+                node.test = ast.copy_location(
+                    ast.BoolOp(op=ast.And(), values=[ast.UnaryOp(op=ast.Not(), operand=name(brk)), node.test]), node.test
+                )
+            if node.orelse:
+                node.orelse = [ast.copy_location(ast.If(test=_flags_test([brk], node), body=node.orelse, orelse=[]), node.orelse[0])]
+        node.body = body
+        return prefix + [node]
+
+    visit_While = visit_For = _visit_loop
+
+
+def _guard_block(stmts: list[ast.stmt], flags: dict) -> list[ast.stmt]:
+    kinds = tuple(flags)
+    out: list[ast.stmt] = []
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, kinds):
+            out.append(assign(flags[type(stmt)], _const(True), stmt))
+            return out
+        if contains(stmt, kinds, stop_at_loops=True):
+            out.append(_guard_nested(stmt, flags))
+            rest = stmts[i + 1 :]
+            if rest:
+                out.append(ast.copy_location(ast.If(test=_flags_test(list(flags.values()), rest[0]), body=_guard_block(rest, flags), orelse=[]), rest[0]))
+            return out
+        out.append(stmt)
+    return out
+
+
+def _guard_nested(stmt: ast.stmt, flags: dict) -> ast.stmt:
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field, None)
+        if block and not isinstance(stmt, (ast.While, ast.For)):
+            setattr(stmt, field, _guard_block(block, flags))
+    if isinstance(stmt, (ast.While, ast.For)) and stmt.orelse:
+        stmt.orelse = _guard_block(stmt.orelse, flags)
+    for handler in getattr(stmt, "handlers", []):
+        handler.body = _guard_block(handler.body, flags)
+    return stmt
+
+
+def canonicalize_loop_exits(fdef: ast.FunctionDef) -> dict[ast.AST, str]:
+    """Rewrite break/continue in ``fdef``'s loops into flags; ``{loop: its break flag}``."""
+    pass_ = _LoopExits()
+    fdef.body = [s for stmt in fdef.body for s in _as_list(pass_.visit(stmt))]
+    return pass_.break_flags
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]

@@ -1,0 +1,69 @@
+"""Indexing with a computed index → ``_fx.getitem`` / ``_fx.setitem``.
+
+``x[i]`` (an index with a name or a call in it) becomes ``_fx.getitem(x, i)`` and
+``x[i] = v`` becomes ``x = _fx.setitem(x, i, v)``: with a traced 0-d index the operators
+select/update without a guard on the index's value. Constant indices stay as written.
+
+Example::
+
+    >>> import ast
+    >>> from fxport.controlflow.context import Context
+    >>> def f(x, i):
+    ...     x[i] += x[0]
+    >>> ctx = Context(f)
+    >>> SliceConverter(ctx).apply()
+    >>> ast.unparse(ctx.fdef.body[0])
+    'x = _fx.setitem(x, i, _fx.getitem(x, i) + x[0])'
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from fxport.controlflow.astutil import call, name, rt, tuple_
+from fxport.controlflow.converters.base import ExpressionConverter
+from fxport.controlflow.facts import is_static_index
+
+
+class SliceConverter(ExpressionConverter):
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and not is_static_index(node.slice):
+            return ast.copy_location(call(rt("getitem"), node.value, _index_expr(node.slice)), node)
+        return node
+
+    def visit_Assign(self, node):
+        target = node.targets[0]
+        if len(node.targets) == 1 and _is_dynamic_item_store(target):
+            self.generic_visit(node.value)
+            node.value = self.visit(node.value)
+            index = _index_expr(self.visit(target.slice))
+            value = call(rt("setitem"), name(target.value.id), index, node.value)
+            return ast.copy_location(ast.Assign(targets=[name(target.value.id, True)], value=value), node)
+        self.generic_visit(node)
+        return node
+
+    def visit_AugAssign(self, node):
+        target = node.target
+        if _is_dynamic_item_store(target):
+            load = ast.Subscript(value=name(target.value.id), slice=copy.deepcopy(target.slice), ctx=ast.Load())
+            combined = ast.copy_location(ast.BinOp(left=load, op=node.op, right=node.value), node)
+            assign = ast.Assign(targets=[target], value=combined)
+            return self.visit_Assign(ast.copy_location(assign, node))
+        self.generic_visit(node)
+        return node
+
+
+def _index_expr(index: ast.expr) -> ast.expr:
+    """The index of a subscript as an ordinary expression (``a:b`` → ``slice(a, b, None)``)."""
+    if isinstance(index, ast.Slice):
+        parts = [p if p is not None else ast.Constant(None) for p in (index.lower, index.upper, index.step)]
+        return ast.copy_location(call(name("slice"), *parts), index)
+    if isinstance(index, ast.Tuple):
+        return ast.copy_location(tuple_([_index_expr(e) for e in index.elts]), index)
+    return index
+
+
+def _is_dynamic_item_store(target: ast.expr) -> bool:
+    return isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and not is_static_index(target.slice)

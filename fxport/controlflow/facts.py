@@ -1,0 +1,277 @@
+"""Typed facts about each ``if``/``while``/``for`` of a function, computed before rewriting.
+
+:func:`analyze` walks a (canonicalised) function once and returns a :class:`FunctionFacts`:
+per statement an :class:`IfFacts` or :class:`LoopFacts` with the names it reads, writes,
+writes in place and appends to, what is live after it, whether its branches are cheap to run
+both (and why not) and the side effects a traced version could not carry. The converters
+decide from these facts; they never inspect generated code. After the expression converters
+ran, :meth:`FunctionFacts.refreshed` recomputes the name facts on the rewritten tree and keeps
+the cost facts of the statements as the user wrote them.
+
+Example::
+
+    >>> import ast
+    >>> fdef = ast.parse('''
+    ... def f(x, i):
+    ...     if x.sum() > 0:
+    ...         y = x[i] * 2
+    ...     else:
+    ...         y = x
+    ...     return y
+    ... ''').body[0]
+    >>> facts = analyze(fdef).of(fdef.body[0])
+    >>> sorted(facts.writes), sorted(facts.live_after), facts.cheap
+    (['y'], ['y'], False)
+    >>> facts.expensive
+    ('indexing with i at line 4 may be out of range on the other path',)
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Mapping, Sequence
+
+from fxport.controlflow import analysis
+
+#: methods that change the object they are called on
+_MUTATING_METHODS = ("append", "extend", "insert", "pop", "update", "add", "clear", "remove")
+
+
+@dataclasses.dataclass(frozen=True)
+class SideEffect:
+    """An effect in a branch or loop body that a traced version could not carry.
+
+    ``owner``: for a mutating method call (``xs.pop()``), the name it is called on; the effect
+    counts only when that name is not a local of the outlined block. ``append``: it is an
+    ``.append`` (a loop carries those as a growing list).
+    """
+
+    what: str
+    owner: str | None = None
+    append: bool = False
+
+    def applies(self, local_names, *, allow_append: bool) -> bool:
+        if self.append and allow_append:
+            return False
+        return self.owner is None or self.owner not in local_names
+
+
+@dataclasses.dataclass(frozen=True)
+class IfFacts:
+    """What an ``if`` statement does with names, and whether running both branches is safe."""
+
+    node: ast.If
+    reads: frozenset[str]  # names read by the branches (not the test)
+    writes: frozenset[str]  # names assigned in either branch
+    writes_true: frozenset[str]
+    writes_false: frozenset[str]
+    written_in_place: frozenset[str]  # roots changed in place: y.add_(1), h[m] = 0, y += 1
+    appended: frozenset[str]  # lists .append-ed to and not reassigned in the branches
+    live_after: frozenset[str]
+    expensive: tuple[str, ...]  # why running both branches is costly or unsafe (empty: cheap)
+    side_effects: tuple[SideEffect, ...]
+
+    @property
+    def cheap(self) -> bool:
+        return not self.expensive
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopFacts:
+    """What a ``while``/``for`` loop does with names (the loop state is derived from these)."""
+
+    node: ast.While | ast.For
+    head_reads: frozenset[str]  # the while test / the for iterable
+    head_writes: frozenset[str]  # names a while test binds (``while (n := f()) > 0``)
+    reads: frozenset[str]  # names read by the body (and the while test)
+    writes: frozenset[str]  # names assigned in the body
+    target_writes: frozenset[str]  # names bound by the for target
+    written_in_place: frozenset[str]
+    appended: frozenset[str]  # lists .append-ed to in the body (not reassigned there)
+    exact_appends: frozenset[str]  # lists appended to exactly once, at the body's top level
+    body_live_in: frozenset[str]
+    live_after: frozenset[str]
+    break_flag: str | None  # the flag a canonicalised break sets
+    side_effects: tuple[SideEffect, ...]
+
+    @property
+    def kind(self) -> str:
+        return "while" if isinstance(self.node, ast.While) else "for"
+
+
+@dataclasses.dataclass
+class FunctionFacts:
+    """The facts of every ``if``/``while``/``for`` of one function (nested ones included)."""
+
+    statements: dict
+    break_flags: Mapping[ast.AST, str]
+
+    def of(self, node: ast.stmt) -> IfFacts | LoopFacts:
+        return self.statements[node]
+
+    def refreshed(self, fdef: ast.FunctionDef) -> "FunctionFacts":
+        """Facts recomputed on ``fdef`` as it is now; cost facts kept from these ones."""
+        return analyze(fdef, self.break_flags, costs_from=self)
+
+
+def analyze(fdef: ast.FunctionDef, break_flags: Mapping[ast.AST, str] | None = None, *,
+            costs_from: FunctionFacts | None = None) -> FunctionFacts:
+    """The facts of every compound statement of ``fdef`` (see the module doc)."""
+    break_flags = dict(break_flags or {})
+    live = analysis.liveness(fdef.body, set(), break_flags)
+    statements: dict = {}
+    for node in _statements(fdef.body):
+        live_after = frozenset(live.live_out.get(node, set()))
+        if isinstance(node, ast.If):
+            earlier = costs_from.statements.get(node) if costs_from is not None else None
+            statements[node] = _if_facts(node, live_after, earlier.expensive if earlier is not None else None)
+        else:
+            statements[node] = _loop_facts(node, live_after, frozenset(live.body_live_in.get(node, set())),
+                                           break_flags.get(node))
+    return FunctionFacts(statements, break_flags)
+
+
+def _statements(stmts: Sequence[ast.stmt]):
+    """Every if/while/for in ``stmts`` in the same function scope, outer ones first."""
+    todo = list(reversed(stmts))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.If, ast.While, ast.For)):
+            yield node
+        for field in ("orelse", "finalbody", "body"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                todo.extend(reversed(block))
+        for handler in getattr(node, "handlers", ()):
+            todo.extend(reversed(handler.body))
+
+
+def _if_facts(node: ast.If, live_after: frozenset, expensive: tuple | None) -> IfFacts:
+    block = node.body + node.orelse
+    writes = frozenset(analysis.writes(block))
+    return IfFacts(
+        node=node,
+        reads=frozenset(analysis.reads(block)),
+        writes=writes,
+        writes_true=frozenset(analysis.writes(node.body)),
+        writes_false=frozenset(analysis.writes(node.orelse)),
+        written_in_place=frozenset(analysis.mutated(block)),
+        appended=frozenset(appended_lists(block) - writes),
+        live_after=live_after,
+        expensive=expensive if expensive is not None else tuple(expensive_reasons(block)),
+        side_effects=tuple(side_effects(block)),
+    )
+
+
+def _loop_facts(node, live_after: frozenset, body_live_in: frozenset, flag: str | None) -> LoopFacts:
+    is_for = isinstance(node, ast.For)
+    writes = frozenset(analysis.writes(node.body))
+    target_writes = frozenset(analysis.writes(node.target)) if is_for else frozenset()
+    body_reads = analysis.reads(node.body + ([] if is_for else [node.test]))
+    return LoopFacts(
+        node=node,
+        head_reads=frozenset(analysis.reads(node.iter if is_for else node.test)),
+        head_writes=frozenset() if is_for else frozenset(analysis.writes(node.test)),
+        reads=frozenset(body_reads),
+        writes=writes,
+        target_writes=target_writes,
+        written_in_place=frozenset(analysis.mutated(node.body)),
+        appended=frozenset(appended_lists(node.body)),
+        exact_appends=frozenset(_top_level_appends(node.body)),
+        body_live_in=body_live_in,
+        live_after=live_after,
+        break_flag=flag,
+        side_effects=tuple(side_effects(node.body)),
+    )
+
+
+def appended_lists(stmts) -> set[str]:
+    """Names ``x`` of ``x.append(...)`` calls in ``stmts`` (nested scopes included)."""
+    found = set()
+    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+        ):
+            found.add(node.func.value.id)
+    return found
+
+
+def _top_level_appends(stmts) -> set[str]:
+    """Lists appended to exactly once by a statement at the top level of a loop body."""
+    counts: dict[str, int] = {}
+    for stmt in stmts:
+        if isinstance(stmt, ast.Expr) and appended_lists([stmt]):
+            for name in appended_lists([stmt]):
+                counts[name] = counts.get(name, 0) + 1
+    nested = appended_lists([s for s in stmts if not isinstance(s, ast.Expr)])
+    return {n for n, c in counts.items() if c == 1 and n not in nested}
+
+
+def expensive_reasons(stmts) -> list[str]:
+    """Why evaluating both branches of an ``if`` as the user wrote it would be costly or unsafe
+    (empty: cheap): loops, nested ifs, calls of submodules/methods, indexing with a computed
+    index, and ops that fail on some values (``.item()``, ``nonzero``, ``inverse``)."""
+    reasons: list[str] = []
+    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, (ast.For, ast.While)):
+            reasons.append(f"loop at line {node.lineno}")
+        elif isinstance(node, ast.If):
+            reasons.append(f"nested if at line {node.lineno}")
+        elif isinstance(node, ast.Call):
+            text = ast.unparse(node.func)
+            if text.startswith("self."):
+                reasons.append(f"calls {text} at line {node.lineno}")
+            elif text.endswith((".item", ".tolist", ".nonzero")) or text in ("torch.nonzero", "torch.linalg.inv", "torch.inverse"):
+                reasons.append(f"{text} at line {node.lineno} may fail on the other path")
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and not is_static_index(node.slice):
+            reasons.append(f"indexing with {_index_text(node.slice)} at line {node.lineno} may be out of range on the other path")
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and not is_static_index(node.target.slice):
+            # x[i] += v reads x[i] too
+            reasons.append(f"indexing with {_index_text(node.target.slice)} at line {node.lineno} may be out of range on the other path")
+    return list(dict.fromkeys(reasons))
+
+
+def _index_text(index: ast.expr) -> str:
+    """The index as the indexing operator receives it (``a:b`` → ``slice(a, b, None)``)."""
+    if isinstance(index, ast.Slice):
+        parts = [ast.unparse(p) if p is not None else "None" for p in (index.lower, index.upper, index.step)]
+        return f"slice({', '.join(parts)})"
+    if isinstance(index, ast.Tuple):
+        return "(" + ", ".join(_index_text(e) for e in index.elts) + ("," if len(index.elts) == 1 else "") + ")"
+    return ast.unparse(index)
+
+
+def is_static_index(index: ast.expr) -> bool:
+    """True for an index made of constants only (no names, no calls): ``x[0]``, ``x[:, 1:]``."""
+    for node in ast.walk(index):
+        if isinstance(node, (ast.Name, ast.Call)):
+            return False
+    return True
+
+
+def side_effects(stmts) -> list[SideEffect]:
+    """Effects in ``stmts`` a tensor-conditioned branch or loop cannot carry (see SideEffect)."""
+    found = []
+    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.append(SideEffect(f"assignment to {ast.unparse(node)} at line {node.lineno}"))
+        elif isinstance(node, (ast.Raise, ast.Assert)):
+            found.append(SideEffect(f"{type(node).__name__.lower()} at line {node.lineno}"))
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.append(SideEffect(f"{type(node).__name__.lower()} {', '.join(node.names)} at line {node.lineno}"))
+        elif isinstance(node, ast.Call):
+            text = ast.unparse(node.func)
+            if text == "print":
+                found.append(SideEffect(f"print() at line {node.lineno}"))
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATING_METHODS:
+                owner = analysis.root_name(node.func.value)
+                if owner is not None:
+                    found.append(SideEffect(f"{text}() on outer {owner!r} at line {node.lineno}", owner,
+                                            append=node.func.attr == "append"))
+    return found
