@@ -26,8 +26,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from fxport import __version__
+from fxport import __version__, choices
 from fxport.errors import ConversionError, UsageError
+from fxport.shapes import shape_text
 
 # Start-up budget (``fxport --help`` ≤ 0.3 s): nothing here imports torch, onnx or onnxruntime;
 # each command imports the stages it runs inside its action.
@@ -46,28 +47,15 @@ stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WI
 stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
 
 
-class Device(str, enum.Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+def _choice(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
+    """A click choice (a str Enum, member = value) built from the core's one list in fxport.choices."""
+    return enum.Enum(name, [(value, value) for value in values], type=str, module=__name__)
 
 
-class IfStrategy(str, enum.Enum):
-    auto = "auto"
-    where = "where"
-    cond = "cond"
-
-
-class Optimize(str, enum.Enum):
-    none = "none"
-    generic = "generic"
-    ort = "ort"
-
-
-class Precision(str, enum.Enum):
-    fp32 = "fp32"
-    fp16 = "fp16"
-    int8 = "int8"
+Device = _choice("Device", choices.DEVICES)
+IfStrategy = _choice("IfStrategy", choices.IF_STRATEGIES)
+Optimize = _choice("Optimize", choices.OPTIMIZE_LEVELS)
+Precision = _choice("Precision", choices.PRECISIONS)
 
 
 def flag(help: str, *names: str) -> bool:
@@ -183,7 +171,7 @@ def optimize_choice(optimize: "Optimize | None", no_optimize: bool) -> str:
                          hint="keep one of them (--no-optimize is --optimize none)")
     if no_optimize:
         return "none"
-    return optimize.value if optimize is not None else "generic"
+    return optimize.value if optimize is not None else choices.DEFAULT_OPTIMIZE
 
 
 def _print_version(value: bool) -> None:
@@ -425,7 +413,7 @@ def verification_table(rows) -> Table:
     for column in ("input set", "shapes", "provider", "max abs err", "max rel err", "cosine", "result"):
         table.add_column(column)
     for row in rows:
-        shapes = " ".join("x".join(map(str, s)) or "scalar" for s in row.input_shapes)
+        shapes = " ".join(shape_text(s) for s in row.input_shapes)
         if row.note:
             verdict = f"[dim]{escape(row.note)}[/dim]"
         else:

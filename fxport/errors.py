@@ -180,3 +180,9 @@ def _one_line(text: str) -> str:
     0x7f..>`` → ``torch...MapImpl``), whitespace collapsed."""
     text = _ADDRESS.sub("", _OBJECT_REPR.sub(r"\1", _ANSI.sub("", str(text))))
     return " ".join(text.split())
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of an exception's message (300 characters at most), else its type."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(exc).__name__

@@ -37,6 +37,7 @@ from fxport.errors import (
     UsageError,
     user_location_from_exception,
 )
+from fxport.shapes import parse_shape
 
 
 @dataclasses.dataclass
@@ -47,23 +48,47 @@ class InputSet:
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     name: str = "example"
 
+    @classmethod
+    def of(cls, args: Any = (), kwargs: dict[str, Any] | None = None, name: str = "example") -> "InputSet":
+        """The input set of a call ``model(*args, **kwargs)``; a single non-tuple ``args`` is one input.
+
+        >>> InputSet.of(torch.ones(2)).args[0].shape
+        torch.Size([2])
+        """
+        return cls(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}), name)
+
     def tensors(self) -> list[torch.Tensor]:
         """The tensors in the order the exported ONNX model takes them (flattened, no None)."""
         flat, _ = torch.utils._pytree.tree_flatten((self.args, self.kwargs))
         return [t for t in flat if isinstance(t, torch.Tensor)]
 
+    def shapes(self) -> list[list[int]]:
+        """The shape of each of :meth:`tensors` (a verification row's ``input_shapes``)."""
+        return [list(t.shape) for t in self.tensors()]
+
+    def map_tensors(self, fn: Callable[[int, torch.Tensor], torch.Tensor], name: str | None = None) -> "InputSet":
+        """A new input set with ``fn(index, tensor)`` in place of each tensor (index as in
+        :meth:`tensors`); other values kept, the name kept unless ``name`` is given.
+
+        >>> InputSet((torch.ones(2), 3)).map_tensors(lambda i, t: t * 2).args
+        (tensor([2., 2.]), 3)
+        """
+        flat, spec = torch.utils._pytree.tree_flatten((self.args, self.kwargs))
+        index, new_flat = 0, []
+        for value in flat:
+            if isinstance(value, torch.Tensor):
+                value = fn(index, value)
+                index += 1
+            new_flat.append(value)
+        args, kwargs = torch.utils._pytree.tree_unflatten(new_flat, spec)
+        return InputSet(args, kwargs, self.name if name is None else name)
+
     def copy(self) -> "InputSet":
         """The same inputs with every tensor cloned: a model writing into its inputs changes the copy."""
-        cloned = torch.utils._pytree.tree_map(
-            lambda v: v.clone() if isinstance(v, torch.Tensor) else v, (self.args, self.kwargs)
-        )
-        return InputSet(cloned[0], cloned[1], self.name)
+        return self.map_tensors(lambda _, tensor: tensor.clone())
 
     def to(self, device: str) -> "InputSet":
-        moved = torch.utils._pytree.tree_map(
-            lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, (self.args, self.kwargs)
-        )
-        return InputSet(moved[0], moved[1], self.name)
+        return self.map_tensors(lambda _, tensor: tensor.to(device))
 
 
 @dataclasses.dataclass
@@ -272,15 +297,13 @@ def parse_input_spec(text: str) -> TensorSpec:
             raise InputSpecError(f"unknown dtype {dtype_text!r} in input spec {text!r}",
                                  hint=f"use one of {', '.join(sorted(set(_DTYPES)))}")
         dtype = _DTYPES[dtype_text.lower()]
-    if shape_text in ("scalar", "()", "[]"):
-        return TensorSpec(name, (), dtype)
     try:
-        shape = tuple(int(d) for d in shape_text.lower().split("x"))
+        shape = parse_shape(shape_text)
     except ValueError:
-        shape = ()
-    if not shape or any(d < 0 for d in shape):
         raise InputSpecError(f"bad shape {shape_text!r} in input spec {text!r}",
-                             hint="write dimensions as non-negative integers joined by x, e.g. 1x3x32x32")
+                             hint="write dimensions as non-negative integers joined by x, e.g. 1x3x32x32") from None
+    if not shape:
+        return TensorSpec(name, (), dtype)
     elements = 1
     for size in shape:
         elements *= size

@@ -33,13 +33,15 @@ from typing import Any
 import onnx
 import torch
 
+from fxport import choices
 from fxport.errors import ConversionError, UsageError
+from fxport.errors import first_line as _first_line
 from fxport.external import Staging
 from fxport.load import InputSet, load_inputs_fn, to_input_sets
 from fxport.quiet import quiet_torch
 
-#: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept.
-PRECISIONS = ("fp32", "fp16", "int8")
+#: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept (defined in fxport.choices).
+PRECISIONS = choices.PRECISIONS
 
 #: Default acceptance threshold for int8: cosine similarity of ONNX vs eager float32 outputs.
 DEFAULT_MIN_COSINE = 0.99
@@ -48,7 +50,7 @@ DEFAULT_MIN_COSINE = 0.99
 def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None) -> None:
     """Raise UsageError for an unknown precision or options that do not apply to it."""
     if precision not in PRECISIONS:
-        raise UsageError(f"unknown precision {precision!r}", hint="use fp32, fp16 or int8")
+        raise UsageError(f"unknown precision {precision!r}", hint=f"use {choices.listed(PRECISIONS)}")
     if calibration is not None and precision != "int8":
         raise UsageError("calibration inputs only apply to --precision int8",
                          hint="add --precision int8 or drop --calibrate")
@@ -74,13 +76,7 @@ def half_inputs(inputs: InputSet) -> InputSet:
         >>> half_inputs(InputSet((torch.ones(2), torch.ones(2, dtype=torch.int64)))).args[0].dtype
         torch.float16
     """
-    def cast(value):
-        if isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.float64):
-            return value.half()
-        return value
-
-    args, kwargs = torch.utils._pytree.tree_map(cast, (inputs.args, inputs.kwargs))
-    return InputSet(args, kwargs, inputs.name)
+    return inputs.map_tensors(lambda _, t: t.half() if t.dtype in (torch.float32, torch.float64) else t)
 
 
 # --- int8 -----------------------------------------------------------------------------------
@@ -183,10 +179,6 @@ class CalibrationReader:
     def rewind(self) -> None:
         self.position = 0
 
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 # --- verification ---------------------------------------------------------------------------

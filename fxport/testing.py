@@ -101,14 +101,16 @@ def run_onnx(model: onnx.ModelProto, args: Sequence[Any]) -> list[np.ndarray]:
 
 def compare_with_eager(model: torch.nn.Module, onnx_model: onnx.ModelProto, args: Sequence[Any],
                        atol: float, rtol: float) -> tuple[float, float]:
-    """Max (abs, rel) error of ONNX Runtime vs eager on ``args``.
+    """Max (abs, rel) error of ONNX Runtime vs eager on ``args``, judged by fxport's one comparer
+    (:func:`fxport.compare.compare`, as the verify stage judges them).
 
-    Raises AssertionError beyond ``atol + rtol·|eager|``.
+    Raises AssertionError beyond ``atol + rtol·|eager|``, on NaN/inf at other places, unequal
+    integer outputs, or other shapes or output counts.
     """
+    from fxport.compare import Acceptance, compare
+
     with torch.no_grad():
         expected = model(*args)
-    expected = [expected] if isinstance(expected, torch.Tensor) else list(
-        torch.utils._pytree.tree_leaves(expected))
     try:
         actual = run_onnx(onnx_model, args)
     except Exception as err:  # noqa: BLE001 - ONNX Runtime's own error types
@@ -116,43 +118,7 @@ def compare_with_eager(model: torch.nn.Module, onnx_model: onnx.ModelProto, args
         raise AssertionError(f"ONNX Runtime failed on inputs of shapes {shapes}: "
                              f"{str(err).splitlines()[0]} (other sizes than the example need "
                              f"dynamic_shapes=...)") from err
-    if len(actual) != len(expected):
-        raise AssertionError(f"ONNX has {len(actual)} outputs, eager {len(expected)}")
-    worst_abs = worst_rel = 0.0
-    for index, (want, got) in enumerate(zip(expected, actual)):
-        want = want.detach().cpu().numpy()
-        got = np.asarray(got)
-        if want.shape != got.shape:
-            raise AssertionError(f"output {index}: shape {got.shape} vs eager {want.shape}")
-        abs_err, rel_err = _errors(want, got, atol, rtol, f"output {index}")
-        worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
-    return worst_abs, worst_rel
-
-
-def _errors(want: np.ndarray, got: np.ndarray, atol: float, rtol: float,
-            label: str) -> tuple[float, float]:
-    if want.dtype.kind not in "fc":
-        if not np.array_equal(want, got):
-            bad = np.argwhere(want != got)[0]
-            raise AssertionError(f"{label}: {got[tuple(bad)]} != eager {want[tuple(bad)]} at "
-                                 f"index {tuple(int(i) for i in bad)}")
-        return 0.0, 0.0
-    want64, got64 = want.astype(np.float64), got.astype(np.float64)
-    for name, test in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-        mismatch = test(want64) != test(got64)
-        if mismatch.any():
-            index = tuple(int(i) for i in np.argwhere(mismatch)[0])
-            raise AssertionError(f"{label}: {name} positions differ at {index}: onnx "
-                                 f"{got64[index]}, eager {want64[index]}")
-    finite = np.isfinite(want64)
-    if not finite.any():
-        return 0.0, 0.0
-    diff = np.abs(want64[finite] - got64[finite])
-    scale = np.abs(want64[finite])
-    limit = atol + rtol * scale
-    if (diff > limit).any():
-        worst = int(np.argmax(diff - limit))
-        raise AssertionError(f"{label}: |onnx - eager| = {diff[worst]:.3g} > "
-                             f"{limit[worst]:.3g} (eager value {scale[worst]:.6g})")
-    rel = diff / np.maximum(scale, np.finfo(np.float64).tiny)
-    return float(diff.max()), float(rel[scale > atol].max()) if (scale > atol).any() else 0.0
+    result = compare(expected, actual, Acceptance(atol=atol, rtol=rtol))
+    if not result.passed:
+        raise AssertionError(result.failure())
+    return result.max_abs, result.max_rel

@@ -23,26 +23,30 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import onnx
 import torch
 
-from fxport.capture import number_as_tensor
+from fxport import choices
+# The comparison lives in fxport.compare (one comparer for verify, fxport.testing and the tests);
+# these names stay importable from here.
+from fxport.compare import (  # noqa: F401 - re-exported
+    TOLERANCES,
+    Acceptance,
+    Comparison,
+    OutputComparison,
+    compare,
+    compare_outputs,
+    flatten_outputs,
+)
+from fxport.compare import to_numpy as _to_numpy
 from fxport.domain import InputDomain, padding_mask
 from fxport.errors import ConversionError, EagerRunError, VerificationError
+from fxport.errors import first_line as _first_line
 from fxport.load import InputSet, run_eager
 from fxport.report import VerificationRow
-
-#: (absolute, relative) tolerance per output dtype.
-TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-7, 1e-6),
-    torch.float32: (1e-4, 1e-3),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (5e-2, 5e-2),
-}
-
 
 class OnnxRunner:
     """An onnxruntime session fed with fxport input sets.
@@ -204,10 +208,10 @@ def select_providers(device: str) -> list[str]:
 
 def resolve_device(device: str) -> str:
     """``auto`` → ``cuda`` when torch sees a GPU and onnxruntime has the CUDA provider, else ``cpu``."""
-    if device not in ("auto", "cpu", "cuda"):
+    if device not in choices.DEVICES:
         from fxport.errors import UsageError
 
-        raise UsageError(f"unknown device {device!r}", hint="use auto, cpu or cuda")
+        raise UsageError(f"unknown device {device!r}", hint=f"use {choices.listed(choices.DEVICES)}")
     if device == "auto":
         import onnxruntime as ort
 
@@ -393,21 +397,13 @@ def _axis_sizes(example, dynamic_axes, new_sizes) -> dict[int, dict[int, int]]:
 def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], *, name: str,
                      domains: dict[int, InputDomain], generator: torch.Generator, mask_side: str) -> InputSet:
     """The example with every tensor redrawn (``axis_sizes`` resizes axes) inside its domain."""
-    flat, spec = torch.utils._pytree.tree_flatten((example.args, example.kwargs))
-    tensor_index = 0
-    new_flat = []
-    for value in flat:
-        if isinstance(value, torch.Tensor):
-            shape = list(value.shape)
-            for axis, size in axis_sizes.get(tensor_index, {}).items():
-                shape[axis] = size
-            domain = domains.get(tensor_index, InputDomain())
-            new_flat.append(draw_in_domain(value, tuple(shape), domain, generator, mask_side))
-            tensor_index += 1
-        else:
-            new_flat.append(value)
-    args, kwargs = torch.utils._pytree.tree_unflatten(new_flat, spec)
-    return InputSet(args, kwargs, name)
+    def redraw(index: int, value: torch.Tensor) -> torch.Tensor:
+        shape = list(value.shape)
+        for axis, size in axis_sizes.get(index, {}).items():
+            shape[axis] = size
+        return draw_in_domain(value, tuple(shape), domains.get(index, InputDomain()), generator, mask_side)
+
+    return example.map_tensors(redraw, name=name)
 
 
 def draw_in_domain(example: torch.Tensor, shape: tuple[int, ...], domain: InputDomain,
@@ -452,104 +448,6 @@ def random_like(example: torch.Tensor, shape: tuple[int, ...], generator: torch.
     if values.numel() == 1:
         low, high = min(0, low), max(2 * high, 2)
     return torch.randint(low, high + 1, shape, generator=generator).to(dtype).to(device)
-
-
-# --- comparing ------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class OutputComparison:
-    name: str
-    max_abs: float
-    max_rel: float
-    passed: bool
-    #: shapes agree and NaN/inf positions agree (what a cosine criterion still requires).
-    structural_ok: bool = True
-
-
-def compare_outputs(
-    expected: Sequence[torch.Tensor],
-    actual: Sequence[np.ndarray],
-    tolerance_dtype: torch.dtype | None = None,
-    atol: float | None = None,
-    rtol: float | None = None,
-) -> tuple[list[OutputComparison], float]:
-    """Compare flattened eager outputs with ONNX Runtime outputs; returns per-output results and cosine.
-
-    Float outputs use ``TOLERANCES`` of the eager output's dtype, or of ``tolerance_dtype`` when
-    given (a float16 model checked against float32 eager uses the float16 tolerances); ``atol``
-    / ``rtol``, when given, replace the dtype's value (``--atol`` / ``--rtol``).
-    """
-    results = []
-    dots = norm_e = norm_a = 0.0
-    for index, (ref, got) in enumerate(zip(expected, actual)):
-        ref_np = _to_numpy(ref.detach().cpu())
-        name = f"output[{index}]"
-        if ref_np.shape != got.shape:
-            results.append(OutputComparison(f"{name} shape {list(got.shape)} != {list(ref_np.shape)}",
-                                            float("inf"), float("inf"), False, structural_ok=False))
-            continue
-        if not (ref.dtype.is_floating_point or ref.dtype.is_complex):
-            equal = bool(np.array_equal(ref_np, got))
-            diff = float(np.abs(ref_np.astype(np.float64) - got.astype(np.float64)).max()) if ref_np.size else 0.0
-            results.append(OutputComparison(name, diff, diff, equal))
-            continue
-        default_atol, default_rtol = TOLERANCES.get(tolerance_dtype or ref.dtype, TOLERANCES[torch.float32])
-        limit_abs = default_atol if atol is None else atol
-        limit_rel = default_rtol if rtol is None else rtol
-        r, g = ref_np.astype(np.float64), got.astype(np.float64)
-        same_special = np.array_equal(np.isnan(r), np.isnan(g)) and np.array_equal(np.isinf(r) & (r > 0), np.isinf(g) & (g > 0)) \
-            and np.array_equal(np.isinf(r) & (r < 0), np.isinf(g) & (g < 0))
-        finite = np.isfinite(r) & np.isfinite(g)
-        abs_err = np.abs(r[finite] - g[finite])
-        rel_err = abs_err / np.maximum(np.abs(r[finite]), 1e-12)
-        close = bool(np.all(abs_err <= limit_abs + limit_rel * np.abs(r[finite])))
-        max_abs = float(abs_err.max()) if abs_err.size else 0.0
-        max_rel = float(rel_err.max()) if rel_err.size else 0.0
-        results.append(OutputComparison(name, max_abs, max_rel, same_special and close, structural_ok=same_special))
-        dots += float((r[finite] * g[finite]).sum())
-        norm_e += float((r[finite] ** 2).sum())
-        norm_a += float((g[finite] ** 2).sum())
-    if len(expected) != len(actual):
-        results.append(OutputComparison(f"output count {len(actual)} != {len(expected)}", float("inf"), float("inf"),
-                                        False, structural_ok=False))
-    cosine = dots / np.sqrt(norm_e * norm_a) if norm_e > 0 and norm_a > 0 else (1.0 if norm_e == norm_a else 0.0)
-    return results, float(cosine)
-
-
-def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
-    """Eager outputs flattened the way the exporter flattens them.
-
-    Python numbers (int, float, bool) become 0-d tensors, as the exported model returns them
-    (see :func:`fxport.capture.constant_outputs_as_tensors`); None is dropped.
-
-    Example::
-
-        >>> [t.dtype for t in flatten_outputs((torch.ones(2), 3, (2.5, True), None))]
-        [torch.float32, torch.int64, torch.float32, torch.bool]
-    """
-    flat, _ = torch.utils._pytree.tree_flatten(outputs)
-    return [value if isinstance(value, torch.Tensor) else number_as_tensor(value)
-            for value in flat if isinstance(value, (torch.Tensor, bool, int, float))]
-
-
-
-@dataclasses.dataclass(frozen=True)
-class Acceptance:
-    """How a verification row passes.
-
-    Attributes:
-        tolerance_dtype: compare float outputs with ``TOLERANCES[tolerance_dtype]`` instead of
-            the eager output's dtype (float16 models against float32 eager).
-        min_cosine: when set, a row passes on cosine similarity ≥ ``min_cosine`` (with matching
-            shapes and NaN/inf positions) instead of element tolerances: quantised models.
-        atol, rtol: the user's element tolerances for float outputs, replacing the dtype's
-            (``--atol`` / ``--rtol``); None keeps ``TOLERANCES``.
-    """
-
-    tolerance_dtype: torch.dtype | None = None
-    min_cosine: float | None = None
-    atol: float | None = None
-    rtol: float | None = None
 
 
 def verify_model(
@@ -657,40 +555,22 @@ def _failure_hint(acceptance: Acceptance) -> str:
 
 def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
     """A generated input set the model itself cannot run (e.g. a size it does not support)."""
-    return VerificationRow(inputs.name, [list(t.shape) for t in inputs.tensors()], provider,
+    return VerificationRow(inputs.name, inputs.shapes(), provider,
                            float("nan"), float("nan"), float("nan"), True, [], note)
 
 
 def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
                acceptance: Acceptance = Acceptance()) -> VerificationRow:
-    shapes = [list(t.shape) for t in inputs.tensors()]
-    expected = flatten_outputs(run_eager(module, inputs))  # run_eager runs on a copy of the inputs
-    actual = runner.run(inputs)
-    comparisons, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype,
-                                          acceptance.atol, acceptance.rtol)
-    if acceptance.min_cosine is not None:
-        good_cosine = cosine >= acceptance.min_cosine
-        comparisons = [dataclasses.replace(c, passed=c.structural_ok and good_cosine) for c in comparisons]
+    shapes = inputs.shapes()
+    expected = run_eager(module, inputs)  # run_eager runs on a copy of the inputs
+    result = compare(expected, runner.run(inputs), acceptance)
     return VerificationRow(
         name=inputs.name,
         input_shapes=shapes,
         provider=runner.provider,
-        max_abs_error=max((c.max_abs for c in comparisons), default=0.0),
-        max_rel_error=max((c.max_rel for c in comparisons), default=0.0),
-        cosine_similarity=cosine,
-        passed=all(c.passed for c in comparisons),
-        mismatched_outputs=[c.name for c in comparisons if not c.passed],
+        max_abs_error=result.max_abs,
+        max_rel_error=result.max_rel,
+        cosine_similarity=result.cosine,
+        passed=result.passed,
+        mismatched_outputs=result.mismatched,
     )
-
-
-def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return tensor.float().numpy().astype(ml_dtypes.bfloat16)
-    return tensor.numpy()
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0][:300] if lines else type(exc).__name__

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
@@ -26,13 +25,12 @@ def run_onnx(model, *tensors):
 
 def assert_matches_eager(module, model, *tensors, atol=1e-5, rtol=1e-4):
     """Eager and ONNX Runtime agree on these inputs (ones the export did not see)."""
+    from fxport.compare import Acceptance, compare
+
     with torch.no_grad():
         expected = module(*tensors)
-    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
-    actual = run_onnx(model, *tensors)
-    assert len(actual) == len(expected)
-    for e, a in zip(expected, actual):
-        np.testing.assert_allclose(a, e.numpy(), atol=atol, rtol=rtol)
+    result = compare(expected, run_onnx(model, *tensors), Acceptance(atol=atol, rtol=rtol))
+    assert result.passed, result.failure()
 
 
 def op_counts(model):

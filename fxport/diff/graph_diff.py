@@ -32,6 +32,7 @@ import torch
 from fxport.errors import SourceLocation
 from fxport.frames import user_location_in, user_location_in_source_range
 from fxport.provenance import FX_RULE_KEY
+from fxport.shapes import typed_shape
 
 _DTYPE_SHORT = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
@@ -238,8 +239,7 @@ def _arg_text(value: Any) -> str:
 
 def _value_text(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        dtype = _DTYPE_SHORT.get(value.dtype, str(value.dtype).replace("torch.", ""))
-        return f"{dtype}[{', '.join(str(d) for d in value.shape)}]"
+        return typed_shape(_DTYPE_SHORT.get(value.dtype, str(value.dtype).replace("torch.", "")), value.shape)
     if isinstance(value, (list, tuple)):
         return "(" + ", ".join(_value_text(v) for v in value) + ")"
     if value is None:
@@ -297,7 +297,7 @@ def _trace_type(value: torch._C.Value) -> str:
     sizes = getattr(value_type, "sizes", lambda: None)()
     dtype = getattr(value_type, "dtype", lambda: None)()
     if sizes is not None and dtype is not None:
-        return f"{_DTYPE_SHORT.get(dtype, str(dtype))}[{', '.join(map(str, sizes))}]"
+        return typed_shape(_DTYPE_SHORT.get(dtype, str(dtype)), sizes)
     return str(value_type)
 
 

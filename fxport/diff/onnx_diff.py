@@ -27,6 +27,7 @@ import onnx
 from fxport.frames import user_location_in
 from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata
 from fxport.report import count_ops
+from fxport.shapes import typed_shape
 
 
 @dataclasses.dataclass
@@ -234,7 +235,7 @@ def attribute_text(attr: onnx.AttributeProto) -> str:
 
 def tensor_text(tensor: onnx.TensorProto, with_values: bool = False) -> str:
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name if tensor.data_type else "?"
-    text = f"{dtype}[{', '.join(map(str, tensor.dims))}]"
+    text = typed_shape(dtype, tensor.dims)
     count = 1
     for dim in tensor.dims:
         count *= dim
@@ -268,7 +269,7 @@ def value_info_text(value: onnx.ValueInfoProto) -> str:
     if not tensor_type.HasField("shape"):
         return f"{dtype}[?]"
     dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in tensor_type.shape.dim]
-    return f"{dtype}[{', '.join(dims)}]"
+    return typed_shape(dtype, dims)
 
 
 def value_changes(before: onnx.GraphProto, after: onnx.GraphProto) -> list[ValueChange]:

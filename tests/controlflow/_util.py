@@ -17,6 +17,7 @@ import onnx
 import onnxruntime as ort
 import torch
 
+from fxport.compare import Acceptance, compare
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow import operators as runtime
 from fxport.report import AppliedRewrite, count_ops
@@ -58,23 +59,16 @@ def _numpy(value) -> np.ndarray:
     return value.detach().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
-def _flat_outputs(value) -> list[np.ndarray]:
-    leaves = torch.utils._pytree.tree_leaves(value)
-    return [_numpy(v) for v in leaves]
-
-
 def assert_matches_eager(model, exported: Exported, inputs: list[tuple], atol=1e-5, rtol=1e-4) -> None:
-    """Eager PyTorch (the user's unconverted module) vs ONNX Runtime on every input set."""
+    """Eager PyTorch (the user's unconverted module) vs ONNX Runtime on every input set, judged
+    by fxport's one comparer (fxport.compare) with these element tolerances."""
     assert "forward" not in model.__dict__, "module still patched after the with block"
     for args in inputs:
         with torch.no_grad():  # the model may change its inputs in place: give it copies
-            expected = _flat_outputs(model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
-        got = run_ort(exported, args)
+            expected = model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        result = compare(expected, run_ort(exported, args), Acceptance(atol=atol, rtol=rtol))
         shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
-        assert len(got) == len(expected), f"{len(got)} ONNX outputs vs {len(expected)} eager for {shapes}"
-        for i, (g, e) in enumerate(zip(got, expected)):
-            assert g.shape == e.shape, f"output {i}: ONNX shape {g.shape} vs eager {e.shape} for inputs {shapes}"
-            np.testing.assert_allclose(g, e, atol=atol, rtol=rtol, err_msg=f"output {i} for inputs {shapes}")
+        assert result.passed, f"{result.failure()} for inputs {shapes}"
 
 
 def coverage(model, inputs: list[tuple]) -> dict[tuple[str, int], set]:
