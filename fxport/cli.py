@@ -2,6 +2,9 @@
 
 Exit codes: 0 converted and verified, 1 conversion or verification failed, 2 usage error.
 
+Size: over 400 lines because typer declares every command's options in its signature here,
+beside the output they print; the work itself is in the core (choices in fxport.choices).
+
 Example::
 
     $ fxport convert examples/gated_mlp.py:GatedMLP -o gated.onnx

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -42,9 +41,18 @@ from fxport.compare import (  # noqa: F401 - re-exported
     flatten_outputs,
 )
 from fxport.compare import to_numpy as _to_numpy
-from fxport.domain import InputDomain, padding_mask
+from fxport.domain import InputDomain
 from fxport.errors import ConversionError, EagerRunError, VerificationError
 from fxport.errors import first_line as _first_line
+# Generating input sets lives in fxport.input_sets; these names stay importable from here.
+from fxport.input_sets import (  # noqa: F401 - re-exported
+    MAX_GENERATED_ELEMENTS,
+    draw_in_domain,
+    edge_sizes,
+    example_dim_sizes,
+    generate_input_sets,
+    random_like,
+)
 from fxport.load import InputSet, run_eager
 from fxport.report import VerificationRow
 
@@ -223,231 +231,6 @@ def resolve_device(device: str) -> str:
         raise UsageError("--device cuda was asked for but torch sees no CUDA device",
                          hint="use --device cpu or auto")
     return device
-
-
-# --- generating input sets ----------------------------------------------------------------
-
-def generate_input_sets(
-    example: InputSet,
-    dynamic_axes: dict[int, dict[int, str]] | None = None,
-    seed: int = 1234,
-    bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
-    domains: dict[int, InputDomain] | None = None,
-) -> list[InputSet]:
-    """Fresh values of the example's shapes, padding variants of its masks, other dynamic sizes.
-
-    ``bounds`` (tensor index → axis → (low, high), from the exported program) keeps the new
-    sizes inside the range the export is valid for; ``domains`` (from
-    :func:`fxport.domain.input_domains`) keeps the values inside the model's domain: ids below
-    their table's size, padding-shaped masks, sorted sequences. Each set is named by what it
-    exercises (``random``, ``left-padded mask``, ``larger[batch=3,seq=12], left-padded mask``).
-    """
-    domains = domains or {}
-    generator = torch.Generator().manual_seed(seed)
-    has_mask = any(domain.padding_mask for domain in domains.values())
-    draw = functools.partial(_with_new_values, example, domains=domains, generator=generator)
-    sets = [draw({}, name="random" + (", all-ones mask" if has_mask else ""), mask_side="none")]
-    if has_mask:
-        sets += [draw({}, name=f"{side}-padded mask", mask_side=side) for side in ("right", "left")]
-    sizes = example_dim_sizes(example, dynamic_axes or {})
-    if sizes:
-        low, high = _size_limits(dynamic_axes, bounds or {})
-        larger = {name: min(size + max(1, size // 2) if size >= 2 else 3, high.get(name, 2**62))
-                  for name, size in sizes.items()}
-        smaller = {name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()}
-        for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
-            if new_sizes != sizes:
-                desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
-                name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
-                sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
-        covered = [sizes, larger, smaller]
-        for new_sizes, why in edge_sizes(example, dynamic_axes, bounds or {}):
-            if new_sizes in covered:
-                continue
-            covered.append(new_sizes)
-            changed = ",".join(f"{n}={s}" for n, s in new_sizes.items() if s != sizes[n])
-            name = f"size[{changed}]" + (f" {why}" if why else "") + (", right-padded mask" if has_mask else "")
-            sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right"))
-    return sets
-
-
-#: Inputs of a generated size set may hold at most this many elements (or 16x the example's)
-#: when a declared maximum is tried.
-MAX_GENERATED_ELEMENTS = 1 << 24
-
-
-def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None,
-               bounds: dict[int, dict[int, tuple[int, int]]]) -> list[tuple[dict[str, int], str]]:
-    """The sizes where a converted model differs from eager when it does: ``(sizes, why)``.
-
-    For each dynamic dimension, the others kept at the example's size: sizes 1, 0 and 2 where
-    the declared range allows them; the declared minimum and maximum (the maximum when the
-    inputs stay affordable); and both sides of every bound the capture introduced (the valid
-    range of a :class:`fxport.dynamic_dims.DimRange` narrower than the declared one), so a model
-    exported for sizes ≥ 2 is also run at 1. With several dimensions, also all of them at 1.
-    ``why`` says what is special about the size (``"min"``, ``"outside exported 2..inf"``).
-
-    Example::
-
-        >>> from fxport.dynamic_dims import DimRange, UNBOUNDED
-        >>> ex = InputSet((torch.ones(4, 3),))
-        >>> [(s, w) for s, w in edge_sizes(ex, {0: {0: "batch"}}, {0: {0: DimRange(2, UNBOUNDED)}})]
-        [({'batch': 1}, 'outside exported 2..inf'), ({'batch': 0}, 'outside exported 2..inf'), ({'batch': 2}, '')]
-    """
-    sizes = example_dim_sizes(example, dynamic_axes or {})
-    if not sizes:
-        return []
-    low, high = _size_limits(dynamic_axes, bounds)
-    declared_low, declared_high = _declared_limits(dynamic_axes, bounds)
-    budget = max(MAX_GENERATED_ELEMENTS, 16 * sum(t.numel() for t in example.tensors()))
-    found: list[tuple[dict[str, int], str]] = []
-
-    def add(name: str, size: int, why: str = "") -> None:
-        lo, hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
-        if size < lo or size > hi or size == sizes[name]:
-            return
-        if size < low.get(name, 0) or size > high.get(name, 2**62):
-            why = f"outside exported {_describe(low.get(name, 0), high.get(name, 2**62))}"
-        new_sizes = {**sizes, name: size}
-        if _element_count(example, dynamic_axes, new_sizes) > budget:
-            return
-        if all(s != new_sizes for s, _ in found):
-            found.append((new_sizes, why))
-
-    for name in sizes:
-        lo, hi = low.get(name, 0), high.get(name, 2**62)
-        d_lo, d_hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
-        add(name, 1)
-        add(name, 0)
-        add(name, 2)
-        if d_lo > 1:
-            add(name, d_lo, "min")
-        if d_hi < 2**62:
-            add(name, d_hi, "max")
-        if lo > d_lo:  # a lower bound the export introduced: both sides
-            add(name, lo - 1)
-            add(name, lo, "min")
-        if hi < d_hi:
-            add(name, hi, "max")
-            add(name, hi + 1)
-    if len(sizes) > 1:
-        ones = {name: 1 for name in sizes}
-        if all(declared_low.get(n, 0) <= 1 for n in sizes) and ones != sizes:
-            outside = [n for n in sizes if low.get(n, 0) > 1]
-            why = f"outside exported {', '.join(outside)} range" if outside else ""
-            if all(s != ones for s, _ in found):
-                found.append((ones, why))
-    return found
-
-
-def _describe(low: int, high: int) -> str:
-    return f"{low}..{'inf' if high >= 2**62 else high}"
-
-
-def _declared_limits(dynamic_axes, bounds) -> tuple[dict[str, int], dict[str, int]]:
-    """Per dimension name, the range the user declared (the valid range when none is known)."""
-    low: dict[str, int] = {}
-    high: dict[str, int] = {}
-    for index, axes in (dynamic_axes or {}).items():
-        for axis, name in axes.items():
-            bound = bounds.get(index, {}).get(axis, (0, 2**62))
-            lo, hi = getattr(bound, "declared", (0, 2**62))
-            low[name] = max(low.get(name, 0), lo)
-            high[name] = min(high.get(name, 2**62), hi)
-    return low, high
-
-
-def _element_count(example: InputSet, dynamic_axes, new_sizes: dict[str, int]) -> int:
-    total = 0
-    for index, tensor in enumerate(example.tensors()):
-        count = 1
-        for axis, size in enumerate(tensor.shape):
-            name = (dynamic_axes or {}).get(index, {}).get(axis)
-            count *= new_sizes[name] if name is not None else size
-        total += count
-    return total
-
-
-def _size_limits(dynamic_axes, bounds) -> tuple[dict[str, int], dict[str, int]]:
-    """Per dimension name, the tightest (low, high) over every axis that carries it."""
-    low: dict[str, int] = {}
-    high: dict[str, int] = {}
-    for index, axes in dynamic_axes.items():
-        for axis, name in axes.items():
-            lo, hi = bounds.get(index, {}).get(axis, (0, 2**62))
-            low[name] = max(low.get(name, 0), lo)
-            high[name] = min(high.get(name, 2**62), hi)
-    return low, high
-
-
-def example_dim_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]]) -> dict[str, int]:
-    tensors = example.tensors()
-    sizes: dict[str, int] = {}
-    for index, axes in dynamic_axes.items():
-        for axis, name in axes.items():
-            sizes.setdefault(name, tensors[index].shape[axis])
-    return sizes
-
-
-def _axis_sizes(example, dynamic_axes, new_sizes) -> dict[int, dict[int, int]]:
-    return {index: {axis: new_sizes[name] for axis, name in axes.items()}
-            for index, axes in dynamic_axes.items()}
-
-
-def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], *, name: str,
-                     domains: dict[int, InputDomain], generator: torch.Generator, mask_side: str) -> InputSet:
-    """The example with every tensor redrawn (``axis_sizes`` resizes axes) inside its domain."""
-    def redraw(index: int, value: torch.Tensor) -> torch.Tensor:
-        shape = list(value.shape)
-        for axis, size in axis_sizes.get(index, {}).items():
-            shape[axis] = size
-        return draw_in_domain(value, tuple(shape), domains.get(index, InputDomain()), generator, mask_side)
-
-    return example.map_tensors(redraw, name=name)
-
-
-def draw_in_domain(example: torch.Tensor, shape: tuple[int, ...], domain: InputDomain,
-                   generator: torch.Generator, mask_side: str = "none") -> torch.Tensor:
-    """A fresh tensor of ``shape`` like ``example`` whose values lie in ``domain``.
-
-    Example::
-
-        >>> ids = draw_in_domain(torch.tensor([[3, 4]]), (2, 5), InputDomain(index_bound=7),
-        ...                      torch.Generator().manual_seed(0))
-        >>> bool((ids >= 0).all() and (ids < 7).all()), list(ids.shape)
-        (True, [2, 5])
-    """
-    if domain.padding_mask:
-        return padding_mask(shape, example.dtype, mask_side, generator).to(example.device)
-    if domain.index_bound is not None:
-        drawn = torch.randint(0, max(domain.index_bound, 1), shape, generator=generator)
-        drawn = drawn.to(example.dtype).to(example.device)
-    else:
-        drawn = random_like(example, shape, generator)
-    if domain.sorted_last_axis and drawn.dim() > 0:
-        drawn = torch.sort(drawn, dim=-1).values
-    return drawn
-
-
-def random_like(example: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    """Random values of ``example``'s dtype drawn from its value range (wider for scalars)."""
-    dtype, device = example.dtype, example.device
-    values = example.detach().cpu()
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=generator).bool().to(device)
-    if values.numel() == 0:
-        return torch.zeros(shape, dtype=dtype, device=device)
-    if dtype.is_floating_point:
-        low, high = values.float().min().item(), values.float().max().item()
-        if values.numel() == 1 or high - low < 1e-6:
-            spread = max(abs(low), 1.0)
-            low, high = low - 2 * spread, high + 2 * spread
-        drawn = torch.rand(shape, generator=generator) * (high - low) + low
-        return drawn.to(dtype).to(device)
-    low, high = int(values.min()), int(values.max())
-    if values.numel() == 1:
-        low, high = min(0, low), max(2 * high, 2)
-    return torch.randint(low, high + 1, shape, generator=generator).to(dtype).to(device)
 
 
 def verify_model(
