@@ -226,6 +226,7 @@ def convert(
         mode.progress("load", "start")
         mode.progress("load", "importing torch and the exporter")
         from fxport.load import load_model
+        from fxport.options import Options
         from fxport.pipeline import convert as convert_model
 
         mode.progress("load", f"loading {target}")
@@ -235,15 +236,17 @@ def convert(
         loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets
+        options = Options(
+            opset=opset, verify=not no_verify, device=device.value,
+            optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
+            rules=[str(path) for path in rules] or None, disable_rules=tuple(disable), precision=precision.value,
+            calibration=calibrate, min_cosine=min_cosine, external_data=external_data,
+            atol=atol, rtol=rtol, strict_coverage=strict_coverage,
+        )
         result = convert_model(
             loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
-            output=output, opset=opset, verify=not no_verify, device=device.value,
-            optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
-            verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
-            progress=mode.progress, rules=[str(path) for path in rules] or None,
-            disable_rules=tuple(disable), precision=precision.value, calibration=calibrate, min_cosine=min_cosine,
-            external_data=external_data,
-            atol=atol, rtol=rtol, strict_coverage=strict_coverage,
+            output=output, verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
+            options=options, progress=mode.progress,
         )
         if report is not None:
             write_report(result.to_json(), report)

@@ -31,7 +31,8 @@ import torch
 from fxport.conversion import Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
 from fxport.external import Staging
-from fxport.load import InputSet, forward_parameters, to_input_sets
+from fxport.inputs import InputSet, to_input_sets
+from fxport.load import forward_parameters
 from fxport.options import Options, options_from
 from fxport.precision import load_calibration
 from fxport.report import ConversionResult
@@ -112,7 +113,7 @@ def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, 
         raise UsageError(f"model is a {type(model).__name__}, not a torch.nn.Module",
                          hint="pass an nn.Module instance")
     forward_parameters(model)  # a forward without a Python signature is a usage error here
-    example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+    example = InputSet.of(args, kwargs)
     extra_sets = to_input_sets(list(verify_inputs), "verify_inputs") if verify_inputs else []
     for index, input_set in enumerate(extra_sets, start=1):
         input_set.name = f"user-{index}"

@@ -19,12 +19,13 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.fx.proxy
 
+from fxport.choices import IF_STRATEGIES
 from fxport.controlflow import operators
 from fxport.controlflow.engine import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError, is_user_file
 from fxport.report import AppliedRewrite
 
-STRATEGIES = ("auto", "where", "cond")
+STRATEGIES = IF_STRATEGIES  # one definition, shared with the CLI (fxport/choices.py)
 
 # original function -> converted function (None: not user code, left alone); shared with the
 # call operator, which converts the user functions it meets through converted_function

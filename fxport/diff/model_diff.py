@@ -43,7 +43,7 @@ from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_u
 from fxport.diff.source_diff import definition_at, function_first_line, source_diff_for
 from fxport.errors import ConversionError, UsageError
 from fxport.external import Staging
-from fxport.load import InputSet
+from fxport.inputs import InputSet
 from fxport.lower import lower
 from fxport.quiet import quiet_torch
 from fxport.report import AppliedRewrite, ConversionResult
@@ -144,7 +144,7 @@ def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = 
     """
     from fxport.pipeline import convert, module_left_as_it_was
 
-    example = InputSet(tuple(args) if isinstance(args, (tuple, list)) else (args,), dict(kwargs or {}))
+    example = InputSet.of(args, kwargs)
     with tempfile.TemporaryDirectory(prefix="fxport-diff-") as folder:
         # a model over 2 GB keeps its weights in a file the diff never reads, not in memory
         own_output = convert_options.get("output") is None

@@ -20,6 +20,7 @@ import torch
 from fxport.compare import Acceptance, compare
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow import operators as runtime
+from fxport.pipeline import run
 from fxport.report import AppliedRewrite, count_ops
 
 logging.getLogger("torch.onnx").setLevel(logging.ERROR)
@@ -36,17 +37,17 @@ class Exported:
 
 
 def export_to_ort(model: torch.nn.Module, args: tuple, dynamic_shapes=None, strategy: str = "auto") -> Exported:
-    """Convert control flow, export with torch.export (non-strict), lower to ONNX, open in ORT."""
+    """The product's stages through ``lower`` (capture with control flow converted, graph passes,
+    the exporter), opened in ONNX Runtime; ``records`` are the control-flow rewrites."""
     model.eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with convert_control_flow(model, strategy=strategy) as records:
-            program = torch.export.export(model, args, dynamic_shapes=dynamic_shapes, strict=False)
-        onnx_program = torch.onnx.export(program, dynamo=True, verbose=False)
-    proto = onnx_program.model_proto
+        job = run(model, args, dynamic_shapes=dynamic_shapes, until="lower", if_strategy=strategy, verify=False)
+    proto = job.onnx_model
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     names = list(inspect.signature(model.forward).parameters)[: len(args)]
-    return Exported(session, proto, list(records), count_ops(proto.graph), names)
+    records = [record for record in job.rewrites if record.tier == "control-flow"]
+    return Exported(session, proto, records, count_ops(proto.graph), names)
 
 
 def run_ort(exported: Exported, args: tuple) -> list[np.ndarray]:

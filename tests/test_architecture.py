@@ -1,0 +1,99 @@
+"""The architecture the docs describe holds in the code: no import circle anywhere in fxport,
+built-in rules use only fxport's public API, modules stay small unless they say why."""
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MAX_LINES = 400
+
+
+def _modules(package: str) -> dict[str, pathlib.Path]:
+    modules = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _imported_names(module: str, path: pathlib.Path) -> set[str]:
+    """Every module name ``module`` imports, at module level or inside functions."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(package: str = "fxport") -> dict[str, set[str]]:
+    """module → the package's modules it imports (a submodule import counts, not its parents)."""
+    modules = _modules(package)
+    graph = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in _imported_names(module, path):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(name + "."):
+                targets.add(name)
+        graph[module] = targets - {package}  # `from fxport import X` names X, handled above
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_import_circle_in_fxport():
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+def test_modules_over_the_size_limit_say_why():
+    """A module over 400 lines carries a sentence starting "Size:" in its docstring."""
+    too_long = []
+    for module, path in _modules("fxport").items():
+        lines = path.read_text().count("\n")
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if lines > MAX_LINES and "Size:" not in docstring:
+            too_long.append(f"{module} ({lines} lines)")
+    assert too_long == []
