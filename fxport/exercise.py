@@ -17,9 +17,9 @@ Example::
     >>> job = run(GatedMLP(), (torch.full((3, 8), -2.0),), until="capture")
     >>> report = exercise_control_flow(job.model, job.rewrites, job.input_sets, job.example, domains={})
     >>> [c.describe() for c in report.constructs]
-    ['if at examples/gated_mlp.py:28: took False and True', 'ifexp at examples/gated_mlp.py:32: took False and True']
+    ['if at ...gated_mlp.py:28: took False and True', 'ifexp at ...gated_mlp.py:32: took False and True']
     >>> [s.name for s in report.found_sets]
-    ['search: negated values (reaches if at examples/gated_mlp.py:28)', 'search: values ×0.1 (reaches ifexp at examples/gated_mlp.py:32)']
+    ['search: negated values (reaches if at ...gated_mlp.py:28)', 'search: values ×0.1 (reaches ifexp at ...gated_mlp.py:32)']
 """
 
 from __future__ import annotations
