@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from typing import Any
 
@@ -71,9 +72,10 @@ def capture(
     attempts = [("oblivious", inputs), ("specialised", _grown_example(inputs, dims))] if dims \
         else [("specialised", inputs)]
     failure = None
+    bounded, bounds_adopted = normalized, {}  # the model's own bounds, learned once for every attempt
     with watch_range_narrowing() as narrowed_at:
         for mode, example in attempts:
-            spec, adopted = normalized, {}
+            spec, adopted = bounded, dict(bounds_adopted)
             for _ in range(3):  # again with the bounds torch.export suggests, or without size 0
                 try:
                     with _rolled_back_on_failure():
@@ -83,6 +85,8 @@ def capture(
                 except Exception as exc:
                     failure = exc
                     refined = _adopt_suggested_bounds(exc, dynamic_shapes, spec, adopted)
+                    if refined is not None and spec is bounded:
+                        bounded, bounds_adopted = refined, dict(adopted)
                     if refined is None and mode == "oblivious":
                         refined = _excluding_size_zero(exc, spec, adopted)
                     spec = refined
@@ -190,8 +194,12 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
 
     Most such guards only exclude the empty size (``interpolate`` needs an output of at least
     one row: ``trunc(3.0*w) != 0``); declaring min=1 lets the capture keep 1 and above symbolic.
+    A guard that size 1 does not satisfy either (``batch != 1``), or that size 0 satisfies
+    already (a bound like ``seq <= 512``), makes that retry pointless: it is skipped, and the
+    capture goes straight to its fallback (one export less).
     """
-    names = set(re.findall(r"Not all values of (\w+) = ", str(exc)))
+    names = {name for name, at_zero, at_one in _guards_at_sizes_zero_and_one(str(exc))
+             if at_zero is not True and at_one is not False}
     if not names or not isinstance(spec, dict):
         return None
     dims: dict[str, Dim] = {}
@@ -217,6 +225,31 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
     for name in changed:
         adopted.setdefault(name, where)
     return refined
+
+
+_GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard (.+?)\.?$", re.M)
+_GUARD_FUNCTIONS = {"trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "Min": min, "Max": max,
+                    "min": min, "max": max, "Abs": abs, "abs": abs}
+
+
+def _guards_at_sizes_zero_and_one(text: str) -> list[tuple[str, bool | None, bool | None]]:
+    """``(dimension name, whether its guard holds at size 0, at size 1)`` for each guard torch
+    reports; None where the guard cannot be evaluated.
+
+    Example::
+
+        >>> _guards_at_sizes_zero_and_one("Not all values of b = L['x'].size()[0] in the specified "
+        ...                               "range satisfy the generated guard L['x'].size()[0] != 1.")
+        [('b', True, False)]
+    """
+    def holds(guard: str, size: str, value: int) -> bool | None:
+        try:
+            return bool(eval(guard.replace(size, str(value)), {"__builtins__": {}}, dict(_GUARD_FUNCTIONS)))
+        except Exception:  # noqa: BLE001 - an expression we cannot evaluate
+            return None
+
+    return [(name, holds(guard, size, 0), holds(guard, size, 1))
+            for name, size, guard in (match.groups() for match in _GUARD.finditer(text))]
 
 
 def _is_simple_form(dynamic_shapes: Any) -> bool:
