@@ -11,8 +11,9 @@ module instance. A module may carry its own example inputs so that no ``-i`` is 
 
 Example::
 
-    >>> spec = load_target("examples/gated_mlp.py:GatedMLP")     # doctest: +SKIP
-    >>> spec.module, spec.input_sets[0].args                    # doctest: +SKIP
+    >>> loaded = load_model("examples/gated_mlp.py:GatedMLP")
+    >>> type(loaded.module).__name__, [s.shapes() for s in loaded.input_sets][:2], loaded.dynamic_shapes
+    ('GatedMLP', [[[3, 8]], [[2, 8]]], {'x': {0: 'batch'}})
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ verified input set is a :class:`VerificationRow`.
 
 Example::
 
-    >>> result = fxport.convert(Net(), (torch.randn(2, 3),))   # doctest: +SKIP
-    >>> result.verified, [r.rule for r in result.rewrites]      # doctest: +SKIP
-    (True, ['if-to-where'])
+    >>> import torch, fxport
+    >>> from examples.gated_mlp import GatedMLP
+    >>> result = fxport.convert(GatedMLP(), (torch.full((3, 8), -2.0),), dynamic_shapes={"x": {0: "batch"}})
+    >>> result.verified, [r.rule for r in result.rewrites]
+    (True, ['if-to-cond', 'ifexp-to-where', 'aten::max'])
 """
 
 from __future__ import annotations

@@ -9,9 +9,14 @@ carrying the table, never a warning.
 
 Example::
 
-    >>> rows = verify_model(module, onnx_model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}})  # doctest: +SKIP
-    >>> all(r.passed for r in rows)                                                             # doctest: +SKIP
-    True
+    >>> import torch
+    >>> from fxport.inputs import InputSet
+    >>> from fxport.lower import lower
+    >>> module, x = torch.nn.Tanh(), torch.randn(2, 3)
+    >>> program = torch.export.export(module, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    >>> rows = verify_model(module, lower(program), [InputSet((x,))], dynamic_axes={0: {0: "batch"}})
+    >>> all(r.passed for r in rows), rows[0].name
+    (True, 'example')
 """
 
 from __future__ import annotations

@@ -22,8 +22,13 @@ Example::
     >>> from fxport.controlflow import CONTROL_FLOW_RULES, convert_control_flow
     >>> "if-to-where" in CONTROL_FLOW_RULES
     True
-    >>> with convert_control_flow(model, strategy="auto") as records:     # doctest: +SKIP
-    ...     ep = torch.export.export(model, (x,), strict=False)
+    >>> import torch
+    >>> from examples.gated_mlp import GatedMLP
+    >>> model = GatedMLP()
+    >>> with convert_control_flow(model, disabled={"ifexp-to-where"}) as records:
+    ...     ep = torch.export.export(model, (torch.randn(3, 8),), strict=False)
+    >>> [r.rule for r in records]
+    ['if-to-cond', 'ifexp-to-cond']
 """
 
 from fxport.controlflow.install import convert_control_flow, converted_function, converted_source

@@ -2,11 +2,14 @@
 
 Example::
 
+    >>> import torch
+    >>> from examples.gated_mlp import GatedMLP
     >>> from fxport.controlflow import convert_control_flow
-    >>> with convert_control_flow(model, strategy="auto") as records:     # doctest: +SKIP
-    ...     ep = torch.export.export(model, (x,), strict=False)
-    >>> [r.rule for r in records]                                          # doctest: +SKIP
-    ['if-to-where']
+    >>> model = GatedMLP()
+    >>> with convert_control_flow(model, strategy="auto") as records:
+    ...     ep = torch.export.export(model, (torch.randn(3, 8),), strict=False)
+    >>> [r.rule for r in records]
+    ['if-to-cond', 'ifexp-to-where']
 """
 
 from __future__ import annotations

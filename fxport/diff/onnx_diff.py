@@ -12,11 +12,15 @@ one algorithm over two files.
 
 Example::
 
-    >>> import onnx
+    >>> import torch
     >>> from fxport.diff.onnx_diff import diff_onnx
-    >>> diff = diff_onnx(onnx.load("a.onnx"), onnx.load("b.onnx"))     # doctest: +SKIP
-    >>> diff.summary()                                                 # doctest: +SKIP
-    {'added': 3, 'removed': 1, 'changed': 0, 'same': 12}
+    >>> from fxport.lower import lower
+    >>> def exported(module):
+    ...     return lower(torch.export.export(module, (torch.randn(2, 3),)))
+    >>> diff = diff_onnx(exported(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())),
+    ...                  exported(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Sigmoid())))
+    >>> diff.summary()
+    {'added': 1, 'removed': 1, 'changed': 0, 'same': 1}
 """
 
 from __future__ import annotations
