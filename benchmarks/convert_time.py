@@ -7,8 +7,6 @@ fires.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 import fxport
@@ -61,19 +59,24 @@ def run(repeats: int = 3) -> Section:
         def ours():
             fxport.convert(module, args, dynamic_shapes=dynamic, verify=False)
 
+        results = []
+
+        def ours_verified():
+            results.append(fxport.convert(module, args, dynamic_shapes=dynamic))
+
         stock_s, ours_s = paired_medians(stock, ours, repeats, warmup=1)
-        start = time.perf_counter()
-        verified = fxport.convert(module, args, dynamic_shapes=dynamic)
-        end_to_end_s = time.perf_counter() - start
+        stock_again_s, end_to_end_s = paired_medians(stock, ours_verified, repeats, warmup=0)
+        verified = results[-1]
         checking = verified.timings.get("verify", 0.0) + verified.timings.get("coverage", 0.0)
         rows.append([name, f"{stock_s:.2f}", f"{ours_s:.2f}", ratio(ours_s, stock_s),
-                     f"{checking:.2f}", f"{end_to_end_s:.2f}", ratio(end_to_end_s, stock_s),
+                     f"{checking:.2f}", f"{end_to_end_s:.2f}", ratio(end_to_end_s, stock_again_s),
                      str(len(verified.rewrites))])
     return Section(
         "Conversion time: fxport vs torch.onnx.export(dynamo=True)",
         f"Median of {repeats} runs after a warm-up, same process, same models, the two exporters called alternately. fxport without "
         "verification (same work as the stock exporter); its verification time is listed apart, and the "
-        "end-to-end run (one run, verification and coverage included) is compared with the stock export too. "
+        "end-to-end runs (verification and coverage included; median of as many runs, again alternating with "
+        "the stock export) are compared with the stock export too. "
         "Targets: ratio ≤ 1.10× when no rewrite fires; end to end ≤ 1.10×.",
         ["model", "stock export s", "fxport s", "ratio", "fxport verify s", "fxport end to end s",
          "end-to-end ratio", "rewrites"],
