@@ -78,6 +78,9 @@ class OnnxRunner:
         self.providers = select_providers(device)
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        # Verification runs each set once: threads that spin between runs only take CPU from
+        # the eager reference (and from other processes) without making a run faster.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         #: Where each node ran, from a profile of the first run (on by default for CUDA, where ORT
         #: silently places nodes without a CUDA kernel on CPU): provider → ["OpType(name)", ...].
         self.placement: dict[str, list[str]] | None = None
