@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx.experimental._config as _shape_config
@@ -50,6 +50,7 @@ def capture(
     inputs: InputSet,
     dynamic_shapes: Any = None,
     notes: list[str] | None = None,
+    convert_library: Callable[[BaseException], bool] | None = None,
 ) -> torch.export.ExportedProgram:
     """``torch.export.export`` (non-strict) with failures turned into one-line CaptureErrors.
 
@@ -66,6 +67,10 @@ def capture(
     dimension the model specialises to one value is an error. Every narrowed range is a note
     naming the range and, where torch's trace has one, the user's file:line; the program
     carries the ranges (:func:`dynamic_dim_bounds`, :func:`record_dynamic_ranges`).
+
+    ``convert_library(exc)`` is asked about each failure first: True when it converted the
+    library function capture stopped in (docs/control-flow.md, "Library code"), and the same
+    export is retried; it may raise a ConversionError, which ends the capture.
     """
     normalized = normalize_dynamic_shapes(module, dynamic_shapes, inputs)
     dims = dims_by_input(module, inputs, normalized)
@@ -78,8 +83,8 @@ def capture(
             spec, adopted = bounded, dict(bounds_adopted)
             for _ in range(3):  # again with the bounds torch.export suggests, or without size 0
                 try:
-                    with _rolled_back_on_failure():
-                        program = _export(module, example, spec, oblivious=mode == "oblivious")
+                    program = _export_converting_libraries(module, example, spec, mode == "oblivious",
+                                                           convert_library)
                 except ConversionError:
                     raise
                 except Exception as exc:
@@ -106,6 +111,21 @@ def _raise_classified(exc: Exception) -> None:
     if error in _exception_chain(exc):  # fxport's own error that torch wrapped: no second cause
         raise error from None
     raise error from exc
+
+
+def _export_converting_libraries(module, example: InputSet, spec, oblivious: bool,
+                                 convert_library: Callable[[BaseException], bool] | None):
+    """:func:`_export`, again after each failure ``convert_library`` answers by converting a
+    library function (it bounds how many)."""
+    while True:
+        try:
+            with _rolled_back_on_failure():
+                return _export(module, example, spec, oblivious=oblivious)
+        except ConversionError:
+            raise
+        except Exception as exc:
+            if convert_library is None or not convert_library(exc):
+                raise
 
 
 def _export(module, inputs: InputSet, dynamic_shapes, oblivious: bool = False) -> torch.export.ExportedProgram:

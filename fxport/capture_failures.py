@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import traceback
+from types import FrameType
 
 from fxport.errors import (
     CaptureError,
@@ -28,7 +29,7 @@ from fxport.errors import (
     user_location_from_stack,
 )
 from fxport.frames import exception_chain as _exception_chain
-from fxport.frames import user_location_in
+from fxport.frames import package_relative, user_location_in
 
 
 #: the module whose ``_export`` calls torch.export: frames below it are the traced model's
@@ -80,7 +81,7 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
     if own is not None:
         return own
     text = "\n".join(str(e) for e in _exception_chain(exc))
-    where = location_named_in_message(text) or user_location_from_exception(exc)
+    where = failure_location(exc)
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     first_line = _TORCH_BANNER.sub("", first_line).strip() or type(exc).__name__
     if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
@@ -100,11 +101,12 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
     library = library_location_from_exception(exc)
     if _is_data_dependent(exc, text) and library is not None:
         return CaptureError(
-            f"data-dependent control flow in library code at {_package_relative(library)} cannot be "
-            "captured (fxport converts your own code, not installed packages)",
+            f"data-dependent control flow in library code at {package_location(library)} cannot be "
+            "captured (library code conversion is off)",
             where=where,
-            hint="pick an implementation of the library without it if it has one (transformers: "
-            "config experts_implementation / attn_implementation), or patch that function with a rule",
+            hint="drop --no-convert-libraries (convert_libraries=False) or --no-control-flow so fxport "
+            "converts that library function; or pick an implementation of the library without it "
+            "(transformers: config experts_implementation / attn_implementation), or patch it with a rule",
         )
     if _is_data_dependent(exc, text):
         return CaptureError(
@@ -137,6 +139,13 @@ _TORCH_BANNER = re.compile(r"\s*(For more information, run with TORCH_LOGS|Set T
                            r"|For more details about this graph break|The error above occurred when)[^\n]*")
 
 
+def failure_location(exc: BaseException) -> SourceLocation | None:
+    """The user's file:line of a capture failure: the call torch names in its message, else the
+    innermost user frame of the deepest exception."""
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    return location_named_in_message(text) or user_location_from_exception(exc)
+
+
 def location_named_in_message(text: str):
     """torch names the call that raised a data-dependent guard in its message; the last user frame."""
     return user_location_in(text)
@@ -149,27 +158,44 @@ def _is_data_dependent(exc: BaseException, text: str) -> bool:
     )
 
 
-def library_location_from_exception(exc: BaseException) -> SourceLocation | None:
-    """The innermost frame in an installed package other than torch (transformers' modeling
-    code, say) below the user's code in the deepest exception's traceback, or None."""
-    import traceback as tb_module
-
+def library_frame_from_exception(exc: BaseException) -> tuple[FrameType, int] | None:
+    """The innermost frame (and its line) in an installed package other than torch
+    (transformers' modeling code, say) below the user's code in the deepest exception's
+    traceback, or None."""
     deepest = list(_exception_chain(exc))[-1]
     found = None
-    for frame, lineno in tb_module.walk_tb(deepest.__traceback__):
+    for frame, lineno in traceback.walk_tb(deepest.__traceback__):
         filename = frame.f_code.co_filename
         if is_user_file(filename):
             found = None  # only library frames called from (below) the user's code count
         elif _is_other_library(filename):
-            found = SourceLocation(filename, lineno, frame.f_code.co_name)
+            found = (frame, lineno)
     return found
 
 
-def _package_relative(location: SourceLocation) -> str:
+def library_location_from_exception(exc: BaseException) -> SourceLocation | None:
+    """Where :func:`library_frame_from_exception` is, as a location, or None."""
+    found = library_frame_from_exception(exc)
+    if found is None:
+        return None
+    frame, lineno = found
+    return SourceLocation(frame.f_code.co_filename, lineno, frame.f_code.co_name)
+
+
+def stopped_in_library(exc: BaseException) -> tuple[FrameType, int] | None:
+    """The library frame (and line) where capture stopped on data-dependent control flow, or
+    None when ``exc`` is something else: fxport's own error, another failure, or no library
+    frame below the user's code."""
+    if any(isinstance(e, ConversionError) for e in _exception_chain(exc)):
+        return None
+    if not _is_data_dependent(exc, "\n".join(str(e) for e in _exception_chain(exc))):
+        return None
+    return library_frame_from_exception(exc)
+
+
+def package_location(location: SourceLocation) -> str:
     """``transformers/models/mixtral/modeling_mixtral.py:80`` rather than the site-packages path."""
-    parts = os.path.abspath(location.filename).split(os.sep)
-    marker = "site-packages" if "site-packages" in parts else "dist-packages"
-    return f"{'/'.join(parts[parts.index(marker) + 1:])}:{location.lineno}"
+    return f"{package_relative(location.filename) or location.filename}:{location.lineno}"
 
 
 def _is_other_library(filename: str) -> bool:

@@ -205,6 +205,7 @@ def convert(
     no_optimize: bool = flag("skip ONNX graph optimisation (same as --optimize none)", "--no-optimize"),
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto (per statement)"),
     no_control_flow: bool = flag("do not convert data-dependent control flow (shows the stock capture failure)", "--no-control-flow"),
+    no_convert_libraries: bool = flag("do not convert installed packages' functions where capture stops on data-dependent control flow (refuse instead)", "--no-convert-libraries"),
     precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
     calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
     min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
@@ -239,6 +240,7 @@ def convert(
         options = Options(
             opset=opset, verify=not no_verify, device=device.value,
             optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
+            convert_libraries=not no_convert_libraries,
             rules=[str(path) for path in rules] or None, disable_rules=tuple(disable), precision=precision.value,
             calibration=calibrate, min_cosine=min_cosine, external_data=external_data,
             atol=atol, rtol=rtol, strict_coverage=strict_coverage,
@@ -385,6 +387,9 @@ def print_summary(result) -> None:
     """The result table the CLI prints after a conversion."""
     for warning in result.warnings:
         stderr.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    for rewrite in result.rewrites:
+        if rewrite.rule == "library-function":  # converted library code: one line each, besides the table
+            stdout.print(escape(rewrite.detail), highlight=False)
     if result.rewrites:
         table = Table(title="Applied rewrites", title_justify="left")
         for column in ("rule", "tier", "where", "what"):

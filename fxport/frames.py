@@ -44,12 +44,34 @@ class SourceLocation:
 
 
 def _short_path(filename: str) -> str:
-    """Show a path relative to the working directory when it lies below it."""
+    """Show a path inside an installed package from the package down, else relative to the
+    working directory when it lies below it."""
+    packaged = package_relative(filename)
+    if packaged is not None:
+        return packaged
     try:
         rel = os.path.relpath(filename)
     except ValueError:
         return filename
     return filename if rel.startswith("..") else rel
+
+
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
+
+
+def package_relative(filename: str) -> str | None:
+    """The path of a file inside an installed package, from the package down; None elsewhere.
+
+    Example::
+
+        >>> package_relative("/usr/lib/python3.12/site-packages/transformers/models/mixtral/modeling_mixtral.py")
+        'transformers/models/mixtral/modeling_mixtral.py'
+        >>> package_relative("/home/me/net.py") is None
+        True
+    """
+    parts = os.path.abspath(filename).split(os.sep)
+    found = [i for i, part in enumerate(parts) if part in _PACKAGE_DIRS]
+    return "/".join(parts[found[-1] + 1:]) if found and found[-1] + 1 < len(parts) else None
 
 
 _LIBRARY_MARKERS = (

@@ -41,6 +41,9 @@ class Options:
             for pure cheap branches, cond otherwise), ``"where"`` or ``"cond"``.
         control_flow: convert data-dependent Python control flow (docs/control-flow.md);
             ``False`` captures the model's code as it is.
+        convert_libraries: with ``control_flow``, also convert the function of an installed
+            package (transformers' modeling code) where capture stops on data-dependent control
+            flow, for the capture only (docs/control-flow.md, "Library code"); ``False`` refuses.
         optimize: ``"generic"`` (``True``): the exporter's ONNX optimiser; ``"none"``
             (``False``): the raw export; ``"ort"``: the optimiser, then onnxscript's ONNX Runtime
             fusions (``com.microsoft`` ops), counted in ``result.fusions`` (docs/optimize.md).
@@ -64,6 +67,7 @@ class Options:
     disable_rules: tuple[str, ...] = ()
     if_strategy: str = "auto"
     control_flow: bool = True
+    convert_libraries: bool = True
     optimize: str = "generic"
     keep_artifacts: bool = False
     precision: str = "fp32"

@@ -65,7 +65,8 @@ def convert(
         options: an :class:`~fxport.options.Options` (its attributes say what each choice does).
         progress: called as ``progress(stage, "start"|"done"|what it is doing)``.
         **option_overrides: any :class:`~fxport.options.Options` field, e.g. ``verify=False``,
-            ``precision="fp16"``, ``atol=1e-3``; applied on top of ``options``.
+            ``precision="fp16"``, ``atol=1e-3``, ``convert_libraries=False`` (leave installed
+            packages' code as written); applied on top of ``options``.
 
     Returns:
         A :class:`~fxport.report.ConversionResult`.

@@ -22,8 +22,11 @@ from typing import Any, Callable, Iterator
 import torch
 
 from fxport.capture import capture
+from fxport.capture_failures import failure_location, stopped_in_library
 from fxport.dynamic_dims import dynamic_axes_by_input, dynamic_dim_bounds, record_dynamic_ranges
 from fxport.controlflow import convert_control_flow
+from fxport.controlflow.libraries import converting_libraries
+from fxport.controlflow.libraries import installed_for as library_functions_installed_for
 from fxport.conversion import Conversion
 from fxport.domain import input_domains
 from fxport.errors import VerificationError
@@ -60,7 +63,8 @@ def capture_program(job: Conversion) -> None:
     """``torch.export`` with patch rules and control-flow conversion installed (docs/control-flow.md)."""
     export_model, export_example = exported_at_precision(job.model, job.example, job.options.precision)
     job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
-                                        job.rewrites, job.options.converts_control_flow, job.warnings)
+                                        job.rewrites, job.options.converts_control_flow, job.warnings,
+                                        convert_libraries=job.options.convert_libraries)
     if job.options.keep_artifacts:
         job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
 
@@ -104,9 +108,10 @@ def verify_outputs(job: Conversion) -> None:
 def exercise_converted_control_flow(job: Conversion) -> None:
     """Which side of each converted ``if`` and which loop trip counts the sets reached; search for
     sets that reach the rest and verify them too (docs/control-flow.md, "What verification exercised")."""
-    exercised = exercise_control_flow(job.model, job.rewrites, [*job.input_sets, *job.generated],
-                                      job.example, job.domains, strategy=job.options.if_strategy,
-                                      disabled=job.ruleset.disabled_control_flow)
+    with library_functions_installed_for(job.rewrites):  # library code converted at capture runs converted here too
+        exercised = exercise_control_flow(job.model, job.rewrites, [*job.input_sets, *job.generated],
+                                          job.example, job.domains, strategy=job.options.if_strategy,
+                                          disabled=job.ruleset.disabled_control_flow)
     if exercised.found_sets:
         try:
             job.verification += verify_at_precision(job.model, runnable(job), exercised.found_sets,
@@ -174,14 +179,35 @@ def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warning
 
 def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,
                           records: list[AppliedRewrite], if_strategy: str | None,
-                          notes: list[str]) -> torch.export.ExportedProgram:
+                          notes: list[str], convert_libraries: bool = True) -> torch.export.ExportedProgram:
     """Patch rules and control-flow conversion installed around ``torch.export``; ``records``
-    collects the rewrites. ``if_strategy`` None leaves the model's control flow as written.
+    collects the rewrites. ``if_strategy`` None leaves the model's control flow as written;
+    ``convert_libraries`` converts library functions capture stops in (with control flow on).
     """
     with ruleset.patches_applied(records), \
-            capture_rewrites(model, records, if_strategy, ruleset.disabled_control_flow):
-        program = capture(model, example, dynamic_shapes, notes=notes)
+            capture_rewrites(model, records, if_strategy, ruleset.disabled_control_flow), \
+            library_conversion(records, if_strategy is not None and convert_libraries) as convert_library:
+        program = capture(model, example, dynamic_shapes, notes=notes, convert_library=convert_library)
     return program
+
+
+@contextlib.contextmanager
+def library_conversion(records: list[AppliedRewrite], enabled: bool) -> Iterator[Callable | None]:
+    """The capture's hook for data-dependent control flow in library code (None when off):
+    it converts the library function capture stopped in, installs it until the block ends and
+    records it (docs/control-flow.md, "Library code")."""
+    if not enabled:
+        yield None
+        return
+    with converting_libraries(records) as libraries:
+        def convert(exc: BaseException) -> bool:
+            stopped = stopped_in_library(exc)
+            if stopped is None:
+                return False
+            libraries.convert(*stopped, user_where=failure_location(exc))
+            return True
+
+        yield convert
 
 
 @contextlib.contextmanager

@@ -42,9 +42,10 @@ def test_a_number_read_from_a_tensor_is_named_without_a_wrong_hint():
 
 
 def test_library_control_flow_names_the_library_line_and_the_users():
-    with pytest.raises(fxport.CaptureError) as info:
-        fxport.convert(EagerExpertsMixtral(), (torch.randint(0, 100, (2, 8)),))
+    with pytest.raises(fxport.CaptureError) as info:  # converted by default (tests/test_library_conversion.py)
+        fxport.convert(EagerExpertsMixtral(), (torch.randint(0, 100, (2, 8)),), convert_libraries=False)
     message = str(info.value)
     assert "library code at transformers/models/mixtral/modeling_mixtral.py:" in message
+    assert "library code conversion is off" in message and "--no-convert-libraries" in message
     assert line_of(__file__, "return self.model(input_ids=input_ids") in message
     assert "experts_implementation" in message and "\n" not in message
