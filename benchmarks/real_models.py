@@ -278,6 +278,14 @@ def _make_mixtral():
     return t.MixtralModel(t.MixtralConfig(**_decoder_sizes(num_local_experts=4, num_experts_per_tok=2)))
 
 
+def _make_mixtral_eager_experts():
+    """Mixtral with transformers' own experts loop (``for expert_idx in expert_hit:``): fxport
+    converts that library function during capture (docs/control-flow.md, "Library code")."""
+    t = _t()
+    return t.MixtralModel(t.MixtralConfig(**_decoder_sizes(num_local_experts=4, num_experts_per_tok=2),
+                                          experts_implementation="eager", attn_implementation="eager"))
+
+
 def _make_qwen2_moe():
     t = _t()
     return t.Qwen2MoeModel(t.Qwen2MoeConfig(**_decoder_sizes(
@@ -322,6 +330,8 @@ ARCHITECTURES: dict[str, Arch] = {arch.name: arch for arch in [
     Arch("swin", "Swin", "vision", "image", _make_swin),
     Arch("clip_vision", "CLIP vision", "vision", "image", _make_clip_vision),
     Arch("mixtral", "Mixtral", "moe", "text", _make_mixtral),
+    Arch("mixtral_eager_experts", "Mixtral (eager attention and experts loop)", "moe", "text",
+         _make_mixtral_eager_experts),
     Arch("qwen2_moe", "Qwen2-MoE", "moe", "text", _make_qwen2_moe),
     Arch("qwen3_moe", "Qwen3-MoE", "moe", "text", _make_qwen3_moe),
 ]}
