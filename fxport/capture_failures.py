@@ -104,9 +104,10 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
             f"data-dependent control flow in library code at {package_location(library)} cannot be "
             "captured (library code conversion is off)",
             where=where,
-            hint="drop --no-convert-libraries (convert_libraries=False) or --no-control-flow so fxport "
-            "converts that library function; or pick an implementation of the library without it "
-            "(transformers: config experts_implementation / attn_implementation), or patch it with a rule",
+            hint="fxport converts that library function when neither --no-convert-libraries "
+            "(convert_libraries=False) nor --no-control-flow is given; or pick an implementation of the "
+            "library without it (transformers: config experts_implementation / attn_implementation), "
+            "or patch it with a rule",
         )
     if _is_data_dependent(exc, text):
         return CaptureError(
