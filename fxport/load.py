@@ -62,15 +62,27 @@ class LoadedModel:
 
 @contextlib.contextmanager
 def buffers_restored(module: torch.nn.Module):
-    """Put every buffer of ``module`` back to its current value when the block ends."""
-    saved = [(buffer, buffer.detach().clone()) for buffer in module.buffers()]
+    """Put every buffer and tensor attribute of ``module`` back when the block ends: the same
+    object (a forward may rebind ``self.h = ...``) holding its current value."""
+    saved = [(owner, name, tensor, tensor.detach().clone())
+             for owner in module.modules() for name, tensor in _tensor_state(owner)]
     try:
         yield
     finally:
         with torch.no_grad():
-            for buffer, value in saved:
-                if buffer.shape == value.shape:
-                    buffer.copy_(value)
+            for owner, name, tensor, value in saved:
+                if getattr(owner, name, None) is not tensor:
+                    setattr(owner, name, tensor)
+                if tensor.shape == value.shape:
+                    tensor.copy_(value)
+
+
+def _tensor_state(owner: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The buffers and plain tensor attributes of one module (not its submodules')."""
+    state = [(name, t) for name, t in owner._buffers.items() if t is not None]
+    state += [(name, t) for name, t in vars(owner).items()
+              if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter)]
+    return state
 
 
 def register_output_dataclasses(outputs: Any) -> None:

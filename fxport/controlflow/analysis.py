@@ -65,8 +65,8 @@ def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
 
 def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     """Names whose object is changed in place: ``v[i] = ...``, ``v.attr = ...``, ``v.add_(...)``,
-    ``torch.relu_(v)`` (a module-like callee such as ``torch`` is reported too; callers keep
-    only their locals)."""
+    ``v.view(-1).add_(...)`` (a write through a view), ``torch.relu_(v)``, ``out=v`` (a
+    module-like callee such as ``torch`` is reported too; callers keep only their locals)."""
     if isinstance(node, (list, tuple)):
         return set().union(*(mutated(n) for n in node)) if node else set()
     found: set[str] = set()
@@ -77,16 +77,29 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
                 found.add(root)
         elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
             found.add(sub.target.id)  # `t += 1` is in place for tensors
-        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
-            name = sub.func.attr
-            if name.endswith("_") and not name.endswith("__"):
-                root = root_name(sub.func.value)
-                if root:
-                    found.add(root)
-                # the function form writes its first argument: torch.relu_(h), F.relu_(h)
-                first = root_name(sub.args[0]) if sub.args else None
-                if first:
-                    found.add(first)
+        elif isinstance(sub, ast.Call):
+            targets = in_place_call_targets(sub)
+            # the function form's argument as written (torch.relu_(h)); out.add_(x.mean(0)) leaves x alone
+            roots = [root_name(t) if sub.args and t is sub.args[0] else written_root_name(t) for t in targets]
+            found |= {root for root in roots if root}
+    return found
+
+
+def in_place_call_targets(node: ast.Call, local_names=None) -> list[ast.expr]:
+    """What a call writes in place: the object of ``v.add_(...)``, and for the function form
+    (``torch.relu_(h)``) its first argument, plus an ``out=`` argument.
+
+    With ``local_names``, a call on a local (``out.add_(x[k])``) is a method call and a call on
+    anything else (``torch``, ``F``) the function form; without, both are reported.
+    """
+    found = [kw.value for kw in node.keywords if kw.arg == "out"]
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__"):
+        on_local = local_names is not None and root_name(written_object(func.value)) in local_names
+        if local_names is None or on_local:
+            found.append(func.value)
+        if node.args and not on_local:
+            found.append(node.args[0])
     return found
 
 
@@ -95,6 +108,110 @@ def root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def written_root_name(node: ast.AST) -> str | None:
+    """The name whose object a write into ``node`` changes, through views made by method calls:
+    ``x`` for ``x.view(-1)``, ``x[0].t()`` and ``x.a``."""
+    return root_name(written_object(node))
+
+
+def written_object(node: ast.AST) -> ast.AST:
+    """``node`` without the method calls (views) on top of it: ``x`` for ``x.view(-1)`` and
+    ``x.t()[0]``, ``self.buf`` for ``self.buf.t()``; ``_fx.getitem(v, i)`` counts as ``v[i]``."""
+    while (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not _is_getitem(node)) or (
+            isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)):
+        node = node.func.value if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _is_getitem(node: ast.Call) -> bool:
+    return ast.unparse(node.func) == "_fx.getitem"
+
+
+# --- state targets: attributes, dict/list entries and locals written by a statement -------
+
+
+def path_names(node: ast.AST) -> set[str]:
+    """Every name an access path reads: its root and the names in its indices."""
+    return {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name)}
+
+
+def is_path(node: ast.AST) -> bool:
+    """True for ``x``, ``x.a``, ``x["k"]``, ``x[0]``, ``x[k].a``: a name followed by attributes
+    and indices made of constants and names (no calls, no slices)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not _is_simple_index(node.slice):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _is_simple_index(index: ast.AST) -> bool:
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    if isinstance(index, ast.Tuple):
+        return all(_is_simple_index(e) for e in index.elts)
+    return isinstance(index, (ast.Constant, ast.Name)) or (isinstance(index, ast.Attribute) and is_path(index))
+
+
+def written_targets(stmts: Sequence[ast.AST], local_names) -> tuple[list[ast.expr], list[ast.expr]]:
+    """``(written in place, assigned)``: the expressions ``stmts`` change (nested scopes aside).
+
+    Written in place: the object of ``v.add_(1)``/``v.view(-1).add_(1)``, the first argument
+    of ``torch.relu_(v)``, ``out=v``, ``v`` of ``v[i] = e`` / ``v[i] += e`` (a tensor write;
+    with a string key, the entry ``v["k"]`` itself), ``v += e`` and ``self.n += e``.
+    Assigned: attribute and string-keyed entry targets (``self.h = e``, ``d["k"] = e``).
+    Plain names assigned are not targets (they are ordinary state). ``local_names`` tells a
+    method call on a local from the function form (see :func:`in_place_call_targets`).
+    """
+    in_place: list[ast.expr] = []
+    assigned: list[ast.expr] = []
+    for stmt in stmts:
+        for sub in _walk_same_scope(stmt):
+            if isinstance(sub, ast.Call):
+                in_place.extend(written_object(t) for t in in_place_call_targets(sub, local_names))
+            elif isinstance(sub, ast.AugAssign):
+                target = sub.target
+                in_place.append(target.value if _is_tensor_item(target) else target)
+            elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                for target in _flat_targets(sub.targets if isinstance(sub, ast.Assign) else [sub.target]):
+                    if _is_tensor_item(target):
+                        in_place.append(written_object(target.value))
+                    elif isinstance(target, (ast.Attribute, ast.Subscript)):
+                        assigned.append(target)
+    return in_place, assigned
+
+
+def _is_tensor_item(target: ast.AST) -> bool:
+    """``v[i]`` with an index that is not a string constant: a write into the tensor ``v``."""
+    if not isinstance(target, ast.Subscript):
+        return False
+    return not (isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str))
+
+
+def _flat_targets(targets) -> list[ast.expr]:
+    out = []
+    for target in targets:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            out.extend(_flat_targets(target.elts))
+        elif isinstance(target, ast.Starred):
+            out.extend(_flat_targets([target.value]))
+        else:
+            out.append(target)
+    return out
+
+
+def rebound_names(stmts: Sequence[ast.AST]) -> set[str]:
+    """Names ``stmts`` bind to a new object (``y = e``, a ``for`` target, ``with … as y``, a
+    walrus); ``y += e`` is not counted (in place for tensors)."""
+    augmented = {id(s.target) for stmt in stmts for s in _walk_same_scope(stmt) if isinstance(s, ast.AugAssign)}
+    found = set()
+    for stmt in stmts:
+        for sub in _walk_same_scope(stmt):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)) and id(sub) not in augmented:
+                found.add(sub.id)
+    return found
 
 
 def reads(node: ast.AST | Sequence[ast.AST]) -> set[str]:

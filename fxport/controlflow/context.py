@@ -26,6 +26,8 @@ from fxport.controlflow.operators.info import FunctionSource, StatementInfo
 from fxport.errors import ControlFlowError, SourceLocation
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: locals made for written attributes, entries and objects (converters/state_targets.py)
+STATE_TARGET_PREFIXES = ("_fx_v_", "_fx_was_")
 
 
 class Context:
@@ -110,7 +112,7 @@ class Context:
         Passing them explicitly (instead of through closures) lets torch.cond/while_loop lift
         them as inputs; dynamo cannot lift closed-over tensors with symbolic strides.
         """
-        return {n for n in reads & defined & self.local_names if not n.startswith("_fx_")} - writes
+        return {n for n in reads & defined & self.local_names if _is_user_state(n)} - writes
 
     def check_no_outer_writes(self, construct: str, node: ast.AST, modified: set[str]) -> None:
         """Outlined blocks cannot assign names declared global/nonlocal (they would become local)."""
@@ -121,6 +123,11 @@ class Context:
                 where=self.location(node),
                 hint="return the value and assign it outside the statement",
             )
+
+
+def _is_user_state(name: str) -> bool:
+    """A user local, or a local standing for a written attribute/entry/object (state_targets)."""
+    return not name.startswith("_fx_") or name.startswith(STATE_TARGET_PREFIXES)
 
 
 def state_names(names) -> set[str]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from typing import Mapping, Sequence
 
 from fxport.controlflow import analysis
@@ -263,6 +264,8 @@ def side_effects(stmts) -> list[SideEffect]:
             found.append(SideEffect(f"assignment to {ast.unparse(node)} at line {node.lineno}"))
         elif isinstance(node, (ast.Raise, ast.Assert)):
             found.append(SideEffect(f"{type(node).__name__.lower()} at line {node.lineno}"))
+        elif _writes_outside_names(node):
+            found.append(SideEffect(f"in-place write to {_as_written(_writes_outside_names(node))} at line {node.lineno}"))
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             found.append(SideEffect(f"{type(node).__name__.lower()} {', '.join(node.names)} at line {node.lineno}"))
         elif isinstance(node, ast.Call):
@@ -275,3 +278,50 @@ def side_effects(stmts) -> list[SideEffect]:
                     found.append(SideEffect(f"{text}() on outer {owner!r} at line {node.lineno}", owner,
                                             append=node.func.attr == "append"))
     return found
+
+
+#: modules whose ``name.fn_(t)`` writes ``t`` (the function form); anything else is a method call
+_FUNCTION_FORM_ROOTS = frozenset({"torch", "F", "nn", "functional"})
+
+
+def _writes_outside_names(node: ast.AST) -> ast.expr | None:
+    """The target of an in-place write that is not a plain name (``self.bufs[i].add_(1)`` where
+    the converter could not give the target a local: its index changes in the block), or None."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__")):
+            return None
+        function_form = analysis.root_name(func.value) in _FUNCTION_FORM_ROOTS and node.args
+        targets = [node.args[0]] if function_form else [func.value]
+    elif isinstance(node, ast.AugAssign):
+        targets = [node.target.value if isinstance(node.target, ast.Subscript) else node.target]
+    elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+        targets = [node.value]
+    else:
+        return None
+    for target in targets:
+        written = analysis.written_object(target)
+        if any(_is_item(part) for part in ast.walk(written)) and analysis.root_name(_item_root(written)) is not None:
+            return written  # attribute chains alone are modules (torch.nn.functional.relu_) or converted
+    return None
+
+
+def _is_item(node: ast.AST) -> bool:
+    """``v[i]``, or ``_fx.getitem(v, i)`` as the indexing converter writes it."""
+    return isinstance(node, ast.Subscript) or (isinstance(node, ast.Call) and ast.unparse(node.func) == "_fx.getitem")
+
+
+def _item_root(node: ast.AST) -> ast.AST:
+    while _is_item(node) or isinstance(node, ast.Attribute):
+        node = node.args[0] if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _as_written(node: ast.AST) -> str:
+    """The source of ``node`` with ``_fx.getitem(v, i)`` shown as the user wrote it, ``v[i]``."""
+    text = ast.unparse(node)
+    while "_fx.getitem(" in text:
+        text = re.sub(r"_fx\.getitem\(([^(),]+), ([^()]+?)\)", r"\1[\2]", text, count=1)
+        if "_fx.getitem(" in text and not re.search(r"_fx\.getitem\(([^(),]+), ([^()]+?)\)", text):
+            break
+    return text

@@ -73,3 +73,233 @@ class AccumulateInLoop(nn.Module):
             out.add_(x[k])
             k += 1
         return out
+
+
+# --- state outside the branch's locals: buffers, attributes, dict/list entries, inputs ---------
+
+
+class BufferInPlace(nn.Module):
+    """A running statistic updated in place under a data-dependent condition, read after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("running", torch.ones(3))
+
+    def forward(self, x):
+        if x.mean() > 0:
+            self.running.mul_(0.5)
+            self.running.add_(x.mean(0))
+        return x * self.running
+
+
+class BufferItemWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(2, 3))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.buf[0] = x[0]
+        else:
+            self.buf[1] += 1
+        return x + self.buf.sum(0)
+
+
+class BufferCounter(nn.Module):
+    """``self.count += 1`` on a tensor buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        if x.max() > 1:
+            self.count += 1
+        return x * (self.count + 1)
+
+
+class TensorAttributeCounter(nn.Module):
+    """``self.count += 1`` on a plain tensor attribute (not a buffer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = torch.zeros(())
+
+    def forward(self, x):
+        if x.max() > 1:
+            self.count += 1
+        return x * (self.count + 1)
+
+
+class AttributeAssigned(nn.Module):
+    """``self.h = self.h * 2``: the attribute is rebound, not written into."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.ones(3))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.h = self.h * 2 + x.mean(0)
+        return x - self.h
+
+
+class DictEntries(nn.Module):
+    """In-place write into a dict entry, an entry assigned, a write into a tensor held in a dict."""
+
+    def forward(self, x):
+        d = {"k": x.clone(), "v": x * 0}
+        cache = {0: torch.zeros_like(x)}
+        k = 0
+        if x.mean() > 0:
+            d["k"].add_(1)
+            d["v"] = x * 3
+            cache[k][0] = 5.0
+        else:
+            cache[k][:, 0] = -1.0
+        return d["k"] + d["v"] + cache[0]
+
+
+class ListElementInPlace(nn.Module):
+    def forward(self, x):
+        xs = [x.clone(), x * 2]
+        if x.sum() > 0:
+            xs[0].mul_(2)
+        return xs[0] + xs[1]
+
+
+class WriteThroughAnAlias(nn.Module):
+    """An alias of a local written in a branch sees the write, as in eager."""
+
+    def forward(self, x):
+        y = x * 1
+        alias = y
+        if y.mean() > 0:
+            y.mul_(3)
+        return alias + 1
+
+
+class WriteThroughAView(nn.Module):
+    """A write into a view (a row) changes the tensor it views."""
+
+    def forward(self, x):
+        y = x * 1
+        row = y[0]
+        if y.mean() > 0:
+            row.add_(10)
+        return y
+
+
+class WritesThroughTwoViews(nn.Module):
+    """Two names for one memory written on different sides: refused."""
+
+    def forward(self, x):
+        y = x * 1
+        row = y[0]
+        if y.mean() > 0:
+            y.mul_(3)
+        else:
+            row.add_(10)
+        return y
+
+
+class MutatesItsInput(nn.Module):
+    """The forward writes into the caller's tensor in a branch and does not read it again."""
+
+    def forward(self, x, state):
+        if x.sum() > 0:
+            state.add_(x.sum(0))
+        return x * 2
+
+
+class MutatesAndReadsItsInput(nn.Module):
+    def forward(self, x, state):
+        if x.sum() > 0:
+            state.mul_(2)
+        return x + state
+
+
+class BufferAccumulatedInLoop(nn.Module):
+    """A buffer written at every step of a loop whose trip count comes from data."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+
+    def forward(self, x, n):
+        i = torch.tensor(0)
+        while i < n:
+            self.acc.add_(x[i])
+            i = i + 1
+        return x + self.acc
+
+
+class AttributeAssignedInLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.zeros(3))
+
+    def forward(self, x, n):
+        for i in range(int(n)):
+            self.h = self.h * 0.5 + x[i]
+        return x * self.h
+
+
+class BufferRowsWrittenInLoop(nn.Module):
+    """``self.buf[i] = ...`` at the loop index, and a dict entry reassigned each step."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(6, 3))
+
+    def forward(self, x, n):
+        d = {"total": x[0] * 0}
+        i = torch.tensor(0)
+        while i < n:
+            self.buf[i] = x[i] * 2
+            d["total"] = d["total"] + x[i]
+            i = i + 1
+        return self.buf[: x.shape[0]] + d["total"]
+
+
+class PythonIntAttributeCounter(nn.Module):
+    """A Python int attribute changed under a tensor condition: refused."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.steps += 1
+        return x * 2
+
+
+class IndexChangedInBranch(nn.Module):
+    """The written entry's index is assigned in the branch itself: refused."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bufs", torch.zeros(2, 3))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            i = 1
+            self.bufs[i].add_(1)
+        return x + self.bufs[1]
+
+
+class BufferWrittenUnderAnIfInALoop(nn.Module):
+    """A buffer written under a data-dependent if nested in a data-dependent loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+
+    def forward(self, x, n):
+        i = torch.tensor(0)
+        while i < n:
+            if x[i].sum() > 0:
+                self.acc.add_(x[i])
+            i = i + 1
+        return x - self.acc

@@ -5,6 +5,8 @@ verification passed on inputs that never took the branch. Every case here is dif
 eager vs ONNX Runtime on inputs that take every branch and trip counts 0, 1, 2, N.
 """
 
+import inspect
+
 import pytest
 import torch
 
@@ -56,3 +58,169 @@ def test_end_to_end_the_write_in_the_untaken_branch_is_verified_and_right():
 
     x = torch.rand(4, 3) + 1
     torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), x * 3)
+
+
+# --- buffers, attributes, dict/list entries, aliases and the caller's inputs (issue 13) ------
+
+import copy
+
+from torch.export.graph_signature import OutputKind
+
+from fxport.compare import Acceptance, compare
+from fxport.errors import ControlFlowError
+from fxport.pipeline import run
+from tests.controlflow._util import Exported, line_in_source, run_ort
+
+BATCH = torch.export.Dim("b", min=1, max=64)
+
+
+def export_keeping_program(model, args, dynamic_shapes=None):
+    """export_to_ort that also returns the ExportedProgram (its mutation outputs)."""
+    import onnxruntime as ort
+    from fxport.report import count_ops
+
+    job = run(model, args, dynamic_shapes=dynamic_shapes, until="lower", verify=False)
+    session = ort.InferenceSession(job.onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = list(inspect.signature(model.forward).parameters)[: len(args)]
+    return Exported(session, job.onnx_model, list(job.rewrites), count_ops(job.onnx_model.graph), names), job.program
+
+
+def mutations(program) -> dict[str, set]:
+    """``{"BUFFER": {"running"}, "USER_INPUT": {"state"}}``: what the program writes back into
+    (torch 2.13 keeps a mutation as ``copy_`` into the placeholder, older versions as an output)."""
+    kinds = {spec.arg.name: (spec.kind.name, spec.target or spec.arg.name) for spec in program.graph_signature.input_specs}
+    found: dict[str, set] = {}
+    for node in program.graph.nodes:
+        if node.target is torch.ops.aten.copy_.default and node.args[0].op == "placeholder":
+            kind, target = kinds[node.args[0].name]
+            found.setdefault(kind, set()).add(target)
+    for spec in program.graph_signature.output_specs:
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+            found.setdefault(spec.kind.name.replace("_MUTATION", ""), set()).add(spec.target)
+    return found
+
+
+def assert_matches_fresh_eager(model, exported, inputs, atol=1e-5, rtol=1e-4):
+    """Eager on a fresh deep copy of ``model`` per input set (its buffers change) vs ORT."""
+    for args in inputs:
+        fresh = copy.deepcopy(model)
+        with torch.no_grad():
+            expected = fresh(*[a.clone() for a in args])
+        result = compare(expected, run_ort(exported, args), Acceptance(atol=atol, rtol=rtol))
+        assert result.passed, f"{result.failure()} for inputs {[tuple(a.shape) for a in args]}"
+
+
+def state_of(model) -> dict:
+    return {k: v.clone() for k, v in list(model.state_dict().items()) + list(vars(model).items())
+            if isinstance(v, torch.Tensor)}
+
+
+def assert_state_equal(before: dict, model) -> None:
+    after = state_of(model)
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        torch.testing.assert_close(after[key], value, msg=f"the module's {key} changed")
+
+
+IF_STATE_MODELS = {
+    m.BufferInPlace: {"BUFFER": {"running"}},
+    m.BufferItemWrite: {"BUFFER": {"buf"}},
+    m.BufferCounter: {"BUFFER": {"count"}},
+    m.TensorAttributeCounter: {},  # a plain tensor attribute is a constant of the program
+    m.AttributeAssigned: {"BUFFER": {"h"}},
+    m.DictEntries: {},
+    m.ListElementInPlace: {},
+    m.WriteThroughAnAlias: {},
+    m.WriteThroughAView: {},
+}
+
+
+@pytest.mark.parametrize("make", list(IF_STATE_MODELS), ids=lambda c: c.__name__)
+def test_state_outside_the_branch_is_carried_and_written_back(make):
+    model = make()
+    before = state_of(model)
+    assert_every_branch_taken(copy.deepcopy(model), BOTH_SIGNS)
+    exported, program = export_keeping_program(model, BOTH_SIGNS[0], dynamic_shapes=({0: BATCH},))
+    assert exported.ops.get("Where", 0) + exported.ops.get("If", 0) >= 1
+    assert mutations(program) == IF_STATE_MODELS[make]
+    assert_state_equal(before, model)  # converting leaves the module as it was
+    assert_matches_fresh_eager(model, exported, BOTH_SIGNS)
+
+
+def test_if_to_where_is_taken_only_for_branches_working_on_their_own_copies():
+    """The cheap branches become a Where; each side wrote its own copy (a write into the real
+    buffer on the untaken side would show on every input)."""
+    exported, _ = export_keeping_program(m.BufferInPlace(), BOTH_SIGNS[0], dynamic_shapes=({0: BATCH},))
+    assert [r.rule for r in exported.records if r.tier == "control-flow"] == ["if-to-where"]
+    negative = (-torch.rand(4, 3) - 0.6,)
+    torch.testing.assert_close(torch.from_numpy(run_ort(exported, negative)[0]), negative[0])
+
+
+@pytest.mark.parametrize("make", [m.MutatesItsInput, m.MutatesAndReadsItsInput], ids=lambda c: c.__name__)
+def test_a_write_into_the_callers_input_is_an_input_mutation(make):
+    inputs = [(x, torch.rand(3)) for (x,) in BOTH_SIGNS]
+    model = make()
+    assert_every_branch_taken(model, [(x, s.clone()) for x, s in inputs])
+    exported, program = export_keeping_program(model, inputs[0], dynamic_shapes=({0: BATCH}, None))
+    assert mutations(program) == {"USER_INPUT": {"state"}}  # not dropped: the caller's tensor changes
+    assert exported.ops.get("Where", 0) + exported.ops.get("If", 0) >= (make is m.MutatesAndReadsItsInput)
+    assert len(exported.session.get_outputs()) == 1  # the ONNX file returns what forward returns
+    assert_matches_fresh_eager(model, exported, inputs)
+
+
+def test_the_caller_sees_the_write_while_converted_code_runs_eagerly():
+    from fxport.controlflow import convert_control_flow
+
+    model, state = m.MutatesItsInput(), torch.zeros(3)
+    x = torch.ones(2, 3)
+    with convert_control_flow(model):
+        model(x, state)
+    torch.testing.assert_close(state, torch.full((3,), 2.0))
+
+
+LOOP_STATE_MODELS = {
+    m.BufferAccumulatedInLoop: (5, {"BUFFER": {"acc"}}),
+    m.AttributeAssignedInLoop: (5, {"BUFFER": {"h"}}),
+    m.BufferRowsWrittenInLoop: (6, {"BUFFER": {"buf"}}),
+    m.BufferWrittenUnderAnIfInALoop: (5, {"BUFFER": {"acc"}}),
+}
+
+
+@pytest.mark.parametrize("make", list(LOOP_STATE_MODELS), ids=lambda c: c.__name__)
+def test_state_written_in_a_data_dependent_loop_is_carried(make):
+    rows, expected_mutations = LOOP_STATE_MODELS[make]
+    x = torch.randn(rows, 3)
+    inputs = [(x, torch.tensor(n)) for n in (0, 1, 2, rows)]
+    model = make()
+    before = state_of(model)
+    assert {0, 1, 2, rows} <= next(iter(trip_counts(copy.deepcopy(model), inputs).values()))
+    exported, program = export_keeping_program(model, (x, torch.tensor(3)))
+    assert exported.ops.get("Loop") == 1
+    assert mutations(program) == expected_mutations
+    assert_state_equal(before, model)
+    assert_matches_fresh_eager(model, exported, inputs)
+
+
+def test_a_python_int_attribute_changed_under_a_tensor_condition_is_refused():
+    line = line_in_source(m.PythonIntAttributeCounter.forward, "if x.sum() > 0")
+    with pytest.raises(ControlFlowError, match=rf"self.steps is a Python int changed under a tensor condition .*mutation_models.py:{line}"):
+        export_to_ort(m.PythonIntAttributeCounter(), BOTH_SIGNS[0])
+
+
+def test_a_write_whose_index_changes_in_the_branch_is_refused():
+    line = line_in_source(m.IndexChangedInBranch.forward, "if x.sum() > 0")
+    with pytest.raises(ControlFlowError, match=rf"in-place write to self.bufs\[i\] .*mutation_models.py:{line}"):
+        export_to_ort(m.IndexChangedInBranch(), BOTH_SIGNS[0])
+
+
+def test_end_to_end_a_buffer_written_in_the_untaken_branch_is_verified():
+    model = m.BufferInPlace()
+    result = fxport.convert(model, (-torch.rand(4, 3) - 1,))
+    assert result.verified and any(row.name.startswith("search: ") and row.passed for row in result.verification)
+    torch.testing.assert_close(model.running, torch.ones(3))
+
+
+def test_two_views_of_one_tensor_written_on_either_side_are_refused():
+    line = line_in_source(m.WritesThroughTwoViews.forward, "if y.mean() > 0")
+    with pytest.raises(ControlFlowError, match=rf"row and y share memory .*mutation_models.py:{line}; write through one"):
+        export_to_ort(m.WritesThroughTwoViews(), BOTH_SIGNS[0])

@@ -21,6 +21,7 @@ from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import LoopExits
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
 from fxport.controlflow.converters.slices import SliceConverter
+from fxport.controlflow.converters.state_targets import StateTargets
 from fxport.controlflow.converters.while_statements import WhileConverter
 
 #: every converter, in order
@@ -28,6 +29,7 @@ CONVERTERS: list[type] = [
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
     LoopExits,  # break/continue → flags
     ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
+    StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
     IfExpConverter,  # a if c else b → _fx.ifexp
     LogicalConverter,  # and/or/not, chained comparisons → _fx.and_/or_/not_
     SliceConverter,  # x[i] / x[i] = v with a computed index → _fx.getitem/setitem

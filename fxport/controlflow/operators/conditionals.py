@@ -28,6 +28,7 @@ import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.targets import Missing
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note, record, strategy
 from fxport.controlflow.operators.values import (
     Undefined,
@@ -138,6 +139,10 @@ def _check_defined_in_both(args: tuple, info) -> None:
     for name in info.names:
         undefined_before = isinstance(incoming.get(name), Undefined)
         in_true, in_false = name in true_writes, name in false_writes
+        if undefined_before and not (in_true and in_false) and isinstance(incoming[name], Missing):
+            fail(f"if on a tensor condition has a side effect the converter cannot carry ({incoming[name].assignment()})",
+                 info, f"{incoming[name].name} has no value before the if: give it one there (a tensor), "
+                       "or make the condition a Python value")
         if undefined_before and not (in_true and in_false):
             branch = "true" if in_true else "false"
             other = "else" if in_true else "if"

@@ -1,0 +1,130 @@
+"""State held outside the converted statement's locals: attributes, buffers, dict/list entries.
+
+A converted ``if``/loop that writes ``self.running.mul_(0.9)``, ``self.h = ...``,
+``d["k"].add_(1)`` or ``y.add_(1)`` (``y`` possibly a caller's input or a view) works on a local
+copy that the construct carries (``cond`` / ``where`` / ``while_loop`` return it); before the
+construct the generated code reads the target with :func:`load`, after it writes the result
+back with :func:`store` (an attribute or entry) or :func:`into` (a local name), in place where
+the user wrote in place, so buffers, the caller's inputs and aliases see the new value (and
+torch.export records a buffer or input mutation).
+
+Example::
+
+    >>> import torch
+    >>> from fxport.controlflow.operators import targets
+    >>> net = torch.nn.Module(); net.register_buffer("running", torch.ones(2))
+    >>> buf = net.running
+    >>> new = targets.load(net, "running", "attr", "self.running") * 3
+    >>> targets.store(net, "running", "attr", new, True, "self.running")
+    >>> net.running is buf, buf
+    (True, tensor([3., 3.]))
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fxport.controlflow.operators.values import Undefined, is_traced, same_size
+from fxport.errors import ControlFlowError, here
+
+
+class Missing(Undefined):
+    """An attribute or entry with no value before the statement that assigns it (``line``)."""
+
+    def __init__(self, text: str, line: int | None = None):
+        super().__init__(text)
+        self.line = line
+
+    def assignment(self) -> str:
+        """``assignment to self.seen at line 12``: the side effect a one-sided value is."""
+        return f"assignment to {self.name}" + (f" at line {self.line}" if self.line else "")
+
+
+def load(owner, key, kind: str, text: str, line: int | None = None):
+    """``owner.key`` (kind ``"attr"``) or ``owner[key]`` (``"item"``); :class:`Missing` when
+    there is none (``line``: where the statement assigns it)."""
+    try:
+        return getattr(owner, key) if kind == "attr" else owner[key]
+    except (AttributeError, KeyError, IndexError):
+        return Missing(text, line)
+
+
+def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
+    """Write the construct's result back into ``owner.key`` / ``owner[key]``.
+
+    ``in_place``: the user wrote into the object (``self.buf.add_(1)``, ``d["k"][0] = v``):
+    a tensor is updated with ``copy_`` (a buffer keeps its identity; torch.export records the
+    mutation). Otherwise the attribute or entry is rebound, as ``self.h = ...`` does.
+    """
+    if isinstance(value, Undefined):
+        return  # never assigned on the path taken (the branch checks already refused a one-sided value)
+    current = load(owner, key, kind, text)
+    if value is current:
+        return  # plain Python ran on the object itself
+    if not isinstance(current, (torch.Tensor, Undefined)) and isinstance(value, torch.Tensor) and is_traced(value):
+        raise ControlFlowError(
+            f"{text} is a Python {type(current).__name__} changed under a tensor condition or in a data-dependent loop",
+            where=here(),
+            hint=f"keep {text} a tensor (register_buffer) or change it outside the branch or loop",
+        )
+    if isinstance(owner, torch.Tensor):
+        owner[key] = value  # a write into the owner's element (a view): x[i].add_(1)
+    elif in_place and _keeps_identity(owner, key, kind, current, value):
+        current.copy_(value)
+    elif kind == "attr":
+        setattr(owner, key, value)
+    else:
+        owner[key] = value
+
+
+def _keeps_identity(owner, key, kind: str, current, value) -> bool:
+    """Whether ``current`` can take ``value`` in place: two tensors of one shape and dtype, and
+    not a module's plain tensor attribute (torch.export makes those constants, which the ONNX
+    exporter refuses to see mutated; they are rebound instead)."""
+    if not (isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor)):
+        return False
+    if isinstance(owner, torch.nn.Module) and kind == "attr" and key not in owner._buffers and key not in owner._parameters:
+        return False
+    return _same_layout(current, value)
+
+
+def into(original, value):
+    """The value of a local written in place (``y.add_(1)``) after the construct: ``original``
+    updated with ``copy_``, so views, aliases and the caller's input see the write.
+
+    >>> y = torch.zeros(2); alias = y
+    >>> into(y, torch.ones(2)) is alias, alias
+    (True, tensor([1., 1.]))
+    """
+    if value is original or not (isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor)):
+        return value
+    if not _same_layout(original, value):
+        return value
+    original.copy_(value)
+    return original
+
+
+def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.dim() == b.dim() and all(same_size(x, y) for x, y in zip(a.shape, b.shape))
+
+
+def apart(originals: tuple, values: tuple, texts: tuple) -> None:
+    """Refuse writing back two locals that share memory (``row = y[0]``, then ``y.mul_(3)`` on
+    one side and ``row.add_(1)`` on the other): each copy-back would undo the other's write.
+
+    >>> y = torch.zeros(2, 2)
+    >>> apart((y, y[0]), (y, y[0]), ("y", "row"))     # plain Python wrote the objects themselves
+    """
+    changed = [(o, t) for o, v, t in zip(originals, values, texts)
+               if isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and v is not o]
+    seen: dict[int, str] = {}
+    for original, text in changed:
+        base = original._base if original._base is not None else original
+        if id(base) in seen:
+            raise ControlFlowError(
+                f"{seen[id(base)]} and {text} share memory (one is a view of the other) and are both written "
+                "in place under a tensor condition or in a data-dependent loop",
+                where=here(),
+                hint="write through one of them only, or clone the view",
+            )
+        seen[id(base)] = text
