@@ -10,7 +10,7 @@ facts, then walks the statements dispatching each to the statement converter of 
 Example::
 
     >>> [(c.__name__, c.stage) for c in CONVERTERS][:3]
-    [('ReturnsInLoops', 'canonicalize'), ('LoopExits', 'canonicalize'), ('ReturnsInIfs', 'canonicalize')]
+    [('ReturnsInLoops', 'canonicalize'), ('LoopExits', 'canonicalize'), ('TryStatements', 'canonicalize')]
 """
 
 from fxport.controlflow.converters.call_trees import CallConverter
@@ -21,13 +21,17 @@ from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import LoopExits
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
 from fxport.controlflow.converters.slices import SliceConverter
+from fxport.controlflow.converters.try_statements import TryStatements
 from fxport.controlflow.converters.state_targets import StateTargets
 from fxport.controlflow.converters.while_statements import WhileConverter
+from fxport.controlflow.converters.with_statements import WithStatements
 
 #: every converter, in order
 CONVERTERS: list[type] = [
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
     LoopExits,  # break/continue → flags
+    TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused
+    WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced
     ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
     StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
     IfExpConverter,  # a if c else b → _fx.ifexp

@@ -1,6 +1,9 @@
 """Call sites → ``_fx.call(f)(...)``, so user functions called from converted code are
 converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` (lists grown in a
-data-dependent loop) and ``int(t)`` → ``_fx.int_(t)``.
+data-dependent loop); ``int(t)`` → ``_fx.int_(t)``; ``float(t)`` → ``_fx.float_(t, nested)``
+and ``t.tolist()`` → ``_fx.tolist(t, nested)`` (numbers read from tensors stay symbolic inside
+branches and loop bodies; ``nested`` is False at the function's top level, where they run as
+written).
 
 Plain names and ``self.method`` / ``module.function`` are wrapped; builtins, methods of local
 values and calls into ``torch``/``math``/… are left as written.
@@ -10,11 +13,16 @@ Example::
     >>> import ast
     >>> from fxport.controlflow.context import Context
     >>> def f(self, x):
+    ...     if x.sum() > 0:
+    ...         x = x * float(x.mean())
     ...     return torch.stack([self.block(x), helper(x).sum(), int(x)])
     >>> ctx = Context(f)
     >>> CallConverter(ctx).apply()
-    >>> ast.unparse(ctx.fdef.body[0])
-    'return _fx.stack([_fx.call(self.block)(x), _fx.call(helper)(x).sum(), _fx.int_(x)])'
+    >>> print(ast.unparse(ctx.fdef))
+    def f(self, x):
+        if x.sum() > 0:
+            x = x * _fx.float_(x.mean(), True)
+        return _fx.stack([_fx.call(self.block)(x), _fx.call(helper)(x).sum(), _fx.int_(x)])
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from fxport.controlflow.astutil import RUNTIME, call, rt
+from fxport.controlflow.astutil import RUNTIME, call, located, rt
 from fxport.controlflow.converters.base import ExpressionConverter
 
 _PLAIN_CALL_ROOTS = {
@@ -32,9 +40,38 @@ _BUILTINS = set(dir(builtins))
 
 
 class CallConverter(ExpressionConverter):
+    depth = 0  # how many if/while/for bodies (or conditional-expression branches) enclose the node
+
+    def visit_If(self, node):
+        return self._visit_nested(node, ("test",), ("body", "orelse"))
+
+    def visit_While(self, node):
+        return self._visit_nested(node, ("test",), ("body", "orelse"))
+
+    def visit_For(self, node):
+        return self._visit_nested(node, ("target", "iter"), ("body", "orelse"))
+
+    def visit_IfExp(self, node):
+        return self._visit_nested(node, ("test",), ("body", "orelse"))
+
+    def _visit_nested(self, node, heads: tuple[str, ...], bodies: tuple[str, ...]):
+        for field in heads:
+            setattr(node, field, self.visit(getattr(node, field)))
+        self.depth += 1
+        try:
+            for field in bodies:
+                part = getattr(node, field)
+                setattr(node, field, [self.visit(s) for s in part] if isinstance(part, list) else self.visit(part))
+        finally:
+            self.depth -= 1
+        return node
+
     def visit_Call(self, node):
         self.generic_visit(node)
         func = node.func
+        number_read = self._number_read(node)
+        if number_read is not None:
+            return number_read
         if _is_torch_attr(func, ("stack", "cat", "concat", "concatenate")) and node.args:
             node.func = rt(func.attr if func.attr in ("stack", "cat") else "cat")
             return node
@@ -45,6 +82,17 @@ class CallConverter(ExpressionConverter):
             return node
         node.func = ast.copy_location(call(rt("call"), func), func)
         return node
+
+    def _number_read(self, node: ast.Call) -> ast.Call | None:
+        """``float(t)`` → ``_fx.float_(t, nested)``, ``t.tolist()`` → ``_fx.tolist(t, nested)``."""
+        func, nested = node.func, ast.Constant(self.depth > 0)
+        if node.keywords:
+            return None
+        if isinstance(func, ast.Name) and func.id == "float" and len(node.args) == 1:
+            return located(ast.copy_location(call(rt("float_"), node.args[0], nested), node), node)
+        if isinstance(func, ast.Attribute) and func.attr == "tolist" and not node.args:
+            return located(ast.copy_location(call(rt("tolist"), func.value, nested), node), node)
+        return None
 
     def _may_be_user_function(self, func: ast.expr) -> bool:
         """Plain names and ``self.method`` / ``module.function``; not methods of local values."""

@@ -22,6 +22,8 @@ module             what it does
 ``appender``       lists grown in a data-dependent loop; ``stack``/``cat``
 ``calls``          ``call``: the converted version of a user function
 ``indexing``       ``getitem``/``setitem`` with a traced index
+``numbers``        ``float_``/``tolist``: numbers read from tensors in converted code
+``contexts``       ``context``: a context manager in a body that may be traced
 ``info``           :class:`StatementInfo`, what the converter says about a statement
 ``rule_names``     :data:`CONTROL_FLOW_RULES`, the names records carry
 =================  ===============================================================
@@ -36,11 +38,13 @@ Example::
 from fxport.controlflow.operators.appender import Appender, cat, stack
 from fxport.controlflow.operators.calls import CONVERTED, call, use_converter
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
+from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, setitem
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo
 from fxport.controlflow.operators.logical import and_, not_, or_
 from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, while_stmt
+from fxport.controlflow.operators.numbers import float_, tolist
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
 from fxport.controlflow.operators.values import Undefined
@@ -56,8 +60,10 @@ __all__ = [
     "and_",
     "call",
     "cat",
+    "context",
     "coverage",
     "find_error",
+    "float_",
     "for_stmt",
     "getitem",
     "if_stmt",
@@ -71,6 +77,7 @@ __all__ = [
     "session",
     "setitem",
     "stack",
+    "tolist",
     "use_converter",
     "while_stmt",
 ]

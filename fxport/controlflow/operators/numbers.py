@@ -1,0 +1,53 @@
+"""``float(t)`` and ``t.tolist()``: numbers read from tensors inside converted code.
+
+Python's ``float(t)`` on a traced tensor reads the value (``.item()``) and then guards on it,
+which fails inside a ``cond`` branch or a ``while_loop`` body (and in a branch run for
+``where``). Inside converted code the number stays symbolic instead: ``float_`` reads it with
+``.item()`` (a SymFloat: a double, as in Python, usable in arithmetic and comparisons, which
+become tensor ops), ``float`` of an integer tensor is ``sym_float`` of its ``.item()``. At the
+top level of a function (``nested=False``, outside any traced body) ``float(t)`` runs as written,
+so top-level behaviour does not change. ``int(t)`` is :func:`~fxport.controlflow.operators.loops.int_`.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.controlflow.operators.numbers import float_, tolist
+    >>> float_(torch.tensor(3)), float_(2), tolist(torch.tensor(2.5)), tolist(torch.tensor([1, 2]))
+    (3.0, 2.0, 2.5, [1, 2])
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from fxport.controlflow.operators.state import in_traced_body
+from fxport.controlflow.operators.values import is_symbolic, is_traced
+
+
+def float_(value, nested: bool = True):
+    """``float(value)``; a traced one-element tensor in converted code gives a SymFloat, no guard."""
+    if is_symbolic(value):  # float(t.item()) / float(n) of a traced number: no guard on its value
+        return value if isinstance(value, (float, torch.SymFloat)) else torch.sym_float(value)
+    if not _reads_symbolically(value, nested):
+        return float(value)
+    number = value.reshape(()).item()
+    return number if value.dtype.is_floating_point else torch.sym_float(number)
+
+
+def tolist(value, nested: bool = True):
+    """``value.tolist()``; a traced 0-d tensor in converted code gives its number without a guard."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and _reads_symbolically(value, nested):
+        return value.item()
+    return value.tolist()
+
+
+def _reads_symbolically(value, nested: bool) -> bool:
+    """A traced one-element tensor inside a branch/loop body or a body torch is tracing."""
+    return (
+        isinstance(value, torch.Tensor)
+        and is_traced(value)
+        and statically_known_true(value.numel() == 1)
+        and not value.is_complex()
+        and (nested or in_traced_body())
+    )

@@ -1,0 +1,123 @@
+"""Numbers read from tensors inside converted bodies (issue 13, item 4).
+
+``int(t)``, ``float(t)``, ``t.item()`` and ``t.tolist()`` of a 0-d tensor inside a converted
+branch or data-dependent loop body stay symbolic (a 0-d tensor for ``int``, a SymInt/SymFloat
+read with ``.item()`` otherwise), so the body traces inside ``cond``/``while_loop`` and the
+number works as a loop bound, an index, a slice bound and in arithmetic. Differential: eager vs
+ONNX Runtime on inputs that take every branch and trip counts 0, 1, 2, N, at several sizes.
+"""
+
+import os
+
+import pytest
+import torch
+
+import fxport
+from fxport.controlflow import converted_source
+from tests.conftest import line_of
+from tests.controlflow import number_models as m
+from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, trip_counts
+
+MODELS = os.path.join(os.path.dirname(__file__), "number_models.py")
+BATCH = torch.export.Dim("batch", min=1, max=64)
+
+
+def _loop_trips(model, inputs) -> set:
+    (trips,) = trip_counts(model, inputs).values()
+    return trips
+
+
+def test_range_of_int_in_a_branch_is_a_loop_in_an_if():
+    """``n = int(x.sum()); for i in range(n)`` inside a tensor branch: Loop nested in If."""
+    model = m.RangeOfIntInBranch()
+    inputs = [(torch.full((1, 3), 0.2),), (torch.full((2, 3), 0.2),), (torch.full((1, 3), 0.7),),
+              (torch.rand(5, 3) + 0.5,), (-torch.rand(3, 3),)]
+    assert_every_branch_taken(model, inputs)
+    assert {0, 1, 2} <= _loop_trips(model, inputs) and max(_loop_trips(model, inputs)) > 2
+    exported = export_to_ort(model, (torch.rand(4, 3),), dynamic_shapes=({0: BATCH},))
+    assert exported.ops.get("If") == 1 and exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_argmax_item_as_an_index_in_a_while_body():
+    """``k = x.argmax().item(); acc = acc + x[k]`` in a while loop on a tensor condition."""
+    model = m.ArgmaxItemIndexInWhile()
+    inputs = [(torch.randn(b, 3), torch.tensor(k)) for b, k in ((5, 0), (1, 1), (4, 2), (6, 5))]
+    assert _loop_trips(model, inputs) == {0, 1, 2, 5}
+    exported = export_to_ort(model, (torch.randn(5, 3), torch.tensor(3)), dynamic_shapes=({0: BATCH}, None))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+@pytest.mark.parametrize("make, lowering", [(m.FloatScaleInBranch, "Where"), (m.FloatScaleInExpensiveBranch, "If")])
+def test_float_of_a_tensor_in_a_branch_scales(make, lowering):
+    """``s = float(x.mean()); y = y * s``: a where branch (cheap) and a cond branch (a submodule)."""
+    model = make()
+    inputs = [(torch.rand(4, 3),), (-torch.rand(4, 3),), (torch.rand(1, 3) + 1,), (-torch.rand(1, 3),), (torch.randn(7, 3),)]
+    assert_every_branch_taken(model, inputs)
+    exported = export_to_ort(model, inputs[0], dynamic_shapes=({0: BATCH},))
+    assert exported.ops.get(lowering, 0) >= 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_index_read_inside_a_for_range_int_body():
+    model = m.IndexReadInForBody()
+    order = torch.tensor([1, 3, 0, 4, 2])
+    inputs = [(torch.randn(5, 3), order, torch.tensor(k)) for k in (0, 1, 2, 5)]
+    assert _loop_trips(model, inputs) == {0, 1, 2, 5}
+    exported = export_to_ort(model, (torch.randn(5, 3), order, torch.tensor(3)))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_int_truncates_toward_zero_and_float_of_an_int_tensor_is_a_float():
+    """int(-2.7) is -2 (not -3), float(-3) / 4 is -0.75 (not an integer division)."""
+    model = m.TruncatingIntInBranch()
+    inputs = [(torch.tensor([[-0.9, 1.0, 2.0, 3.0], [0.5, 0.0, 0.0, 0.0]]), torch.tensor(-3)),
+              (torch.tensor([[0.9, 1.0, 2.0, 3.0], [0.5, 0.0, 0.0, 0.0]]), torch.tensor(7)),
+              (-torch.rand(2, 4), torch.tensor(5))]
+    assert_every_branch_taken(model, inputs)
+    exported = export_to_ort(model, inputs[0])
+    assert exported.ops.get("If") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+@pytest.mark.parametrize("make", [m.ItemComparisonInLoop, m.TolistOfScalarInBody, m.SliceBoundInLoop,
+                                  m.ItemAccumulatorInLoop])
+def test_numbers_read_in_a_data_dependent_loop_body(make):
+    """A comparison on the number (a where), ``.tolist()`` of a 0-d tensor, a slice bound, and a
+    0-d float32 accumulator that stays float32 (as ``tensor + float`` does in Python)."""
+    model = make()
+    inputs = [(torch.rand(b, 3) * 3 - 1, torch.tensor(k)) for b, k in ((4, 0), (4, 1), (5, 2), (6, 4))]
+    assert _loop_trips(model, inputs) == {0, 1, 2, 4}
+    exported = export_to_ort(model, (torch.rand(4, 3), torch.tensor(3)), dynamic_shapes=({0: BATCH}, None))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_item_as_an_index_in_a_cond_branch():
+    model = m.ItemIndexInBranch()
+    inputs = [(torch.randn(4, 3) + 1,), (-torch.rand(4, 3),), (torch.rand(1, 3),), (torch.randn(6, 3) + 1,)]
+    assert_every_branch_taken(model, inputs)
+    exported = export_to_ort(model, inputs[0], dynamic_shapes=({0: BATCH},))
+    assert exported.ops.get("If") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_top_level_numbers_run_as_written():
+    """At the function's top level ``float(t)`` is Python's float: same source marker, same refusal."""
+    assert "_fx.float_(x.mean(), False)" in converted_source(m.NumbersAtTopLevel.forward)
+    assert "_fx.float_(x.mean(), True)" in converted_source(m.FloatScaleInBranch.forward)
+    with pytest.raises(fxport.CaptureError) as info:
+        fxport.convert(m.NumbersAtTopLevel(), (torch.rand(2, 3), torch.tensor(2)))
+    assert line_of(MODELS, "scale = float(x.mean())") in str(info.value)
+
+
+def test_a_number_no_tensor_op_can_stand_for_is_refused_at_its_line():
+    """``[0] * int(x.sum())`` in a loop body: a Python list of data-dependent length."""
+    with pytest.raises(fxport.ControlFlowError) as info:
+        fxport.convert(m.ListSizedByReadNumber(), (torch.rand(3), torch.tensor(2)))
+    message = str(info.value)
+    assert line_of(MODELS, "acc = acc + len([0] * k)") in message
+    assert "inside a converted branch or loop body" in message
+    assert "\n" not in message
