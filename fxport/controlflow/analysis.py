@@ -77,6 +77,8 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
                 found.add(root)
         elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
             found.add(sub.target.id)  # `t += 1` is in place for tensors
+        elif isinstance(sub, ast.Call) and _is_setitem(sub) and isinstance(sub.args[0], ast.Name):
+            found.add(sub.args[0].id)  # x = _fx.setitem(x, i, v) writes x in place unless i is traced
         elif isinstance(sub, ast.Call):
             targets = in_place_call_targets(sub)
             # the function form's argument as written (torch.relu_(h)); out.add_(x.mean(0)) leaves x alone
@@ -127,6 +129,10 @@ def written_object(node: ast.AST) -> ast.AST:
 
 def _is_getitem(node: ast.Call) -> bool:
     return ast.unparse(node.func) == "_fx.getitem"
+
+
+def _is_setitem(node: ast.Call) -> bool:
+    return ast.unparse(node.func) == "_fx.setitem" and bool(node.args)
 
 
 # --- state targets: attributes, dict/list entries and locals written by a statement -------

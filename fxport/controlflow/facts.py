@@ -286,7 +286,8 @@ _FUNCTION_FORM_ROOTS = frozenset({"torch", "F", "nn", "functional"})
 
 def _writes_outside_names(node: ast.AST) -> ast.expr | None:
     """The target of an in-place write that is not a plain name (``self.bufs[i].add_(1)`` where
-    the converter could not give the target a local: its index changes in the block), or None."""
+    the converter could not give the target a local: its index changes in the block, or the
+    block also uses the container otherwise), or None."""
     if isinstance(node, ast.Call):
         func = node.func
         if not (isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__")):
@@ -301,8 +302,8 @@ def _writes_outside_names(node: ast.AST) -> ast.expr | None:
         return None
     for target in targets:
         written = analysis.written_object(target)
-        if any(_is_item(part) for part in ast.walk(written)) and analysis.root_name(_item_root(written)) is not None:
-            return written  # attribute chains alone are modules (torch.nn.functional.relu_) or converted
+        if (_is_item(written) or isinstance(written, ast.Attribute)) and analysis.root_name(_item_root(written)) is not None:
+            return written  # converted targets are plain names (converters/state_targets.py)
     return None
 
 

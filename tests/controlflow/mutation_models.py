@@ -276,7 +276,7 @@ class PythonIntAttributeCounter(nn.Module):
 
 
 class IndexChangedInBranch(nn.Module):
-    """The written entry's index is assigned in the branch itself: refused."""
+    """The written row's index is assigned in the branch itself."""
 
     def __init__(self):
         super().__init__()
@@ -303,3 +303,37 @@ class BufferWrittenUnderAnIfInALoop(nn.Module):
                 self.acc.add_(x[i])
             i = i + 1
         return x - self.acc
+
+
+class BufferRowsUpdatedInPlaceInLoop(nn.Module):
+    """``self.buf[i].add_(...)`` at the loop index: the row is updated in the buffer itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.ones(6, 3))
+
+    def forward(self, x, n):
+        for i in range(int(n)):
+            self.buf[i].add_(x[i])
+            self.buf[i].mul_(2)
+        return self.buf[: x.shape[0]] * x
+
+
+class DictReadWholeInBranch(nn.Module):
+    """The branch writes an entry and reads the whole dict: refused under a tensor condition."""
+
+    def forward(self, x):
+        d = {"k": x.clone(), "v": x * 2}
+        if x.sum() > 0:
+            d["k"].add_(1)
+            x = sum(d.values())
+        return x
+
+
+class DictWrittenAtComputedKey(nn.Module):
+    def forward(self, x):
+        d = {"a": x, "b": x * 2}
+        key = "a"
+        if x.sum() > 0:
+            d[key] = x * 3
+        return d["a"]

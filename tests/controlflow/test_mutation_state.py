@@ -132,6 +132,7 @@ IF_STATE_MODELS = {
     m.ListElementInPlace: {},
     m.WriteThroughAnAlias: {},
     m.WriteThroughAView: {},
+    m.IndexChangedInBranch: {"BUFFER": {"bufs"}},
 }
 
 
@@ -183,6 +184,7 @@ LOOP_STATE_MODELS = {
     m.AttributeAssignedInLoop: (5, {"BUFFER": {"h"}}),
     m.BufferRowsWrittenInLoop: (6, {"BUFFER": {"buf"}}),
     m.BufferWrittenUnderAnIfInALoop: (5, {"BUFFER": {"acc"}}),
+    m.BufferRowsUpdatedInPlaceInLoop: (6, {"BUFFER": {"buf"}}),
 }
 
 
@@ -207,12 +209,6 @@ def test_a_python_int_attribute_changed_under_a_tensor_condition_is_refused():
         export_to_ort(m.PythonIntAttributeCounter(), BOTH_SIGNS[0])
 
 
-def test_a_write_whose_index_changes_in_the_branch_is_refused():
-    line = line_in_source(m.IndexChangedInBranch.forward, "if x.sum() > 0")
-    with pytest.raises(ControlFlowError, match=rf"in-place write to self.bufs\[i\] .*mutation_models.py:{line}"):
-        export_to_ort(m.IndexChangedInBranch(), BOTH_SIGNS[0])
-
-
 def test_end_to_end_a_buffer_written_in_the_untaken_branch_is_verified():
     model = m.BufferInPlace()
     result = fxport.convert(model, (-torch.rand(4, 3) - 1,))
@@ -224,3 +220,13 @@ def test_two_views_of_one_tensor_written_on_either_side_are_refused():
     line = line_in_source(m.WritesThroughTwoViews.forward, "if y.mean() > 0")
     with pytest.raises(ControlFlowError, match=rf"row and y share memory .*mutation_models.py:{line}; write through one"):
         export_to_ort(m.WritesThroughTwoViews(), BOTH_SIGNS[0])
+
+
+@pytest.mark.parametrize("make, message", [
+    (m.DictReadWholeInBranch, r"side effect the converter cannot carry \(in-place write to d\['k'\] at line \d+\)"),
+    (m.DictWrittenAtComputedKey, r"if on a tensor condition writes into the dict 'd'"),
+], ids=["entry-and-whole-dict", "computed-key"])
+def test_containers_the_branch_cannot_carry_are_refused(make, message):
+    line = line_in_source(make.forward, "if x.sum() > 0")
+    with pytest.raises(ControlFlowError, match=rf"{message} at .*mutation_models.py:{line};"):
+        export_to_ort(make(), BOTH_SIGNS[0])

@@ -42,10 +42,13 @@ import copy
 import dataclasses
 import re
 
+import torch
+
 from fxport.controlflow import analysis
 from fxport.controlflow.astutil import at, call, located, name, rt, tuple_
 from fxport.controlflow.context import STATE_TARGET_PREFIXES
 from fxport.controlflow.converters.base import Canonicalization
+from fxport.controlflow.facts import is_static_index
 from fxport.controlflow.operators import targets as _targets  # noqa: F401  (generated code calls _fx.targets.*)
 
 #: prefixes of the locals this converter makes (carried like user locals)
@@ -72,6 +75,7 @@ class StateTargets(Canonicalization):
 
     def apply(self) -> None:
         self.taken: set[str] = set(self.ctx.local_names)
+        _ItemWritesAsStores().visit(self.ctx.fdef)
         self.ctx.fdef.body = self._block(self.ctx.fdef.body)
 
     def _block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
@@ -127,6 +131,7 @@ class StateTargets(Canonicalization):
         elif isinstance(node, ast.While):
             rebound |= analysis.writes(node.test)
         locals_ = self.ctx.local_names
+        in_place = [_stable_part(p, rebound) for p in in_place]
         names = sorted({t.id for t in in_place if isinstance(t, ast.Name)} & locals_ - rebound - {self.ctx.self_name})
         candidates: dict[str, Target] = {}
         for path, writes_into in [(p, True) for p in in_place] + [(p, False) for p in assigned]:
@@ -141,6 +146,7 @@ class StateTargets(Canonicalization):
             if not writes_into and candidates[key].line is None:
                 candidates[key].line = path.lineno
         paths = [t for t in candidates.values() if not _overlaps(t, candidates.values(), names)]
+        paths = _not_used_otherwise(node, paths, self.ctx.self_name)
         for target in paths:
             target.local = self._fresh(VALUE_PREFIX + re.sub(r"\W+", "_", target.text).strip("_"))
         return [Target(name(n), self._fresh(ORIGINAL_PREFIX + n), True) for n in names], paths
@@ -152,6 +158,67 @@ class StateTargets(Canonicalization):
             candidate = f"{wanted}_{number}"
         self.taken.add(candidate)
         return candidate
+
+
+def _stable_part(path: ast.expr, rebound: set[str]) -> ast.expr:
+    """The part of a path written in place that names the same object all through the
+    statement: ``self.buf`` for ``self.buf[i].add_(1)`` in a loop assigning ``i`` (a write into
+    a row is a write into the tensor)."""
+    while isinstance(path, (ast.Attribute, ast.Subscript)) and analysis.path_names(path) & rebound:
+        path = path.value
+    return path
+
+
+def _not_used_otherwise(node, paths: list[Target], self_name: str | None) -> list[Target]:
+    """The paths whose container the statement uses only through them: ``d["k"].add_(1)`` next
+    to ``sum(d.values())`` would read the entry from before the write, so ``d["k"]`` stays as
+    written (and the facts report the write as a side effect under a tensor condition).
+    Other attributes (``self.fc``) and other constant keys (``d["v"]``) are other objects."""
+    if not paths:
+        return paths
+    rest = _Replace({ast.dump(_loaded(t.path)): t.local for t in paths}).visit(copy.deepcopy(node))
+    uses = [_steps(chain) for chain in _whole_uses(rest)]
+    return [t for t in paths if not any(_conflict(use, _steps(t.path)) for use in uses)]
+
+
+def _steps(chain: ast.AST) -> tuple[str | None, list[tuple]]:
+    """``("d", [("item", "'k'", True)])`` for ``d["k"]``: the root and each access."""
+    steps = []
+    while isinstance(chain, (ast.Attribute, ast.Subscript)):
+        if isinstance(chain, ast.Attribute):
+            steps.append(("attr", chain.attr, True))
+        else:
+            steps.append(("item", ast.dump(_loaded(chain.slice)), isinstance(chain.slice, ast.Constant)))
+        chain = chain.value
+    return (chain.id if isinstance(chain, ast.Name) else None), steps[::-1]
+
+
+def _conflict(use, path) -> bool:
+    """Whether a use may read or write the object ``path`` names other than through it."""
+    (use_root, use_steps), (root, steps) = use, path
+    if use_root != root:
+        return False
+    for mine, theirs in zip(use_steps, steps):
+        if mine == theirs:
+            continue
+        same_kind = mine[0] == theirs[0] and mine[2] and theirs[2]
+        return not same_kind  # d.values vs d["k"], d[j] vs d["k"]: maybe the same object
+    return len(use_steps) < len(steps)  # the container itself (d, self.cache)
+
+
+def _whole_uses(node: ast.AST):
+    """Names and access chains used as a whole (``d`` in ``sum(d.values())``... as ``d.values``;
+    ``d["k"]`` but not its ``d``)."""
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        yield node
+        inner = node
+        while isinstance(inner, (ast.Attribute, ast.Subscript)):
+            if isinstance(inner, ast.Subscript):
+                yield from _whole_uses(inner.slice)
+            inner = inner.value
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _whole_uses(child)
 
 
 def _overlaps(target: Target, others, names: list[str]) -> bool:
@@ -206,3 +273,62 @@ class _Replace(ast.NodeTransformer):
         return self.generic_visit(node)
 
     visit_Attribute = visit_Subscript = _replace
+
+
+class _ItemWritesAsStores(ast.NodeTransformer):
+    """``x[i].add_(v)`` with a computed index → ``x[i] = x[i].add(v)`` (``copy_``/``fill_`` →
+    ``x[i] = v``, ``zero_()`` → ``x[i] = 0``, ``torch.relu_(x[i])`` → ``x[i] = torch.relu(x[i])``).
+
+    With a traced index, reading ``x[i]`` is an ``index_select`` (a copy), so the in-place
+    call would write a copy; the store is an ``index_put`` into ``x`` itself.
+    """
+
+    def visit_FunctionDef(self, node):
+        node.body = [self.visit(stmt) for stmt in node.body]
+        return node
+
+    def generic_visit(self, node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return node  # nested scopes are left as written
+        return super().generic_visit(node)
+
+    def visit_Expr(self, node):
+        store = _as_store(node.value)
+        return located(ast.copy_location(store, node), node) if store is not None else node
+
+
+def _as_store(value: ast.expr) -> ast.Assign | None:
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return None
+    method = value.func.attr
+    if not method.endswith("_") or method.endswith("__") or value.keywords:
+        return None
+    item, args, function_form = value.func.value, value.args, False
+    if not _is_computed_item(item) and args and _is_computed_item(args[0]):
+        item, args, function_form = args[0], args[1:], True
+    if not _is_computed_item(item):
+        return None
+    new = _replacement(item, method, args, value.func.value if function_form else None)
+    if new is None:
+        return None
+    target = copy.deepcopy(item)
+    target.ctx = ast.Store()
+    return ast.Assign(targets=[target], value=new)
+
+
+def _is_computed_item(node: ast.AST) -> bool:
+    return isinstance(node, ast.Subscript) and analysis.is_path(node.value) and not is_static_index(node.slice)
+
+
+def _replacement(item: ast.Subscript, method: str, args: list, module: ast.expr | None) -> ast.expr | None:
+    """The value stored by the in-place call, or None for a method with no out-of-place form."""
+    if module is None and method in ("copy_", "fill_") and len(args) == 1:
+        return args[0]
+    if module is None and method == "zero_" and not args:
+        return ast.Constant(0)
+    plain = method[:-1]
+    if module is None and hasattr(torch.Tensor, plain):
+        return call(ast.Attribute(value=_loaded(item), attr=plain, ctx=ast.Load()), *args)
+    if module is not None and hasattr(torch, plain) and analysis.root_name(module) in ("torch", "F"):
+        return call(ast.Attribute(value=module, attr=plain, ctx=ast.Load()), _loaded(item), *args)
+    return None

@@ -67,6 +67,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     if _left_as_written(info, nested, chosen, where_ok, cond_ok):
         return _as_written(pred, true_fn, false_fn, args)
     check_side_effects(info, "if")
+    _check_no_container_written(args, info)
     pred = predicate(pred, info)
     _check_defined_in_both(args, info)
     _check_appends(args, info)
@@ -121,6 +122,16 @@ def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
         fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,
              "make both branches produce the same shape (torch.onnx cannot export If nested in Loop)")
     return outs
+
+
+def _check_no_container_written(args: tuple, info) -> None:
+    """A list or dict written in a branch (``d[k] = v``, ``xs[i] = t``) cannot be carried: both
+    branches would write the one object."""
+    for name, value in zip(info.params, args):
+        if name in info.mutated and isinstance(value, (list, dict)) and name not in info.appended:
+            fail(f"if on a tensor condition writes into the {type(value).__name__} {name!r}", info,
+                 f"use a constant index or key ({name}[0] = v, {name}['k'] = v), or select the value with "
+                 "torch.where and store it after the if")
 
 
 def _check_appends(args: tuple, info) -> None:

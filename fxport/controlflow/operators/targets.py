@@ -67,7 +67,7 @@ def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
             where=here(),
             hint=f"keep {text} a tensor (register_buffer) or change it outside the branch or loop",
         )
-    if isinstance(owner, torch.Tensor):
+    if isinstance(owner, torch.Tensor) and kind == "item":
         owner[key] = value  # a write into the owner's element (a view): x[i].add_(1)
     elif in_place and _keeps_identity(owner, key, kind, current, value):
         current.copy_(value)
