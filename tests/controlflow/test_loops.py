@@ -158,7 +158,6 @@ ERRORS = {
     "grows_by_concatenation": (m.GrowsByConcatenation, r"for: loop variable 'x' changes shape from \(3, 4\) to \(6, 4\) \(grown without bound\) at .*loop_models.py:(\d+); preallocate"),
     "defined_only_in_loop": (m.DefinedOnlyInLoop, r"for: variable 'y' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'y' an initial value"),
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
-    "append_in_unbounded_while": (m.AppendInUnboundedWhile, r"while: list 'outs' grows without bound .* at .*loop_models.py:(\d+);"),
     "index_undefined_before_loop": (m.IndexUndefinedBeforeLoop, r"for: variable 'i' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'i' an initial value"),
     "return_tuple_in_tensor_loop": (m.ReturnTupleInTensorLoop, r"for: return inside a data-dependent loop returns a tuple, not a tensor at .*loop_models.py:(\d+); return one tensor"),
 }

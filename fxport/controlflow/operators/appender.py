@@ -1,8 +1,16 @@
-"""Lists grown with ``.append`` inside a data-dependent loop: a buffer plus a length.
+"""Lists grown with ``.append`` inside a data-dependent loop.
 
-The loop lowering replaces such a list by an :class:`Appender` (registered as a pytree node,
-so it is carried through ``while_loop`` as two tensors); :func:`stack` and :func:`cat` read
-it back after the loop. On a plain list they are ``torch.stack``/``torch.cat``.
+The loop lowering replaces such a list by an :class:`Appender` (a pytree node, so it is
+carried through ``while_loop`` as two tensors); :func:`stack` and :func:`cat` read it back
+after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
+
+* ``rows`` — a ``for`` over a range whose elements have one shape: a buffer of trip-count rows
+  plus a length, written at the length (one pass).
+* ``count`` — a ``while`` loop, or elements whose size varies between iterations (``x[:k]``,
+  ``x[mask]``): the loop carries the number of appends and the sum of each dimension of the
+  elements (pass 1). ``stack``/``cat`` then allocate a buffer of exactly that many rows and
+  run the loop again (:class:`Replay`) in ``write`` mode, each element written at its running
+  offset (pass 2).
 
 Example::
 
@@ -19,52 +27,115 @@ from __future__ import annotations
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from fxport.controlflow.operators.values import scalar
+from fxport.controlflow.operators.failures import fail
+from fxport.controlflow.operators.values import as_int64, scalar
 from fxport.errors import ControlFlowError
+from fxport.frames import here
 
 
 class Appender:
-    """A list grown with ``.append`` inside a tensor loop: a preallocated buffer plus a length.
+    """A list grown with ``.append`` inside a tensor loop (see the module doc for the modes).
 
-    ``exact`` is set after the loop when every iteration appended exactly once (the buffer is
-    then the stacked list, no narrowing needed).
+    ``data`` is the buffer (``rows``, ``write``) or the per-dimension size sums (``count``);
+    ``length`` the number of appends (``rows``, ``count``) or the next row (``write``).
+    ``exact``: every iteration appended exactly once (``rows``: the buffer is the stacked list).
+    ``tail``: elements appended after the loop. ``axis``: ``write``'s layout (``None``: stack,
+    else the cat dimension moved to the front). ``replay``: reruns the loop (``count``).
     """
 
-    def __init__(self, name: str, initial: list, buf=None, length=None):
-        self.name, self.initial, self.buf, self.length = name, initial, buf, length
+    def __init__(self, name: str, initial: list, buf=None, length=None, *, mode: str | None = None,
+                 axis: int | None = None, replay: "Replay | None" = None):
+        self.name, self.initial, self.data, self.length = name, initial, buf, length
+        self.mode = mode or ("probe" if buf is None else "rows")
+        self.axis, self.replay = axis, replay
+        self.location = None  # the loop's (refusals from inside its body point there)
         self.probe: list = []
+        self.tail: list = []
         self.exact = False
+        self.finished = False
+
+    @property
+    def buf(self):
+        return self.data
 
     def append(self, value):
         value = value if isinstance(value, torch.Tensor) else scalar(value)
-        if self.buf is None:  # probing: learn the element type
+        if self.finished:  # after the loop: kept as a Python list, added after the loop's elements
+            self.tail.append(value)
+        elif self.mode == "probe":  # learn the element type
             self.probe.append(value)
-            return
-        position = self.length.reshape(1)
-        self.buf = torch.index_put(self.buf, (position,), value.to(self.buf.dtype).unsqueeze(0))
+        elif self.mode == "rows":
+            position = self.length.reshape(1)
+            self.data = torch.index_put(self.data, (position,), value.to(self.data.dtype).unsqueeze(0))
+            self.length = self.length + 1
+        elif self.mode == "count":
+            self._count(value)
+        else:
+            self._write(value)
+
+    def _count(self, value):
+        if value.dim() != self.data.shape[0]:
+            fail(f"list {self.name!r} grown in a data-dependent loop gets elements of {value.dim()} and "
+                 f"{self.data.shape[0]} dimensions", self, "append tensors of one rank")
+        if value.dim():
+            self.data = self.data + torch.stack([as_int64(s) for s in value.shape])
         self.length = self.length + 1
 
-    def copy(self):
-        clone = Appender(self.name, self.initial, self.buf, self.length)
-        clone.probe = self.probe
-        clone.exact = self.exact
+    def _write(self, value):
+        rows = value.unsqueeze(0) if self.axis is None else value.movedim(self.axis, 0)
+        rows = rows.to(self.data.dtype)
+        for got, want in zip(rows.shape[1:], self.data.shape[1:]):
+            torch._check(got == want)
+        end = self.data.shape[0] - 1  # the last row takes writes past the end (an untaken append)
+        index = torch.clamp(self.length + torch.arange(rows.shape[0]), max=end)
+        self.data = torch.index_put(self.data, (index,), rows)
+        self.length = self.length + rows.shape[0]
+
+    def rebuilt(self, data, length) -> "Appender":
+        """The same list with other tensors (a loop's carried values)."""
+        clone = Appender(self.name, self.initial, data, length, mode=self.mode, axis=self.axis, replay=self.replay)
+        clone.probe, clone.tail, clone.exact, clone.finished = self.probe, list(self.tail), self.exact, self.finished
+        clone.location = self.location
         return clone
+
+    def copy(self) -> "Appender":
+        return self.rebuilt(self.data, self.length)
 
     def __iter__(self):
         raise ControlFlowError(
             f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
-            hint="stack or concatenate it right after the loop",
+            where=here(), hint="stack or concatenate it right after the loop",
         )
 
     def __bool__(self):
         raise ControlFlowError(
             f"truth value of list {self.name!r} grown in a data-dependent loop is not known while exporting",
-            hint="make the list non-empty on every path (e.g. append before the break)",
+            where=here(), hint="make the list non-empty on every path (e.g. append before the break)",
         )
 
     def __len__(self):
-        raise TypeError(f"len() of list {self.name!r} grown in a data-dependent loop; use torch.stack(...).shape[0]")
+        raise ControlFlowError(
+            f"len() of list {self.name!r} grown in a data-dependent loop is not a Python int while exporting",
+            where=here(), hint=f"use torch.stack({self.name}).shape[0] (or count the appends in a tensor)")
+
+
+class Replay:
+    """Runs a lowered loop again with one list in ``write`` mode (pass 2 of ``count``).
+
+    ``run(state)`` is the loop (state in, state out); ``state`` the loop's entry state;
+    ``element`` the element the probe appended (its dtype, rank and which sizes are fixed).
+    """
+
+    def __init__(self, run, state: tuple, element: torch.Tensor):
+        self.run, self.state, self.element = run, state, element
+
+    def written(self, name: str, writer: Appender) -> torch.Tensor:
+        """The buffer ``writer`` holds after the loop ran with it in place of list ``name``."""
+        state = tuple(writer if isinstance(v, Appender) and v.name == name else v for v in self.state)
+        final = self.run(state)
+        return next(v for v in final if isinstance(v, Appender) and v.name == name).data
 
 
 class _Ref:
@@ -81,13 +152,18 @@ class _Ref:
 
 
 def _appender_flatten(appender):
-    return [appender.buf, appender.length], (appender.name, _Ref(appender.initial), appender.exact)
+    context = (appender.name, _Ref(appender.initial), appender.exact, appender.mode, appender.axis,
+               _Ref(appender.replay), appender.finished, _Ref(appender.tail) if appender.tail else None,
+               _Ref(appender.probe), appender.location)
+    return [appender.data, appender.length], context
 
 
 def _appender_unflatten(children, context):
-    name, initial, exact = context
-    result = Appender(name, initial.value, children[0], children[1])
-    result.exact = exact
+    name, initial, exact, mode, axis, replay, finished, tail, probe, location = context
+    result = Appender(name, initial.value, children[0], children[1], mode=mode, axis=axis, replay=replay.value)
+    result.exact, result.finished = exact, finished
+    result.tail = list(tail.value) if tail is not None else []
+    result.probe, result.location = probe.value, location
     return result
 
 
@@ -98,29 +174,90 @@ def stack(tensors, dim: int = 0, *, out=None):
     """``torch.stack``, also for lists grown in a data-dependent loop."""
     if not isinstance(tensors, Appender):
         return torch.stack(tensors, dim) if out is None else torch.stack(tensors, dim, out=out)
-    return torch.movedim(_stacked(tensors), 0, dim)
+    grown = tensors
+    rank = _element_rank(grown)
+    dim = dim + rank + 1 if dim < 0 else dim
+    rows = _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
+    pieces = [torch.stack(grown.initial)] if grown.initial else []
+    pieces += [rows] + ([torch.stack(grown.tail)] if grown.tail else [])
+    return torch.movedim(torch.cat(pieces) if len(pieces) > 1 else rows, 0, dim)  # cat promotes dtypes
 
 
 def cat(tensors, dim: int = 0, *, out=None):
     """``torch.cat``, also for lists grown in a data-dependent loop."""
     if not isinstance(tensors, Appender):
         return torch.cat(tensors, dim) if out is None else torch.cat(tensors, dim, out=out)
-    stacked = _stacked(tensors)
-    moved = torch.movedim(stacked, 0, dim if dim >= 0 else stacked.dim() - 1 + dim)
+    grown = tensors
+    rank = _element_rank(grown)
+    if rank == 0:
+        raise ControlFlowError(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
+                               where=here(), hint="use torch.stack")
+    dim = dim + rank if dim < 0 else dim
+    if grown.mode == "rows":
+        loop_part = _cat_rows(_stacked(grown), dim)
+    else:
+        loop_part = torch.movedim(_two_pass(grown, dim), 0, dim)
+    pieces = list(grown.initial) + [loop_part] + list(grown.tail)
+    return torch.cat(pieces, dim) if len(pieces) > 1 else loop_part
+
+
+def _element_rank(grown: Appender) -> int:
+    if grown.mode == "count":
+        return grown.replay.element.dim()
+    return grown.data.dim() - 1
+
+
+def _cat_rows(stacked, dim: int):
+    """``cat`` of equal-shape elements from their stack (rows along dimension 0)."""
+    moved = torch.movedim(stacked, 0, dim)
     shape = list(moved.shape)
-    d = dim if dim >= 0 else stacked.dim() - 1 + dim
-    return moved.reshape(shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2 :])
+    return moved.reshape(shape[:dim] + [shape[dim] * shape[dim + 1]] + shape[dim + 2:])
 
 
 def _stacked(appender: Appender):
-    buf = appender.buf
+    """``rows`` mode: the rows the loop wrote (all of the buffer when every iteration appended)."""
+    buf = appender.data
     if appender.exact:
-        rows = buf
+        return buf
+    count = _size(appender.length)
+    torch._check(count <= buf.shape[0])
+    return buf.narrow(0, 0, count)
+
+
+def _two_pass(grown: Appender, axis: int | None):
+    """``count`` mode: allocate the exact rows from pass 1, run the loop again writing them.
+
+    The rows are along dimension 0: ``(count, *element)`` for a stack (``axis=None``), the
+    element with ``axis`` moved to the front and the sizes along it summed for a cat.
+    """
+    element = grown.replay.element
+    count = _size(grown.length)
+    shape = [_element_size(grown, j, count) for j in range(element.dim())]
+    if axis is None:
+        rows, rest = count, shape
     else:
-        count = appender.length.item()
-        torch._check(count >= 0)
-        torch._check(count <= buf.shape[0])
-        rows = buf.narrow(0, 0, count)
-    if appender.initial:
-        rows = torch.cat([torch.stack(appender.initial).to(rows.dtype), rows])
-    return rows
+        rows = _size(grown.data[axis]) if varies(element.shape[axis]) else count * shape[axis]
+        rest = shape[:axis] + shape[axis + 1:]
+    buf = torch.zeros([rows + 1] + rest, dtype=element.dtype)  # + 1: the row for untaken writes
+    writer = Appender(grown.name, [], buf, torch.zeros((), dtype=torch.int64), mode="write", axis=axis)
+    return grown.replay.written(grown.name, writer).narrow(0, 0, rows)
+
+
+def _element_size(grown: Appender, j: int, count):
+    """Size ``j`` of the elements: the probe's when it is fixed, else the mean of pass 1's sums."""
+    size = grown.replay.element.shape[j]
+    if not varies(size):
+        return size
+    return _size(grown.data[j] // torch.clamp(grown.length, min=1))
+
+
+def varies(size) -> bool:
+    """A size from data (an unbacked symbol): it may change between iterations."""
+    return isinstance(size, torch.SymInt) and bool(free_unbacked_symbols(size))
+
+
+def _size(value: torch.Tensor):
+    """A non-negative size read from a 0-d int64 tensor (a SymInt while exporting)."""
+    size = value.item()
+    torch._check(size >= 0)
+    return size

@@ -1,7 +1,9 @@
 """Lower a data-dependent loop to ``torch._higher_order_ops.while_loop`` (ONNX ``Loop``).
 
-Ranges get an int64 counter, lists grown with ``.append`` become a preallocated buffer plus a
-length (:class:`~fxport.controlflow.operators.appender.Appender`), carried Python numbers
+Ranges get an int64 counter, lists grown with ``.append`` become an
+:class:`~fxport.controlflow.operators.appender.Appender` (a preallocated buffer plus a length
+for a range; for a ``while`` loop or elements that change size, a count whose rows a second run
+of the loop writes when the list is stacked: :class:`_Loop` runs it), carried Python numbers
 become 0-d tensors of the dtype the body gives them. The body is run once outside the loop
 (a *probe*) to learn those types; its ops are dead code and get removed.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from fxport.controlflow.operators.appender import Appender
+from fxport.controlflow.operators.appender import Appender, Replay, varies
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.logical import not_
@@ -45,76 +47,91 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     Carried: (counter, stop) + loop state + the enclosing function's values the body reads
     (passed through unchanged, so the body closes over no traced tensor).
     """
-    from torch._higher_order_ops.while_loop import while_loop
-
     kind = info.kind
     check_side_effects(info, kind)
     names = info.names
-    count = len(names)
     state = _loop_entry_state(state, info, rng)
     state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows)
-    all_names = tuple(info.params) + (("_fx_rows",) if item_from_rows else ())
-    layout = _Layout(all_names, tuple(state) + tuple(free))
-    counter0 = as_int64(rng.start) if rng is not None else None
-    flag_slot = names.index(info.break_flag) if info.break_flag else None
-    stop_value = as_int64(rng.stop) if rng is not None else None
-
-    def keep_going(counter, values, stop):
-        ok = None
-        if rng is not None:
-            ok = _in_range(counter, stop, rng.step)
-        if flag_slot is not None:
-            ok = _and(ok, not_(values[flag_slot]))
-        if test_fn is not None:
-            ok = _and(ok, test_fn(*values[:count], *values[count:count + len(info.params) - count]))
-        return as_bool_tensor(ok)
-
-    def split(carried):
-        carried = list(carried)
-        counter = stop = None
-        if rng is not None:
-            counter, stop = carried.pop(0), carried.pop(0)
-        return counter, stop, carried
-
-    def cond_fn(*carried):
-        restore_size_relations(carried, relations)
-        counter, stop, rest = split(carried)
-        values = layout.unpack(rest)
-        return keep_going(counter, values, stop)
-
-    def step_fn(*carried):
-        restore_size_relations(carried, relations)
-        counter, stop, rest = split(carried)
-        values = layout.unpack(rest, fresh=True, mutated=info.mutated)
-        params = values[: len(info.params)]
-        if rng is not None:
-            item = getitem(values[-1], counter) if item_from_rows else counter.clone()
-            new_state = body_fn(item, *params)
-        else:
-            new_state = body_fn(*params)
-        packed = layout.pack(tuple(new_state) + tuple(values[count:]), info)
-        if rng is not None:
-            packed = (counter + rng.step, stop) + packed
-        return tuple(dense(t) for t in packed)
-
-    carried = tuple(dense(t) for t in layout.pack(tuple(state) + tuple(free), info))
-    if rng is not None:
-        carried = (counter0, stop_value) + carried
-    relations = size_relations(carried)
-    try:
-        final = while_loop(cond_fn, step_fn, carried)
-    except Exception as exc:
-        inner = find_error(exc)
-        if inner is not None:
-            raise inner from None
-        raise
-    _, _, rest = split(tuple(final))
-    values = _finish_appenders(layout.unpack(rest)[:count], info)
-    lowering = "while_loop (ONNX Loop)" + (" + preallocated buffer" if info.appended else "")
+    loop = _Loop(info, free, body_fn, test_fn, rng, item_from_rows)
+    values = _finish_appenders(loop.run(state), state, info, loop)
+    two_pass = any(isinstance(v, Appender) and v.mode == "count" for v in values)
+    lowering = "while_loop (ONNX Loop)" + (
+        " twice (count, then write the appended rows)" if two_pass else " + preallocated buffer" if info.appended else "")
     counter_text = "int64 counter over a data-dependent range" if rng is not None else "tensor condition"
     record(info, f"{kind}-to-while_loop", f"{lowering}: {counter_text}; carries {', '.join(names) or 'nothing'}",
            lowering=lowering, carried=list(names))
     return tuple(values)
+
+
+class _Loop:
+    """One lowered loop; :meth:`run` emits a ``while_loop`` for a given entry state (the second
+    pass of a grown list runs it again with the list in ``write`` mode)."""
+
+    def __init__(self, info, free, body_fn, test_fn, rng, item_from_rows):
+        self.info, self.free, self.body_fn, self.test_fn = info, tuple(free), body_fn, test_fn
+        self.rng, self.item_from_rows = rng, item_from_rows
+        self.names = tuple(info.params) + (("_fx_rows",) if item_from_rows else ())
+
+    def run(self, state) -> list:
+        """The loop state after a ``while_loop`` that starts from ``state``."""
+        from torch._higher_order_ops.while_loop import while_loop
+
+        rng = self.rng
+        layout = _Layout(self.names, tuple(state) + self.free)
+        carried = tuple(dense(t) for t in layout.pack(tuple(state) + self.free, self.info))
+        if rng is not None:
+            carried = (as_int64(rng.start), as_int64(rng.stop)) + carried
+        relations = size_relations(carried)
+
+        def cond_fn(*carried):
+            restore_size_relations(carried, relations)
+            counter, stop, rest = self._split(carried)
+            return self._keep_going(counter, layout.unpack(rest), stop)
+
+        def step_fn(*carried):
+            restore_size_relations(carried, relations)
+            counter, stop, rest = self._split(carried)
+            return self._step(counter, stop, layout, layout.unpack(rest, fresh=True, mutated=self.info.mutated))
+
+        try:
+            final = while_loop(cond_fn, step_fn, carried)
+        except Exception as exc:
+            inner = find_error(exc)
+            if inner is not None:
+                raise inner from None
+            raise
+        _, _, rest = self._split(tuple(final))
+        return layout.unpack(rest)[: len(self.info.names)]
+
+    def _split(self, carried):
+        carried = list(carried)
+        counter = stop = None
+        if self.rng is not None:
+            counter, stop = carried.pop(0), carried.pop(0)
+        return counter, stop, carried
+
+    def _keep_going(self, counter, values, stop):
+        info, count, ok = self.info, len(self.info.names), None
+        if self.rng is not None:
+            ok = _in_range(counter, stop, self.rng.step)
+        if info.break_flag:
+            ok = _and(ok, not_(values[info.names.index(info.break_flag)]))
+        if self.test_fn is not None:
+            ok = _and(ok, self.test_fn(*values[:count], *values[count:len(info.params)]))
+        return as_bool_tensor(ok)
+
+    def _step(self, counter, stop, layout, values):
+        info, count = self.info, len(self.info.names)
+        params = values[: len(info.params)]
+        if self.rng is not None:
+            item = getitem(values[-1], counter) if self.item_from_rows else counter.clone()
+            new_state = self.body_fn(item, *params)
+        else:
+            new_state = self.body_fn(*params)
+        packed = layout.pack(tuple(new_state) + tuple(values[count:]), info)
+        if self.rng is not None:
+            packed = (counter + self.rng.step, stop) + packed
+        return tuple(dense(t) for t in packed)
 
 
 def _in_range(counter, stop, step: int):
@@ -142,15 +159,13 @@ def _loop_entry_state(state, info, rng):
             fail(f"{info.kind}: loop variable {name!r} is None before a data-dependent loop", info,
                  f"initialise {name!r} with a tensor of the shape and dtype the loop produces")
         if name in info.appended:
+            if isinstance(value, Appender):
+                fail(f"{info.kind}: list {name!r} is appended to in nested data-dependent loops", info,
+                     f"collect the inner loop's rows in a list of its own and append torch.stack/torch.cat of it to {name!r}")
             if not isinstance(value, list):
                 fail(f"{info.kind}: {name!r} is appended to but is not a list", info, "use a list")
-            if torch.compiler.is_dynamo_compiling():
-                fail(f"{info.kind}: list {name!r} is appended to in a data-dependent loop nested in another traced body",
-                     info, "preallocate a buffer before the outer loop and write buf[i] = ...")
-            if rng is None:
-                fail(f"{info.kind}: list {name!r} grows without bound in a while loop with a data-dependent condition",
-                     info, "loop over range(max_steps) with a break, or preallocate a buffer and write buf[i] = ...")
             value = Appender(name, list(value))
+            value.location = info.location
         checked.append(value)
     return tuple(checked)
 
@@ -217,11 +232,17 @@ def _number_to_tensor(value):
 
 
 def _allocate(appender: Appender, probed, rng, info):
+    """``rows`` mode (a range, elements of one shape), else ``count`` mode (two passes)."""
     values = probed.probe if isinstance(probed, Appender) else []
     if not values:
         fail(f"{info.kind}: could not learn the element type of list {appender.name!r} (no append on the first "
              "iteration)", info, "append on every iteration or preallocate a buffer and write buf[i] = ...")
     element = values[0]
+    if rng is None or any(varies(s) for v in values for s in v.shape):
+        sums = torch.zeros(element.dim(), dtype=torch.int64)
+        grown = Appender(appender.name, appender.initial, sums, torch.zeros((), dtype=torch.int64), mode="count")
+        grown.probe, grown.location = [element], appender.location
+        return grown
     trips = rng.trip_count()
     if isinstance(trips, torch.Tensor):
         trips = trips.item()
@@ -258,7 +279,7 @@ class _Layout:
         self.constants = {}
         for i, value in enumerate(state):
             if isinstance(value, Appender):
-                self.kinds.append(("appender", value.name, value.initial))
+                self.kinds.append(("appender", value))
             elif isinstance(value, torch.Tensor):
                 self.kinds.append(("tensor", value.dtype, value.dim()))
             else:
@@ -272,7 +293,7 @@ class _Layout:
             if kind[0] == "appender":
                 if not isinstance(value, Appender):
                     fail(f"{info.kind}: list {name!r} is replaced inside a data-dependent loop", info, "only append to it")
-                flat.extend([value.buf, value.length])
+                flat.extend([value.data, value.length])
             elif kind[0] == "tensor":
                 tensor = value if isinstance(value, torch.Tensor) else _number_tensor(name, value, kind[1], info)
                 if tensor.dtype != kind[1]:
@@ -289,7 +310,7 @@ class _Layout:
         values = []
         for i, kind in enumerate(self.kinds):
             if kind[0] == "appender":
-                values.append(Appender(kind[1], kind[2], carried.pop(0), carried.pop(0)))
+                values.append(kind[1].rebuilt(carried.pop(0), carried.pop(0)))
             elif kind[0] == "tensor":
                 tensor = carried.pop(0)
                 values.append(tensor.clone() if fresh and self.names[i] in mutated else tensor)
@@ -307,10 +328,16 @@ def _number_tensor(name, value, dtype, info):
     return scalar(value, dtype)
 
 
-def _finish_appenders(values, info):
+def _finish_appenders(values, entry, info, loop: _Loop):
+    """The lists after the loop: ``rows`` learns whether the buffer is exact, ``count`` gets
+    the :class:`Replay` that writes its rows when it is stacked; appends after the loop are
+    kept aside (``tail``)."""
     finished = []
-    for value in values:
+    for value, before in zip(values, entry):
         if isinstance(value, Appender):
             value.exact = info.kind == "for" and value.name in info.exact_appends and not info.break_flag
+            if value.mode == "count":
+                value.replay = Replay(loop.run, tuple(entry), before.probe[0])
+            value.finished = True
         finished.append(value)
     return finished

@@ -1,0 +1,213 @@
+"""Models that grow a list inside a data-dependent loop and stack/cat it after (issue 13)."""
+
+import torch
+from torch import nn
+
+
+class WhileStack(nn.Module):
+    """Halve until small; stack every step (trip count from data, empty list before)."""
+
+    def forward(self, x):
+        parts = [x]
+        while x.abs().sum() > 1.0:
+            x = x * 0.5
+            parts.append(x)
+        return torch.stack(parts)
+
+
+class WhileStackNegativeDim(nn.Module):
+    def forward(self, x, n):
+        parts = [x * 0]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            parts.append(x + i)
+            i = i + 1
+        return torch.stack(parts, dim=-1), i
+
+
+class WhileCat(nn.Module):
+    """Fixed-shape elements concatenated on a negative dimension."""
+
+    def forward(self, x, n):
+        parts = [x]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            x = torch.tanh(x + 1)
+            parts.append(x)
+            i = i + 1
+        return torch.cat(parts, dim=-1)
+
+
+class WhileCatPrefixes(nn.Module):
+    """parts.append(x[:k]) with k changing each iteration: rows vary between iterations."""
+
+    def forward(self, x, n):
+        parts = [x[:1]]
+        k = torch.ones((), dtype=torch.int64)
+        while k <= n:
+            parts.append(x[:k] * k)
+            k = k + 1
+        return torch.cat(parts)
+
+
+class WhileCatMasked(nn.Module):
+    """parts.append(x[mask]): rows chosen by data, a different count each iteration."""
+
+    def forward(self, x, n):
+        parts = [x[:0]]
+        t = torch.zeros((), dtype=x.dtype)
+        while t < n:
+            parts.append(x[x[:, 0] > t * 0.5 - 0.5] - t)
+            t = t + 1
+        return torch.cat(parts, 0)
+
+
+class WhileCatMaskedDim1(nn.Module):
+    """Columns chosen by data, concatenated along dimension 1."""
+
+    def forward(self, x, n):
+        parts = [x[:, :1]]
+        t = torch.zeros((), dtype=x.dtype)
+        while t < n:
+            parts.append(x[:, x[0] > t])
+            t = t + 1
+        return torch.cat(parts, dim=1)
+
+
+class WhileEmptyStart(nn.Module):
+    """An empty list before the loop: eager's stack fails on 0 trips (torch.stack([]))."""
+
+    def forward(self, x, n):
+        parts = []
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            parts.append(x[i])
+            i = i + 1
+        return torch.stack(parts)
+
+
+class WhileBreakConditionalAppend(nn.Module):
+    """A break and an append under a tensor condition inside the loop."""
+
+    def forward(self, x, n):
+        parts = [x.sum(0)]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            row = x[0] * torch.cos(i * 1.3)
+            if row.sum() > 0:
+                parts.append(row * (i + 1))
+            if i >= 5:
+                break
+            i = i + 1
+        return torch.stack(parts, 1)
+
+
+class ForBreakStack(nn.Module):
+    """for over a traced range with a data-dependent break."""
+
+    def forward(self, x, n):
+        parts = []
+        h = torch.zeros(x.shape[1])
+        for i in range(int(n)):
+            h = torch.tanh(h + x[0] * 0.4)
+            parts.append(h)
+            if h.sum() > 2.0:
+                break
+        parts.append(h * 0)
+        return torch.stack(parts)
+
+
+class ForCatVaryingRows(nn.Module):
+    """for over a traced range whose elements change their number of rows."""
+
+    def forward(self, x, n):
+        parts = [x[:0]]
+        for i in range(int(n)):
+            parts.append(x[x[:, 1] > i * 0.25])
+        return torch.cat(parts)
+
+
+class AppendAfterLoop(nn.Module):
+    def forward(self, x):
+        parts = [x]
+        while x.sum() > 1.0:
+            x = x - 1
+            parts.append(x)
+        parts.append(x * 10)
+        return torch.cat(parts), torch.stack(parts, -2)
+
+
+class IterateGrownList(nn.Module):
+    def forward(self, x):
+        parts = [x]
+        while x.sum() > 1.0:
+            x = x - 1
+            parts.append(x)
+        total = x
+        for p in parts:  # error-line
+            total = total + p
+        return total
+
+
+class TruthOfGrownList(nn.Module):
+    def forward(self, x):
+        parts = []
+        while x.sum() > 1.0:
+            x = x - 1
+            parts.append(x)
+        if parts:  # error-line
+            return torch.stack(parts)
+        return x
+
+
+class LoopInBranch(nn.Module):
+    """A grown list inside a converted if (ONNX If holding both passes' Loops)."""
+
+    def forward(self, x, n):
+        if x.sum() > 0:
+            parts = [x]
+            i = torch.zeros((), dtype=torch.int64)
+            while i < n:
+                parts.append(x + i)
+                i = i + 1
+            y = torch.stack(parts).sum(0)
+        else:
+            y = x * 2
+        return y
+
+
+class LoopInLoop(nn.Module):
+    """A grown list inside the body of another data-dependent loop."""
+
+    def forward(self, x, n):
+        total = x * 0
+        for j in range(int(n)):
+            parts = [x]
+            i = torch.zeros((), dtype=torch.int64)
+            while i < j:
+                parts.append(x * (i + 1))
+                i = i + 1
+            total = total + torch.cat(parts, -1).sum(-1, keepdim=True)
+        return total
+
+
+class AppendedInNestedLoops(nn.Module):
+    def forward(self, x, n):
+        parts = [x]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            j = torch.zeros((), dtype=torch.int64)
+            while j < i:  # error-line
+                parts.append(x + j)
+                j = j + 1
+            i = i + 1
+        return torch.stack(parts)
+
+
+class LenOfGrownList(nn.Module):
+    def forward(self, x):
+        parts = [x]
+        while x.sum() > 1.0:
+            x = x - 1
+            parts.append(x)
+        return x * len(parts)  # error-line

@@ -1,0 +1,154 @@
+"""Lists grown with ``.append`` in data-dependent loops, then ``torch.stack``/``torch.cat`` (issue 13).
+
+A ``while`` loop (or a ``for`` whose elements change size) is lowered twice: pass 1 counts the
+appends and sums the elements' sizes, pass 2 writes each element at its running offset into a
+buffer of exactly that many rows. Every case is differential (eager vs ONNX Runtime) on trip
+counts 0, 1, 2 and N and, where a dimension is dynamic, on sizes 1 and others; the graph must
+hold the two ONNX ``Loop``s (one for a ``for`` with fixed-shape elements) and the ``ScatterND``
+that writes the rows.
+"""
+
+import dataclasses
+import re
+
+import pytest
+import torch
+
+from fxport.controlflow import convert_control_flow
+from fxport.errors import ControlFlowError
+from tests.controlflow import grown_list_models as m
+from tests.controlflow import loop_models
+from tests.controlflow._util import (
+    assert_every_branch_taken,
+    assert_matches_eager,
+    export_to_ort,
+    line_in_source,
+    trip_counts,
+)
+
+B = torch.export.Dim("b", min=1, max=64)
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def n(k, dtype=torch.int64):
+    return torch.tensor(k, dtype=dtype)
+
+
+@dataclasses.dataclass
+class Case:
+    model: type
+    example: tuple
+    inputs: list
+    loops: int = 2  # ONNX Loop nodes: 2 for the two passes
+    dynamic: tuple | None = None
+
+
+X = rand(6, 4)
+CASES = {
+    "while_stack": Case(m.WhileStack, (rand(3, 4),),
+                        [(rand(b, 4, seed=b) * s,) for b, s in ((1, 0.1), (1, 1.0), (1, 5.0), (3, 0.01), (3, 0.3), (3, 5.0))], dynamic=({0: B},)),
+    "while_stack_negative_dim": Case(m.WhileStackNegativeDim, (X, n(3)),
+                                     [(rand(b, 4, seed=b), n(k)) for b in (1, 5) for k in (0, 1, 2, 5)], dynamic=({0: B}, None)),
+    "while_cat_negative_dim": Case(m.WhileCat, (X, n(3)), [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 5)],
+                                   dynamic=({0: B}, None)),
+    "while_cat_prefixes": Case(m.WhileCatPrefixes, (X, n(3)), [(X, n(k)) for k in (0, 1, 2, 5)]),
+    "while_cat_masked_rows": Case(m.WhileCatMasked, (X, n(3.0, torch.float32)),
+                                  [(rand(b, 4, seed=b), n(k, torch.float32)) for b in (1, 6) for k in (0, 1, 2, 4)],
+                                  dynamic=({0: B}, None)),
+    "while_cat_masked_columns_dim1": Case(m.WhileCatMaskedDim1, (X, n(1.0, torch.float32)),
+                                          [(X, n(t, torch.float32)) for t in (0.0, 0.5, 1.5, 4.0)]),
+    "while_break_conditional_append": Case(m.WhileBreakConditionalAppend, (X, n(3)),
+                                           [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 9)],
+                                           dynamic=({0: B}, None)),
+    "for_break_stack": Case(m.ForBreakStack, (X, n(3)), [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 9)],
+                            loops=1, dynamic=({0: B}, None)),
+    "for_cat_varying_rows": Case(m.ForCatVaryingRows, (X, n(3)),
+                                 [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 5)], dynamic=({0: B}, None)),
+    "append_after_the_loop": Case(m.AppendAfterLoop, (torch.rand(3) * 3,),
+                                  [(torch.full((3,), v) + rand(3, seed=i) * 0.05,) for i, v in enumerate((0.1, 0.8, 1.5, 5.0))],
+                                  loops=3),
+    "formerly_refused_unbounded_while": Case(loop_models.AppendInUnboundedWhile, (X, n(3.0, torch.float32)),
+                                             [(X, n(k, torch.float32)) for k in (1.0, 30.0, 50.0, 90.0)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_grown_list_matches_eager_on_every_trip_count(name):
+    case = CASES[name]
+    model = case.model()
+    seen = set().union(*trip_counts(model, case.inputs).values())
+    wanted = {1, 2} if name == "formerly_refused_unbounded_while" else {0, 1, 2}  # eager: stack([]) fails at 0
+    assert wanted <= seen and max(seen) >= 3, f"trip counts {sorted(seen)}"
+    assert_every_branch_taken(model, case.inputs)
+    exported = export_to_ort(model, case.example, dynamic_shapes=case.dynamic)
+    assert exported.ops.get("Loop") == case.loops, exported.ops
+    assert exported.ops.get("ScatterND", 0) >= 1, exported.ops
+    grown = [r for r in exported.records if r.rule.endswith("-to-while_loop")]
+    assert grown and ("twice" in grown[0].detail) == (case.loops != 1), grown[0].detail
+    assert_matches_eager(model, exported, case.inputs)
+
+
+@pytest.mark.parametrize("make, ops", [(m.LoopInBranch, {"If": 1, "Loop": 2}), (m.LoopInLoop, {"Loop": 3})])
+def test_grown_list_nested_in_a_converted_branch_or_loop(make, ops):
+    model = make()
+    inputs = [(s * rand(b, 4, seed=b).abs(), n(k)) for s in (1, -1) for b in (1, 3) for k in (0, 1, 2, 4)]
+    assert_every_branch_taken(model, inputs)
+    seen = set().union(*trip_counts(model, inputs).values())
+    assert {0, 1, 2} <= seen and max(seen) >= 3, f"trip counts {sorted(seen)}"
+    exported = export_to_ort(model, (rand(3, 4).abs(), n(3)), dynamic_shapes=({0: B}, None))
+    assert {op: exported.ops.get(op, 0) for op in ops} == ops, exported.ops
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_zero_trips_with_an_empty_list_is_empty_where_eager_raises():
+    """Eager's torch.stack([]) raises; the ONNX file returns no rows (documented)."""
+    model = m.WhileEmptyStart()
+    exported = export_to_ort(model, (X, n(3)))
+    assert_matches_eager(model, exported, [(X, n(k)) for k in (1, 2, 5)])
+    with pytest.raises(RuntimeError, match="non-empty"):
+        model(X, n(0))
+    from tests.controlflow._util import run_ort
+
+    assert run_ort(exported, (X, n(0)))[0].shape == (0, 4)
+
+
+def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
+    """The differential test is sharp: a writer that does not advance its offset fails it."""
+    from fxport.controlflow.operators.appender import Appender
+
+    original = Appender._write
+
+    def stuck(self, value):
+        length = self.length
+        original(self, value)
+        self.length = length
+
+    monkeypatch.setattr(Appender, "_write", stuck)
+    model = m.WhileCatPrefixes()
+    exported = export_to_ort(model, (X, n(3)))
+    with pytest.raises(AssertionError):
+        assert_matches_eager(model, exported, [(X, n(2))])
+
+
+REFUSALS = {
+    "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
+    "iterate": (m.IterateGrownList, r"list 'parts' grown in a data-dependent loop can only be used with torch.stack/torch.cat"),
+    "len": (m.LenOfGrownList, r"len\(\) of list 'parts' grown in a data-dependent loop is not a Python int .*; use torch.stack\(parts\)"),
+    "truth_value": (m.TruthOfGrownList, r"truth value of list 'parts' grown in a data-dependent loop is not known"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
+    cls, pattern = REFUSALS[name]
+    model = cls()
+    with pytest.raises(ControlFlowError) as info:
+        with convert_control_flow(model):
+            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name == "nested_appends" else (torch.rand(3) * 3,),
+                                strict=False)
+    message = str(info.value)
+    assert "\n" not in message and re.search(pattern, message), message
+    assert f"grown_list_models.py:{line_in_source(cls.forward, '# error-line')}" in message
