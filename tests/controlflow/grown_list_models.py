@@ -211,3 +211,31 @@ class LenOfGrownList(nn.Module):
             x = x - 1
             parts.append(x)
         return x * len(parts)  # error-line
+
+
+class WrittenInPlaceAfterTheLoop(nn.Module):
+    """A value the loop body reads is changed in place before the list is stacked: the second
+    pass must see the value the loop saw."""
+
+    def forward(self, x, n):
+        scale = x.sum(0)
+        parts = [x]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            parts.append(x * i + scale)
+            i = i + 1
+        scale.mul_(100)
+        return torch.stack(parts), scale
+
+
+class TwoLists(nn.Module):
+    """Two lists with different elements grown by one loop (one second pass each)."""
+
+    def forward(self, x):
+        parts = [x]
+        sums = [x.sum(0)]
+        while x.abs().sum() > 1.0:
+            x = x * 0.5
+            parts.append(x[x[:, 0] > x.mean()])
+            sums.append(x.sum(0))
+        return torch.cat(parts), torch.stack(sums, -1)

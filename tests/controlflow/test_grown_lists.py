@@ -14,6 +14,8 @@ import re
 import pytest
 import torch
 
+import fxport
+
 from fxport.controlflow import convert_control_flow
 from fxport.errors import ControlFlowError
 from tests.controlflow import grown_list_models as m
@@ -70,6 +72,12 @@ CASES = {
     "append_after_the_loop": Case(m.AppendAfterLoop, (torch.rand(3) * 3,),
                                   [(torch.full((3,), v) + rand(3, seed=i) * 0.05,) for i, v in enumerate((0.1, 0.8, 1.5, 5.0))],
                                   loops=3),
+    "two_lists_one_loop": Case(m.TwoLists, (rand(3, 4),),
+                               [(rand(b, 4, seed=b) * s,) for b, s in ((1, 0.1), (1, 1.0), (1, 5.0), (3, 0.01), (3, 0.3), (3, 5.0))],
+                               loops=3, dynamic=({0: B},)),
+    "written_in_place_after_the_loop": Case(m.WrittenInPlaceAfterTheLoop, (X, n(3)),
+                                            [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 5)],
+                                            dynamic=({0: B}, None)),
     "formerly_refused_unbounded_while": Case(loop_models.AppendInUnboundedWhile, (X, n(3.0, torch.float32)),
                                              [(X, n(k, torch.float32)) for k in (1.0, 30.0, 50.0, 90.0)]),
 }
@@ -152,3 +160,18 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
     message = str(info.value)
     assert "\n" not in message and re.search(pattern, message), message
     assert f"grown_list_models.py:{line_in_source(cls.forward, '# error-line')}" in message
+
+
+def test_end_to_end_convert_verifies_a_list_grown_in_a_while_loop():
+    """fxport.convert: captured, lowered, verified on generated sizes (0, 1, 2, ...) and trip counts."""
+    from fxport.report import count_ops
+    from tests.conftest import run_onnx
+
+    model = m.TwoLists()
+    result = fxport.convert(model, (rand(3, 4),), dynamic_shapes=({0: B},))
+    assert result.verification and all(row.passed for row in result.verification)
+    assert count_ops(result.model.graph).get("Loop") == 3
+    x = rand(5, 4, seed=9) * 4
+    expected = model(x)
+    for got, want in zip(run_onnx(result.model, x), expected):
+        torch.testing.assert_close(torch.from_numpy(got), want)

@@ -124,17 +124,18 @@ class Appender:
 class Replay:
     """Runs a lowered loop again with one list in ``write`` mode (pass 2 of ``count``).
 
-    ``run(state)`` is the loop (state in, state out); ``state`` the loop's entry state;
-    ``element`` the element the probe appended (its dtype, rank and which sizes are fixed).
+    ``run(state, free)`` is the loop (state in, state out); ``state`` and ``free`` the loop's
+    entry state and the values its body reads, as they were when the loop ran; ``element`` the
+    element the probe appended (its dtype, rank and which sizes are fixed).
     """
 
-    def __init__(self, run, state: tuple, element: torch.Tensor):
-        self.run, self.state, self.element = run, state, element
+    def __init__(self, run, state: tuple, free: tuple, element: torch.Tensor):
+        self.run, self.state, self.free, self.element = run, state, free, element
 
     def written(self, name: str, writer: Appender) -> torch.Tensor:
         """The buffer ``writer`` holds after the loop ran with it in place of list ``name``."""
         state = tuple(writer if isinstance(v, Appender) and v.name == name else v for v in self.state)
-        final = self.run(state)
+        final = self.run(state, self.free)
         return next(v for v in final if isinstance(v, Appender) and v.name == name).data
 
 

@@ -72,13 +72,14 @@ class _Loop:
         self.rng, self.item_from_rows = rng, item_from_rows
         self.names = tuple(info.params) + (("_fx_rows",) if item_from_rows else ())
 
-    def run(self, state) -> list:
-        """The loop state after a ``while_loop`` that starts from ``state``."""
+    def run(self, state, free=None) -> list:
+        """The loop state after a ``while_loop`` that starts from ``state`` (and ``free``, the
+        values the body reads; by default those the loop was built with)."""
         from torch._higher_order_ops.while_loop import while_loop
 
-        rng = self.rng
-        layout = _Layout(self.names, tuple(state) + self.free)
-        carried = tuple(dense(t) for t in layout.pack(tuple(state) + self.free, self.info))
+        rng, free = self.rng, self.free if free is None else tuple(free)
+        layout = _Layout(self.names, tuple(state) + free)
+        carried = tuple(dense(t) for t in layout.pack(tuple(state) + free, self.info))
         if rng is not None:
             carried = (as_int64(rng.start), as_int64(rng.stop)) + carried
         relations = size_relations(carried)
@@ -332,12 +333,19 @@ def _finish_appenders(values, entry, info, loop: _Loop):
     """The lists after the loop: ``rows`` learns whether the buffer is exact, ``count`` gets
     the :class:`Replay` that writes its rows when it is stacked; appends after the loop are
     kept aside (``tail``)."""
-    finished = []
+    finished, snapshots = [], None
     for value, before in zip(values, entry):
         if isinstance(value, Appender):
             value.exact = info.kind == "for" and value.name in info.exact_appends and not info.break_flag
             if value.mode == "count":
-                value.replay = Replay(loop.run, tuple(entry), before.probe[0])
+                snapshots = snapshots or (_snapshot(entry), _snapshot(loop.free))
+                value.replay = Replay(loop.run, *snapshots, before.probe[0])
             value.finished = True
         finished.append(value)
     return finished
+
+
+def _snapshot(values) -> tuple:
+    """Copies of the tensors a second pass starts from: code between the loop and the stack may
+    write into them in place (``scale.mul_(2)``), and pass 2 must see what pass 1 saw."""
+    return tuple(dense(v) if isinstance(v, torch.Tensor) else v for v in values)
