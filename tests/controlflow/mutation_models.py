@@ -337,3 +337,24 @@ class DictWrittenAtComputedKey(nn.Module):
         if x.sum() > 0:
             d[key] = x * 3
         return d["a"]
+
+
+class AttributeReadByAMethod(nn.Module):
+    """A method called in the branch reads the attribute the branch assigns."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.ones(3))
+        self.fc = nn.Linear(3, 3)
+
+    def scaled(self, x):
+        return x * self.h
+
+    def forward(self, x, use_cache: bool = True):
+        if use_cache:  # a Python condition: runs as written
+            self.h = self.h * 2
+            x = self.scaled(x)
+        if x.sum() > 0:
+            self.h = self.h + 1
+            x = self.scaled(x)
+        return x

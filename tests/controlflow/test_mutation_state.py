@@ -230,3 +230,17 @@ def test_containers_the_branch_cannot_carry_are_refused(make, message):
     line = line_in_source(make.forward, "if x.sum() > 0")
     with pytest.raises(ControlFlowError, match=rf"{message} at .*mutation_models.py:{line};"):
         export_to_ort(make(), BOTH_SIGNS[0])
+
+
+def test_a_method_reading_the_assigned_attribute_sees_the_new_value_or_is_refused():
+    """Python conditions run as written (the method sees the new value); under a tensor
+    condition the assignment cannot be carried past a method that may read it: refused."""
+    from fxport.controlflow import convert_control_flow
+
+    model, x = m.AttributeReadByAMethod(), -torch.ones(2, 3)
+    with convert_control_flow(model), torch.no_grad():
+        converted = model(x)
+    torch.testing.assert_close(converted, m.AttributeReadByAMethod()(x))
+    line = line_in_source(m.AttributeReadByAMethod.forward, "if x.sum() > 0")
+    with pytest.raises(ControlFlowError, match=rf"assignment to self.h at line \d+\) at .*mutation_models.py:{line};"):
+        export_to_ort(m.AttributeReadByAMethod(), (x,))

@@ -40,7 +40,9 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import inspect
 import re
+import types
 
 import torch
 
@@ -147,6 +149,8 @@ class StateTargets(Canonicalization):
                 candidates[key].line = path.lineno
         paths = [t for t in candidates.values() if not _overlaps(t, candidates.values(), names)]
         paths = _not_used_otherwise(node, paths, self.ctx.self_name)
+        if _calls_a_method(node, self.ctx):  # it may read self.h: leave self's attributes as written
+            paths = [t for t in paths if analysis.root_name(t.path) != self.ctx.self_name]
         for target in paths:
             target.local = self._fresh(VALUE_PREFIX + re.sub(r"\W+", "_", target.text).strip("_"))
         return [Target(name(n), self._fresh(ORIGINAL_PREFIX + n), True) for n in names], paths
@@ -158,6 +162,31 @@ class StateTargets(Canonicalization):
             candidate = f"{wanted}_{number}"
         self.taken.add(candidate)
         return candidate
+
+
+def _calls_a_method(node, ctx) -> bool:
+    """Whether ``node`` calls a method of ``self`` (``self.helper(x)``; ``self.fc(x)`` of a
+    submodule is no method): it could read an attribute the statement writes, so those stay
+    as written (refused as side effects under a tensor condition, plain Python otherwise)."""
+    cls = _owner_class(ctx.fn)
+    for sub in ast.walk(node):
+        if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+                and isinstance(sub.func.value, ast.Name) and sub.func.value.id == ctx.self_name):
+            found = inspect.getattr_static(cls, sub.func.attr, None) if cls is not None else True
+            if found is True or isinstance(found, (types.FunctionType, staticmethod, classmethod, property)):
+                return True
+    return False
+
+
+def _owner_class(fn) -> type | None:
+    """The class a method is defined in (``Net`` for ``Net.forward``), when it can be found."""
+    parts = fn.__qualname__.split(".")[:-1]
+    if not parts or "<locals>" in parts:
+        return None
+    owner = fn.__globals__.get(parts[0])
+    for part in parts[1:]:
+        owner = getattr(owner, part, None)
+    return owner if isinstance(owner, type) else None
 
 
 def _stable_part(path: ast.expr, rebound: set[str]) -> ast.expr:
