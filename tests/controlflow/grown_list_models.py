@@ -239,3 +239,35 @@ class TwoLists(nn.Module):
             parts.append(x[x[:, 0] > x.mean()])
             sums.append(x.sum(0))
         return torch.cat(parts), torch.stack(sums, -1)
+
+
+class LastOfGrownList(nn.Module):
+    """parts[-1] and parts[0] after the loop."""
+
+    def forward(self, x):
+        parts = [x]
+        while x.abs().sum() > 1.0:
+            x = x * 0.5
+            parts.append(x + 1)
+        return parts[-1] - parts[0]
+
+
+class PreviousStepInLoop(nn.Module):
+    def forward(self, x):
+        parts = [x]
+        while x.abs().sum() > 1.0:  # error-line (refusals from inside the body point at the loop)
+            x = x * 0.5 + parts[-1] * 0
+            parts.append(x)
+        return torch.stack(parts)
+
+
+class CollectIndices(nn.Module):
+    """Indices found per step (int64, one dimension, a different length each time)."""
+
+    def forward(self, x, n):
+        found = [torch.zeros(0, dtype=torch.int64)]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            found.append(torch.nonzero(x[i] > 0).flatten() + i * 10)
+            i = i + 1
+        return torch.cat(found)

@@ -78,6 +78,10 @@ CASES = {
     "written_in_place_after_the_loop": Case(m.WrittenInPlaceAfterTheLoop, (X, n(3)),
                                             [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 5)],
                                             dynamic=({0: B}, None)),
+    "last_and_first_after_the_loop": Case(m.LastOfGrownList, (rand(3, 4),),  # parts[0]: the initial element
+                                          [(rand(b, 4, seed=b) * s,) for b, s in ((1, 0.1), (1, 1.0), (1, 5.0), (3, 0.01), (3, 0.3), (3, 5.0))],
+                                          loops=2, dynamic=({0: B},)),
+    "collect_indices_int64": Case(m.CollectIndices, (rand(6, 5), n(3)), [(rand(6, 5, seed=k), n(k)) for k in (0, 1, 2, 6)]),
     "formerly_refused_unbounded_while": Case(loop_models.AppendInUnboundedWhile, (X, n(3.0, torch.float32)),
                                              [(X, n(k, torch.float32)) for k in (1.0, 30.0, 50.0, 90.0)]),
 }
@@ -142,6 +146,7 @@ def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
 
 
 REFUSALS = {
+    "index_inside_the_loop": (m.PreviousStepInLoop, r"while: indexing list 'parts' grown in a data-dependent loop inside the loop is not supported|indexing list 'parts' grown in a data-dependent loop inside the loop is not supported"),
     "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
     "iterate": (m.IterateGrownList, r"list 'parts' grown in a data-dependent loop can only be used with torch.stack/torch.cat"),
     "len": (m.LenOfGrownList, r"len\(\) of list 'parts' grown in a data-dependent loop is not a Python int .*; use torch.stack\(parts\)"),
