@@ -244,3 +244,21 @@ def test_a_method_reading_the_assigned_attribute_sees_the_new_value_or_is_refuse
     line = line_in_source(m.AttributeReadByAMethod.forward, "if x.sum() > 0")
     with pytest.raises(ControlFlowError, match=rf"assignment to self.h at line \d+\) at .*mutation_models.py:{line};"):
         export_to_ort(m.AttributeReadByAMethod(), (x,))
+
+
+def test_from_the_cli_a_buffer_model_says_verified_and_a_python_counter_is_refused(tmp_path):
+    import onnx
+
+    from tests.conftest import run_cli, run_onnx
+
+    models = m.__file__
+    out = tmp_path / "buffer.onnx"
+    done = run_cli("convert", f"{models}:BufferInPlace", "-i", "x=4x3", "--dynamic", "x:0=batch", "-o", str(out))
+    assert done.returncode == 0 and "verified; wrote" in done.stdout, done.stdout + done.stderr
+    x = torch.rand(5, 3) + 0.5  # takes the branch that writes the buffer
+    torch.testing.assert_close(torch.from_numpy(run_onnx(onnx.load(str(out)), x)[0]), m.BufferInPlace()(x))
+    refused = run_cli("convert", f"{models}:PythonIntAttributeCounter", "-i", "x=4x3", "-o", str(tmp_path / "no.onnx"))
+    line = line_in_source(m.PythonIntAttributeCounter.forward, "if x.sum() > 0")
+    assert refused.returncode != 0 and not (tmp_path / "no.onnx").exists()
+    assert "self.steps is a Python int changed under a tensor condition or in a data-dependent loop at " in refused.stderr + refused.stdout
+    assert f"mutation_models.py:{line};" in refused.stderr + refused.stdout
