@@ -358,3 +358,44 @@ class AttributeReadByAMethod(nn.Module):
             self.h = self.h + 1
             x = self.scaled(x)
         return x
+
+
+class BufferCountInLoopTest(nn.Module):
+    """The loop test reads the buffer the body increments."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x, n):
+        while self.count < n:
+            self.count += 1
+            x = x * 2
+        return x + self.count
+
+
+class SubmoduleBufferWrite(nn.Module):
+    """A submodule writing its own buffer under a data-dependent condition."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        if x.mean() > 0:
+            self.seen.add_(x.sum(0))
+        return x - self.seen
+
+
+class SubmodulesWritingBuffers(nn.Module):
+    """Buffers of submodules (a ModuleList run as a Python loop, and one read after its call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = SubmoduleBufferWrite()
+        self.blocks = nn.ModuleList([SubmoduleBufferWrite(), SubmoduleBufferWrite()])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.inner(x) + self.inner.seen
