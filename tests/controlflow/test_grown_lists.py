@@ -146,6 +146,7 @@ def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
 
 
 REFUSALS = {
+    "index_of_rows_that_change_size": (m.IndexOfVaryingRows, r"indexing list 'parts' grown in a data-dependent loop with elements that change size is not supported"),
     "index_inside_the_loop": (m.PreviousStepInLoop, r"while: indexing list 'parts' grown in a data-dependent loop inside the loop is not supported|indexing list 'parts' grown in a data-dependent loop inside the loop is not supported"),
     "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
     "iterate": (m.IterateGrownList, r"list 'parts' grown in a data-dependent loop can only be used with torch.stack/torch.cat"),

@@ -105,16 +105,20 @@ class Appender:
 
     def __getitem__(self, index):
         """After the loop, ``parts[i]`` of elements of one shape is ``torch.stack(parts)[i]``."""
-        fixed = self.mode == "rows" or (self.mode == "count" and not any(varies(s) for s in self.replay.element.shape))
-        if not self.finished or not fixed or not isinstance(index, int):
-            where_ = "inside the loop" if not self.finished else "with elements that change size" if not fixed else "with a slice"
-            fail(f"indexing list {self.name!r} grown in a data-dependent loop {where_} is not supported", self,
+        problem = ("inside the loop" if not self.finished
+                   else "with elements that change size" if not self._one_shape()
+                   else None if isinstance(index, int) else f"with a {type(index).__name__} index")
+        if problem is not None:
+            fail(f"indexing list {self.name!r} grown in a data-dependent loop {problem} is not supported", self,
                  "keep the value you need in a variable of its own, or torch.stack/torch.cat the list and index that")
         if 0 <= index < len(self.initial):
             return self.initial[index]
         if -len(self.tail) <= index < 0:
             return self.tail[index]
         return stack(self)[index]
+
+    def _one_shape(self) -> bool:
+        return self.mode == "rows" or not any(varies(s) for s in self.replay.element.shape)
 
     def __iter__(self):
         raise ControlFlowError(
