@@ -164,3 +164,9 @@ class ListSizedByReadNumber(nn.Module):
             k = int(x.sum())
             acc = acc + len([0] * k)
         return acc
+
+
+class FloatOfItemAtTopLevel(nn.Module):
+    def forward(self, x, s):
+        f = float(s.item())
+        return x * f + 1

@@ -111,6 +111,9 @@ def test_top_level_numbers_run_as_written():
     with pytest.raises(fxport.CaptureError) as info:
         fxport.convert(m.NumbersAtTopLevel(), (torch.rand(2, 3), torch.tensor(2)))
     assert line_of(MODELS, "scale = float(x.mean())") in str(info.value)
+    with pytest.raises(fxport.CaptureError) as info:  # float of a number read at the top level too
+        fxport.convert(m.FloatOfItemAtTopLevel(), (torch.rand(2, 3), torch.tensor(2.0)))
+    assert line_of(MODELS, "f = float(s.item())") in str(info.value)
 
 
 def test_a_number_no_tensor_op_can_stand_for_is_refused_at_its_line():

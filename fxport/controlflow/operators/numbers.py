@@ -27,9 +27,11 @@ from fxport.controlflow.operators.values import is_symbolic, is_traced
 
 def float_(value, nested: bool = True):
     """``float(value)``; a traced one-element tensor in converted code gives a SymFloat, no guard."""
+    if not (nested or in_traced_body()):  # the function's top level: as written
+        return float(value)
     if is_symbolic(value):  # float(t.item()) / float(n) of a traced number: no guard on its value
         return value if isinstance(value, (float, torch.SymFloat)) else torch.sym_float(value)
-    if not _reads_symbolically(value, nested):
+    if not _reads_symbolically(value):
         return float(value)
     number = value.reshape(()).item()
     return number if value.dtype.is_floating_point else torch.sym_float(number)
@@ -37,17 +39,16 @@ def float_(value, nested: bool = True):
 
 def tolist(value, nested: bool = True):
     """``value.tolist()``; a traced 0-d tensor in converted code gives its number without a guard."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and _reads_symbolically(value, nested):
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and (nested or in_traced_body()) and _reads_symbolically(value):
         return value.item()
     return value.tolist()
 
 
-def _reads_symbolically(value, nested: bool) -> bool:
-    """A traced one-element tensor inside a branch/loop body or a body torch is tracing."""
+def _reads_symbolically(value) -> bool:
+    """A traced one-element real tensor."""
     return (
         isinstance(value, torch.Tensor)
         and is_traced(value)
         and statically_known_true(value.numel() == 1)
         and not value.is_complex()
-        and (nested or in_traced_body())
     )
