@@ -52,15 +52,45 @@ def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     if isinstance(node, (list, tuple)):
         return set().union(*(writes(n) for n in node)) if node else set()
     found: set[str] = set()
+    comprehension_targets = _comprehension_targets(node)
     for sub in _walk_same_scope(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            found.add(sub.id)
+            if id(sub) not in comprehension_targets:
+                found.add(sub.id)
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
             found.add(sub.name)
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
             for alias in sub.names:
                 found.add((alias.asname or alias.name).split(".")[0])
     return found
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _comprehension_targets(node: ast.AST) -> set[int]:
+    """The ids of the Name nodes a comprehension's ``for`` binds: local to the comprehension
+    (Python 3), so not written in the enclosing scope (a walrus inside one still is)."""
+    bound: set[int] = set()
+    for sub in _walk_same_scope(node):
+        if isinstance(sub, _COMPREHENSIONS):
+            for generator in sub.generators:
+                bound |= {id(n) for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
+    return bound
+
+
+def _comprehension_local_reads(node: ast.AST) -> set[int]:
+    """The ids of the Name nodes inside a comprehension that read its own ``for`` targets (the
+    first iterable is evaluated in the enclosing scope and is not among them)."""
+    local: set[int] = set()
+    for sub in _walk_same_scope(node):
+        if not isinstance(sub, _COMPREHENSIONS):
+            continue
+        bound = {n.id for g in sub.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        outer = {id(n) for n in ast.walk(sub.generators[0].iter)}
+        local |= {id(n) for n in ast.walk(sub) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                  and n.id in bound and id(n) not in outer}
+    return local
 
 
 def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
@@ -225,9 +255,11 @@ def reads(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     if isinstance(node, (list, tuple)):
         return set().union(*(reads(n) for n in node)) if node else set()
     found: set[str] = set()
+    comprehension_reads = _comprehension_local_reads(node)
     for sub in _walk_same_scope(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-            found.add(sub.id)
+            if id(sub) not in comprehension_reads:
+                found.add(sub.id)
         elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name):
             found.add(sub.target.id)
         elif isinstance(sub, _SCOPES) and sub is not node:

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.fx
 
-from fxport.errors import RuleError, SourceLocation
+from fxport.errors import ConversionError, RuleError, SourceLocation
 from fxport.provenance import FX_RULE_KEY
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
@@ -164,7 +164,7 @@ def apply_graph_passes(program: Any, passes: Sequence[GraphPass], records: list[
                                    where, control_flow)
             try:
                 returned = rule.function(where.module, context)
-            except RuleError:
+            except ConversionError:  # a refusal the pass raised on purpose (one line at the user's code)
                 raise
             except Exception as err:  # noqa: BLE001 - a failing pass is the pass's fault
                 raise RuleError(f"graph pass {rule.name!r} failed on graph {where.path or '<top level>'}: "

@@ -139,3 +139,16 @@ def test_canonical_functions_behave_like_the_original():
     for xs in ([], [1, 2, 3], [1, -4, 5, 9], [10], [-1, -2]):
         for limit in (0, 4, 100):
             assert rewritten["f"](xs, limit) == original["f"](xs, limit)
+
+
+def test_comprehension_targets_are_local_to_the_comprehension():
+    """``[float(i) for i in range(3)]`` inside a loop body neither writes nor reads ``i`` in the
+    function's scope (it once refused such a loop: "'i' is first defined inside a loop");
+    the first iterable and a walrus are the enclosing scope's."""
+    import ast
+
+    from fxport.controlflow.analysis import reads, writes
+
+    body = ast.parse("y = [float(i) + q for i in range(3)]\nz = [k for k in k]\nw = {(j := a): b for a, b in p}").body
+    assert writes(body) == {"y", "z", "w", "j"}
+    assert reads(body) == {"float", "q", "range", "k", "p"}

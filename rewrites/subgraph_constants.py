@@ -1,0 +1,158 @@
+"""Tensor constants inside branches and loop bodies become ops that build them (a graph pass).
+
+``torch.tensor(1.0)``, ``torch.tensor([0, 3])`` or a masked assignment of a number
+(``h[h < 0] = 1.0``, an ``index_put`` of a 0-d constant) inside a ``torch.cond`` branch, a
+``while_loop`` body or a scan body reaches the captured program as a tensor attribute of that
+subgraph (``get_attr _tensor_constant0``, usually followed by ``lift_fresh_copy``). The dynamo
+exporter of torch 2.13 cannot decompose such a subgraph ("Attempting to use FunctionalTensor on
+its own"), so a converted loop or branch that creates a constant would be refused. This pass
+rewrites each such constant, in every subgraph, into ``full`` (every element equal) or a
+``stack`` of ``full`` scalars reshaped to the constant's shape (up to :data:`MAX_ELEMENTS`
+elements); ONNX's constant folding turns either back into one initializer. Values are exact:
+float64 constants are built as sums of float32-exact pieces, because the exporter writes Python
+float arguments as float32. A larger constant is refused in one line at the loop or branch
+(the line of the constant itself is not kept in the body's graph).
+``--disable subgraph-constants`` turns the pass off. The top-level graph is left alone (its
+constants are lifted to program inputs, which the exporter handles).
+
+Example::
+
+    >>> import torch, fxport
+    >>> class Net(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return torch.cond(x.sum() > 0, lambda x: x + torch.tensor([1.0, 2.0]), lambda x: x - 1, (x,))
+    >>> program = torch.export.export(Net(), (torch.randn(2),))
+    >>> records = []
+    >>> program = fxport.rules.resolve().apply_graph_rules(program, records)
+    >>> [r.rule for r in records if r.rule == "subgraph-constants"]
+    ['subgraph-constants']
+    >>> program.module()(torch.ones(2)).tolist()
+    [2.0, 3.0]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy
+import torch
+import torch.fx
+
+import fxport
+
+aten = torch.ops.aten
+
+#: The largest constant (in elements) built from scalars; a larger one is refused.
+MAX_ELEMENTS = 256
+
+#: Nodes that only pass a fresh constant on (a copy of it, or detached in place).
+_PASS_THROUGH = (aten.lift_fresh_copy.default, aten.detach_.default, aten.detach.default)
+
+
+@fxport.rules.graph_pass(name="subgraph-constants", priority=fxport.rules.BUILTIN_PRIORITY)
+def subgraph_constants(graph_module: torch.fx.GraphModule, context) -> list:
+    """A tensor constant in a branch or loop body is built by ops there (the exporter cannot lift it)."""
+    if not context.is_subgraph:
+        return []
+    graph = graph_module.graph
+    records, replaced = [], set()
+    for node in list(graph.nodes):
+        value = _constant_of(graph_module, node)
+        if value is None:
+            continue
+        if value.numel() > MAX_ELEMENTS and not _uniform(value):
+            raise fxport.ControlFlowError(
+                f"a tensor constant of {value.numel()} elements is created inside the converted loop or branch",
+                where=context.location(node),
+                hint="create it once outside the branch or loop (or register it as a buffer in __init__)")
+        with graph.inserting_before(node):
+            built = _Builder(graph, value.device).tensor(value)
+        replaced.add(str(node.target))
+        _replace_constant(node, built, graph)
+        records.append(context.record(
+            node, f"a {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} constant in "
+                  f"{context.path} is built there by ops", new_nodes=[built]))
+    if records:
+        graph.eliminate_dead_code()
+        still_read = {str(n.target) for n in graph.nodes if n.op == "get_attr"}
+        for name in replaced - still_read:
+            delattr(graph_module, name)
+    return records
+
+
+def _constant_of(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> torch.Tensor | None:
+    if node.op != "get_attr":
+        return None
+    value = getattr(graph_module, str(node.target), None)
+    if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter):
+        return None
+    if value.is_complex() or value.layout != torch.strided or value.is_quantized:
+        return None
+    return value.detach()
+
+
+def _uniform(value: torch.Tensor) -> bool:
+    flat = value.reshape(-1)
+    return flat.numel() > 0 and bool((flat == flat[0]).all()) and not bool(torch.isnan(flat[0:1]).any())
+
+
+def _replace_constant(node: torch.fx.Node, built: torch.fx.Node, graph: torch.fx.Graph) -> None:
+    """Readers of the constant (and of its fresh copies) read ``built`` instead."""
+    for user in list(node.users):
+        if user.op == "call_function" and user.target in _PASS_THROUGH:
+            _replace_constant(user, built, graph)
+    node.replace_all_uses_with(built)
+    graph.erase_node(node)
+
+
+def _fake(value: Any) -> Any:
+    return value.meta["val"] if isinstance(value, torch.fx.Node) else value
+
+
+class _Builder:
+    """Adds the nodes that build a constant, with fake values in ``meta["val"]``."""
+
+    def __init__(self, graph: torch.fx.Graph, device: torch.device):
+        self.graph = graph
+        self.device = device
+        values = [n.meta.get("val") for n in graph.nodes]
+        self.mode = torch._guards.detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+
+    def call(self, target, args: tuple, kwargs: dict | None = None) -> torch.fx.Node:
+        node = self.graph.call_function(target, args, kwargs or {})
+        values = tuple([_fake(a) for a in x] if isinstance(x, list) else _fake(x) for x in args)
+        if self.mode is not None:
+            with self.mode:
+                node.meta["val"] = target(*values, **(kwargs or {}))
+        return node
+
+    def tensor(self, value: torch.Tensor) -> torch.fx.Node:
+        shape = list(value.shape)
+        if value.numel() > 0 and _uniform(value):
+            return self.scalar(value.reshape(-1)[0].item(), value.dtype, shape)
+        if value.numel() == 0:
+            return self.call(aten.empty.memory_format, (shape,), {"dtype": value.dtype, "device": self.device})
+        scalars = [self.scalar(v, value.dtype, []) for v in value.reshape(-1).tolist()]
+        return self.call(aten.reshape.default, (self.call(aten.stack.default, (scalars,)), shape))
+
+    def scalar(self, number: Any, dtype: torch.dtype, shape: list[int]) -> torch.fx.Node:
+        """``full(shape, number)``; a float64 number as float32-exact pieces summed."""
+        if dtype != torch.float64 or not math.isfinite(number):
+            return self._full(shape, number, dtype)
+        pieces, rest = [], float(number)
+        while rest != 0.0 and len(pieces) < 3:
+            piece = float(numpy.float32(rest))
+            if not math.isfinite(piece) or piece == 0.0:
+                break
+            pieces.append(piece)
+            rest -= piece
+        if rest != 0.0 or not pieces:  # outside float32's range (or zero): one piece as written
+            return self._full(shape, number, dtype)
+        total = self._full(shape, pieces[0], dtype)
+        for piece in pieces[1:]:
+            total = self.call(aten.add.Tensor, (total, self._full(shape, piece, dtype)))
+        return total
+
+    def _full(self, shape: list[int], number: Any, dtype: torch.dtype) -> torch.fx.Node:
+        return self.call(aten.full.default, (shape, number), {"dtype": dtype, "device": self.device})
