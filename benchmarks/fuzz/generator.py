@@ -4,10 +4,13 @@ A program is a module whose ``forward(self, x, n)`` takes a float tensor ``x`` o
 ``(batch, 4)`` (batch dynamic) and an int64 scalar ``n`` (a trip count), and mixes
 tensor-conditioned if/elif/else, while loops on counters and on tensor conditions, for loops
 with data-dependent, dynamic and static trip counts, break/continue/return inside loops,
-nesting (loops in loops, branches in loops), list append + stack, buffer and column writes,
-a Python int counted through branches and loops, reductions, elementwise math that can yield
-inf/nan on an untaken path, and calls into submodules (a Linear, and a user module with its
-own data-dependent branch).
+nesting (loops in loops, branches in loops), list append + stack (also in while loops on a
+tensor condition, stacked or concatenated), buffer and column writes (also at the index of a
+data-dependent while loop), in-place writes (methods and their function forms, masked and
+augmented subscript assignment, ``index_add_``, writes through a view), a Python int counted
+through branches and loops, reductions, elementwise math that can yield inf/nan on an untaken
+path, and calls into submodules (a Linear, and a user module with its own data-dependent
+branch).
 
 Programs are drawn from hypothesis strategies, so a failing program shrinks to a minimal one.
 Their source is real Python written to a file, because fxport converts the model's own source.
@@ -75,7 +78,7 @@ class Fuzzed(nn.Module):
         self.register_buffer("threshold", torch.tensor(0.25))
 
     def forward(self, x, n):
-        h = x
+        h = x.clone()
         g = torch.tanh(x)
         steps = 0
 {{forward}}
@@ -83,7 +86,11 @@ class Fuzzed(nn.Module):
 
 
 class Scope:
-    """The variables a statement may read and write (all float (batch, 4) tensors)."""
+    """The variables a statement may read and write (all float (batch, 4) tensors).
+
+    None of them aliases the input or another one (every expression makes a new tensor), so
+    an in-place write changes exactly the variable written (or, through a view, its base).
+    """
 
     def __init__(self, names: list[str]):
         self.names = list(names)
@@ -156,7 +163,7 @@ def indent(lines: list[str]) -> list[str]:
 @st.composite
 def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list[str]:
     """One statement (possibly compound). Only existing variables are reassigned in blocks."""
-    kinds = ["assign", "assign", "write_column", "count"]
+    kinds = ["assign", "assign", "write_column", "count", "in_place", "in_place"]
     if depth < MAX_DEPTH:
         kinds += ["if", "if_else", "elif", "for_n", "while_n", "while_cond", "for_dim", "for_static"]
     if in_loop:
@@ -168,6 +175,8 @@ def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list
     if kind == "write_column":  # an in-place write into a local tensor (a copy: never the input)
         column = draw(st.integers(0, FEATURES - 1))
         return [f"{target} = {target}.clone()", f"{target}[:, {column}] = ({draw(expression(scope))})[:, 0]"]
+    if kind == "in_place":  # mutation is state: the write must survive the branch or loop
+        return draw(in_place_write(scope, target))
     if kind == "count":  # a Python int carried through branches and loops
         return ["steps = steps + 1"]
     if kind in ("break", "continue"):
@@ -200,10 +209,42 @@ def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list
 
 
 @st.composite
+def in_place_write(draw, scope: Scope, target: str) -> list[str]:
+    """An in-place write into ``target`` (never an input: every variable is a fresh tensor)."""
+    c = draw(CONSTANTS)
+    t = draw(THRESHOLDS)
+    column = draw(st.integers(0, FEATURES - 1))
+    low = draw(st.integers(0, FEATURES - 2))
+    high = draw(st.integers(low + 1, FEATURES))
+    return draw(st.sampled_from([
+        [f"{target}.mul_({c})"],
+        [f"{target}.add_({draw(expression(scope))})"],
+        [f"torch.relu_({target})"],
+        [f"{target}.masked_fill_({target} > {t}, {c})"],
+        [f"{target}.clamp_(min=-1.0, max={t})"],
+        [f"{target}.copy_({draw(expression(scope))})"],
+        [f"{target}[{target} < {t}] = {c}"],                       # masked assignment
+        [f"{target}[:, {column}] += {c}"],                         # augmented subscript assignment
+        [f"{target}.index_add_(1, torch.tensor([{low}, {high - 1}]), ({draw(expression(scope))})[:, :2])"],
+        [f"view = {target}[:, {low}:{high}]", f"view.mul_({c})"],  # a write through a view of it
+    ]))
+
+
+@st.composite
 def epilogue(draw, scope: Scope) -> list[str]:
     """Optionally a list-append loop, a buffer write loop, or an early return; then the return."""
-    kind = draw(st.sampled_from(["plain", "append", "buffer", "early_return"]))
+    kind = draw(st.sampled_from(["plain", "append", "buffer", "early_return", "append_while", "buffer_while"]))
     a = draw(operand(scope))
+    if kind == "append_while":  # a list grown in a loop on a tensor condition
+        combine = draw(st.sampled_from(["torch.stack(outs).sum(dim=0)", "torch.cat(outs).sum()"]))
+        return ["outs = [h.sum(dim=-1)]", "k = torch.zeros((), dtype=torch.int64)",
+                f"while (k < n) and ({draw(predicate(scope))}):", "    k = k + 1",
+                f"    {a} = torch.tanh({a}) * 0.9", f"    outs.append({a}.sum(dim=-1))",
+                f"return {combine} + g.sum(dim=-1)"]
+    if kind == "buffer_while":  # writes into a buffer at the index of a data-dependent loop
+        return ["buf = torch.zeros(6, x.shape[0])", "k = torch.zeros((), dtype=torch.int64)",
+                f"while (k < n) and ({draw(predicate(scope))}):", f"    {a} = {a} * 0.5 + 1.0",
+                f"    buf[k] = {a}.sum(dim=-1)", "    k = k + 1", "return buf.sum(dim=0) + g.sum(dim=-1)"]
     if kind == "append":
         return ["outs = []", "for i in range(int(n) + 1):", f"    {a} = torch.tanh({a}) * 0.9",
                 f"    outs.append({a}.sum(dim=-1))", "return torch.stack(outs).sum(dim=0) + h.sum(dim=-1)"]
