@@ -217,7 +217,7 @@ def _top_level_appends(stmts) -> set[str]:
 def expensive_reasons(stmts) -> list[str]:
     """Why evaluating both branches of an ``if`` as the user wrote it would be costly or unsafe
     (empty: cheap): loops, nested ifs, calls of submodules/methods, indexing with a computed
-    index, and ops that fail on some values (``.item()``, ``nonzero``, ``inverse``)."""
+    index or at a position (``x[0]`` is out of range on an empty dimension), and ops that fail on some values (``.item()``, ``nonzero``, ``inverse``)."""
     reasons: list[str] = []
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, (ast.For, ast.While)):
@@ -230,12 +230,21 @@ def expensive_reasons(stmts) -> list[str]:
                 reasons.append(f"calls {text} at line {node.lineno}")
             elif text.endswith((".item", ".tolist", ".nonzero")) or text in ("torch.nonzero", "torch.linalg.inv", "torch.inverse"):
                 reasons.append(f"{text} at line {node.lineno} may fail on the other path")
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and not is_static_index(node.slice):
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and (
+                not is_static_index(node.slice) or _has_int_position(node.slice)):
+            # x[0] fails on an empty (dynamic) dimension the other path never indexes
             reasons.append(f"indexing with {_index_text(node.slice)} at line {node.lineno} may be out of range on the other path")
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and not is_static_index(node.target.slice):
             # x[i] += v reads x[i] too
             reasons.append(f"indexing with {_index_text(node.target.slice)} at line {node.lineno} may be out of range on the other path")
     return list(dict.fromkeys(reasons))
+
+
+def _has_int_position(index: ast.expr) -> bool:
+    """True when an index picks a position (``x[0]``, ``x[:, -1]``) rather than only slicing."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return any(not isinstance(part, ast.Slice) and not (isinstance(part, ast.Constant) and part.value in (None, ...))
+               for part in parts)
 
 
 def _index_text(index: ast.expr) -> str:

@@ -399,3 +399,28 @@ class SubmodulesWritingBuffers(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.inner(x) + self.inner.seen
+
+
+class ViewWrittenInLoopBody(nn.Module):
+    """A view made inside a data-dependent loop and written in place: the write reaches its base."""
+
+    def forward(self, x, n):
+        g = torch.tanh(x)
+        for _ in range(int(n)):
+            view = g[:, 1:3]
+            view.mul_(-0.5)
+            row = view.t()
+            row.add_(0.25)
+        return g * 2
+
+
+class ViewWrittenInBranch(nn.Module):
+    """``row = g[0]; row.add_(10)`` under a tensor condition: g is written (and g[0] would be out
+    of range on an empty batch, which the branch never sees, so it is not evaluated there)."""
+
+    def forward(self, x):
+        g = torch.tanh(x)
+        if g.sum() > 0:
+            row = g[0]
+            row.add_(10)
+        return g * 2

@@ -265,3 +265,26 @@ def test_from_the_cli_a_buffer_model_says_verified_and_a_python_counter_is_refus
     assert refused.returncode != 0 and not (tmp_path / "no.onnx").exists()
     assert "self.steps is a Python int changed under a tensor condition or in a data-dependent loop at " in refused.stderr + refused.stdout
     assert f"mutation_models.py:{line};" in refused.stderr + refused.stdout
+
+
+def test_view_made_and_written_inside_a_loop_body_writes_its_base():
+    """Found by the fuzzer: the view's base was not carried, and torch.export refused the body."""
+    model = m.ViewWrittenInLoopBody()
+    inputs = [(torch.randn(3, 4), torch.tensor(t)) for t in (0, 1, 2, 5)] + [(torch.randn(1, 4), torch.tensor(3))]
+    assert {0, 1, 2, 5} <= next(iter(trip_counts(model, inputs).values()))
+    exported = export_to_ort(model, (torch.randn(3, 4), torch.tensor(2)),
+                             dynamic_shapes=({0: torch.export.Dim("b", min=1, max=64)}, None))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_view_written_in_a_branch_and_a_position_index_verified_at_batch_zero():
+    """g[0] in a branch is not evaluated on the path that does not take it (an If, not a Where):
+    at batch 0 the branch is not taken and ONNX Runtime must not index row 0."""
+    model = m.ViewWrittenInBranch()
+    inputs = BOTH_SIGNS + [(torch.zeros(0, 3),)]
+    assert_every_branch_taken(model, inputs)
+    exported = export_to_ort(model, inputs[0], dynamic_shapes=({0: torch.export.Dim("b", min=0, max=64)},))
+    assert exported.ops.get("If") == 1
+    assert_matches_eager(model, exported, inputs)
+    assert fxport.convert(model, inputs[0], dynamic_shapes={"x": {0: "batch"}}).verified
