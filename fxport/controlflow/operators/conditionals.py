@@ -317,7 +317,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
             raise inner from None
         raise
     record(info, f"{info.kind}-to-cond", f"cond: {reason}", lowering="torch.cond")
-    return tuple(outs)
+    return tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
 
 
 def _is_none(value) -> bool:

@@ -101,7 +101,9 @@ class _Loop:
             if inner is not None:
                 raise inner from None
             raise
-        _, _, rest = self._split(tuple(final))
+        # fresh tensors: an in-place write into a view of an output (view = h[:, 1:3]; view.mul_(2)
+        # after the loop) is refused by autograd for the outputs of a multi-output op (fuzzer find)
+        _, _, rest = self._split(tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in final))
         return layout.unpack(rest)[: len(self.info.names)]
 
     def _split(self, carried):
