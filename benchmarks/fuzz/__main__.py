@@ -1,7 +1,7 @@
 """``python -m benchmarks.fuzz``: run a fuzz campaign and print its figures.
 
     python -m benchmarks.fuzz --profile ci          # 200 programs, fixed seeds (what CI runs)
-    python -m benchmarks.fuzz --profile long        # 1000 programs
+    python -m benchmarks.fuzz --profile long        # 2000 programs
     python -m benchmarks.fuzz --programs 50 --seed 7 --workers 2
 """
 

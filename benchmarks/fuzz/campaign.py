@@ -28,7 +28,7 @@ from benchmarks.fuzz.runner import Coverage, Outcome, run_program
 REGRESSIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "tests", "fuzz_regressions")
 
-PROFILES = {"ci": 200, "long": 1000}
+PROFILES = {"ci": 200, "long": 2000}
 
 
 @dataclasses.dataclass

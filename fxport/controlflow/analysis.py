@@ -22,30 +22,13 @@ import ast
 import dataclasses
 from typing import Mapping, Sequence
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
-
-def _walk_same_scope(node: ast.AST):
-    """ast.walk that does not descend into nested function/class bodies (but sees their defaults)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if isinstance(current, _SCOPES) and current is not node:
-            continue
-        stack.extend(ast.iter_child_nodes(current))
-
-
-def _free_names(scope: ast.AST) -> set[str]:
-    """Names a nested function/lambda reads from its enclosing scope (approximation)."""
-    loaded, stored = set(), set()
-    for node in ast.walk(scope):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
-        elif isinstance(node, ast.arg):
-            stored.add(node.arg)
-    return loaded - stored
-
+from fxport.controlflow.scopes import (
+    SCOPES as _SCOPES,
+    comprehension_local_reads as _comprehension_local_reads,
+    comprehension_targets as _comprehension_targets,
+    free_names as _free_names,
+    walk_same_scope as _walk_same_scope,
+)
 
 def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     """Names bound by ``node`` (or a list of statements) in the current scope."""
@@ -63,34 +46,6 @@ def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
             for alias in sub.names:
                 found.add((alias.asname or alias.name).split(".")[0])
     return found
-
-
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-
-
-def _comprehension_targets(node: ast.AST) -> set[int]:
-    """The ids of the Name nodes a comprehension's ``for`` binds: local to the comprehension
-    (Python 3), so not written in the enclosing scope (a walrus inside one still is)."""
-    bound: set[int] = set()
-    for sub in _walk_same_scope(node):
-        if isinstance(sub, _COMPREHENSIONS):
-            for generator in sub.generators:
-                bound |= {id(n) for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
-    return bound
-
-
-def _comprehension_local_reads(node: ast.AST) -> set[int]:
-    """The ids of the Name nodes inside a comprehension that read its own ``for`` targets (the
-    first iterable is evaluated in the enclosing scope and is not among them)."""
-    local: set[int] = set()
-    for sub in _walk_same_scope(node):
-        if not isinstance(sub, _COMPREHENSIONS):
-            continue
-        bound = {n.id for g in sub.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-        outer = {id(n) for n in ast.walk(sub.generators[0].iter)}
-        local |= {id(n) for n in ast.walk(sub) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-                  and n.id in bound and id(n) not in outer}
-    return local
 
 
 def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:

@@ -22,6 +22,7 @@ import inspect
 import textwrap
 
 from fxport.controlflow import analysis, astutil
+from fxport.controlflow.scopes import names_bound_by_comprehensions
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo
 from fxport.errors import ControlFlowError, SourceLocation
 
@@ -53,7 +54,8 @@ class Context:
         self.self_name = positional[0].arg if positional else None
         self.params = {a.arg for a in positional + fdef.args.kwonlyargs + [fdef.args.vararg, fdef.args.kwarg] if a is not None}
         #: the function's own local names as the user wrote it (no generated names)
-        self.local_names = analysis.writes(fdef.body) | self.params
+        # comprehension targets are locals of the code too (t in `(t.reshape(...) for t in xs)`)
+        self.local_names = analysis.writes(fdef.body) | self.params | names_bound_by_comprehensions(fdef.body)
         self.declared_outer = {
             n for node in ast.walk(fdef) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names
         }
