@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from benchmarks.fuzz.campaign import PROFILES, campaign, report
+from benchmarks.fuzz.campaign import CHUNK, PROFILES, Summary, report, run_campaign
 from benchmarks.fuzz.runner import run_file
 
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "case_*.py")))
@@ -34,14 +34,26 @@ def test_ill_conditioned_program_is_not_counted_as_a_bug():
     assert "float32 eager differs from float64 eager" in outcome.message
 
 
+#: The CI profile's chunks (25 programs each, as ``campaign`` runs them) split into quarters, so
+#: that xdist runs them on every worker instead of one test running its own pool beside the rest.
+QUARTERS = 4
+
+
 @pytest.mark.slow
-def test_ci_fuzz_profile_has_no_bugs():
-    """200 generated programs (fixed seeds): each converts and equals eager, or fails clearly."""
-    summary = campaign(PROFILES["ci"], seed_value=0, workers=2, shrink=False, keep=False)
+@pytest.mark.parametrize("quarter", range(QUARTERS))
+def test_ci_fuzz_profile_has_no_bugs(quarter):
+    """200 generated programs (fixed seeds) in four runs of 50: each program converts and equals
+    eager, or fails clearly; the same programs as ``python -m benchmarks.fuzz --profile ci``."""
+    chunks = PROFILES["ci"] // CHUNK
+    summary = Summary()
+    for chunk in range(quarter * chunks // QUARTERS, (quarter + 1) * chunks // QUARTERS):
+        summary.merge(run_campaign(CHUNK, chunk, shrink=False, keep=False))  # seed 0: chunk seeds 0..7
     assert summary.counts["bug"] == 0, report(summary, 0.0)
-    assert summary.tried == PROFILES["ci"]
-    assert summary.counts["equal"] >= PROFILES["ci"] * 0.8, report(summary, 0.0)
-    covered = summary.coverage  # the input sets exercise the control flow (long profile: 54%, 44%, 79%)
+    assert summary.tried == PROFILES["ci"] // QUARTERS
+    assert summary.counts["equal"] >= summary.tried * 0.8, report(summary, 0.0)
+    # the input sets exercise the control flow: whole profile 51% / 50% / 78%, the quarter of
+    # chunks 6-7 the lowest at 54% / 37% / 54% (50 programs vary more than 200)
+    covered = summary.coverage
     assert covered.ifs_both >= 0.4 * covered.ifs, report(summary, 0.0)
     assert covered.loops_zero >= 0.3 * covered.loops, report(summary, 0.0)
-    assert covered.loops_varied >= 0.6 * covered.loops, report(summary, 0.0)
+    assert covered.loops_varied >= 0.5 * covered.loops, report(summary, 0.0)
