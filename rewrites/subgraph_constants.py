@@ -8,11 +8,11 @@ exporter of torch 2.13 cannot decompose such a subgraph ("Attempting to use Func
 its own"), so a converted loop or branch that creates a constant would be refused. This pass
 rewrites each such constant, in every subgraph, into ``full`` (every element equal) or a
 ``stack`` of ``full`` scalars reshaped to the constant's shape (up to :data:`MAX_ELEMENTS`
-elements); ONNX's constant folding turns either back into one initializer. Values are exact:
-float64 constants are built as sums of float32-exact pieces, because the exporter writes Python
-float arguments as float32. A larger constant is refused in one line at the loop or branch
-(the line of the constant itself is not kept in the body's graph).
-``--disable subgraph-constants`` turns the pass off. The top-level graph is left alone (its
+elements); ONNX's constant folding turns either back into one initializer. Values are exact,
+signed zeros included: the exporter writes Python float arguments as float32, so a float64
+value is built from float32-exact parts (mantissa pieces times powers of two). A larger
+constant is refused in one line at the loop or branch (the line of the constant itself is not
+kept in the body's graph). ``--disable subgraph-constants`` turns the pass off. The top-level graph is left alone (its
 constants are lifted to program inputs, which the exporter handles).
 
 Example::
@@ -45,9 +45,6 @@ aten = torch.ops.aten
 
 #: The largest constant (in elements) built from scalars; a larger one is refused.
 MAX_ELEMENTS = 256
-
-#: Nodes that only pass a fresh constant on (a copy of it, or detached in place).
-_PASS_THROUGH = (aten.lift_fresh_copy.default, aten.detach_.default, aten.detach.default)
 
 
 @fxport.rules.graph_pass(name="subgraph-constants", priority=fxport.rules.BUILTIN_PRIORITY)
@@ -93,16 +90,32 @@ def _constant_of(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> tor
 
 
 def _uniform(value: torch.Tensor) -> bool:
+    """Every element the same value, the sign of zero included (NaN never counts as equal)."""
     flat = value.reshape(-1)
-    return flat.numel() > 0 and bool((flat == flat[0]).all()) and not bool(torch.isnan(flat[0:1]).any())
+    if flat.numel() == 0 or not bool((flat == flat[0]).all()):
+        return False
+    return not value.is_floating_point() or bool((torch.signbit(flat) == torch.signbit(flat[0])).all())
 
 
 def _replace_constant(node: torch.fx.Node, built: torch.fx.Node, graph: torch.fx.Graph) -> None:
-    """Readers of the constant (and of its fresh copies) read ``built`` instead."""
+    """Readers of the constant read ``built``; each fresh copy of it (``lift_fresh_copy``) becomes
+    a copy of ``built`` of its own, so an in-place write into one copy reaches no other reader."""
     for user in list(node.users):
-        if user.op == "call_function" and user.target in _PASS_THROUGH:
-            _replace_constant(user, built, graph)
+        if user.op == "call_function" and user.target is aten.lift_fresh_copy.default:
+            with graph.inserting_before(user):
+                copy = graph.call_function(aten.clone.default, (built,))
+            copy.meta.update({k: v for k, v in built.meta.items() if k == "val"})
+            _drop_detach(user, copy, graph)
     node.replace_all_uses_with(built)
+    graph.erase_node(node)
+
+
+def _drop_detach(node: torch.fx.Node, value: torch.fx.Node, graph: torch.fx.Graph) -> None:
+    """Readers of ``node`` and of its ``detach``/``detach_`` (no-ops here) read ``value``."""
+    for user in list(node.users):
+        if user.op == "call_function" and user.target in (aten.detach_.default, aten.detach.default):
+            _drop_detach(user, value, graph)
+    node.replace_all_uses_with(value)
     graph.erase_node(node)
 
 
@@ -137,21 +150,25 @@ class _Builder:
         return self.call(aten.reshape.default, (self.call(aten.stack.default, (scalars,)), shape))
 
     def scalar(self, number: Any, dtype: torch.dtype, shape: list[int]) -> torch.fx.Node:
-        """``full(shape, number)``; a float64 number as float32-exact pieces summed."""
-        if dtype != torch.float64 or not math.isfinite(number):
+        """``full(shape, number)``; a float64 number exactly: its mantissa as float32-exact pieces
+        summed, times its power of two in float32-exact steps (the exporter writes Python float
+        arguments as float32, which would round 0.1 and overflow 1e300)."""
+        if isinstance(number, float) and number == 0.0 and math.copysign(1.0, number) < 0:
+            return self.call(aten.neg.default, (self._full(shape, 0.0, dtype),))  # -0.0 as written is lost
+        if dtype != torch.float64 or not math.isfinite(number) or number == 0.0:
             return self._full(shape, number, dtype)
-        pieces, rest = [], float(number)
-        while rest != 0.0 and len(pieces) < 3:
-            piece = float(numpy.float32(rest))
-            if not math.isfinite(piece) or piece == 0.0:
-                break
-            pieces.append(piece)
-            rest -= piece
-        if rest != 0.0 or not pieces:  # outside float32's range (or zero): one piece as written
-            return self._full(shape, number, dtype)
+        mantissa, exponent = math.frexp(float(number))  # number == mantissa * 2**exponent exactly
+        pieces, rest = [], mantissa
+        while rest != 0.0:  # at most 3 pieces of 24 bits cover a double's 53
+            pieces.append(float(numpy.float32(rest)))
+            rest -= pieces[-1]
         total = self._full(shape, pieces[0], dtype)
         for piece in pieces[1:]:
             total = self.call(aten.add.Tensor, (total, self._full(shape, piece, dtype)))
+        while exponent != 0:  # powers of two up to 2**100 are exact in float32; the products exact in float64
+            step = max(-100, min(100, exponent))
+            total = self.call(aten.mul.Tensor, (total, self._full(shape, 2.0 ** step, dtype)))
+            exponent -= step
         return total
 
     def _full(self, shape: list[int], number: Any, dtype: torch.dtype) -> torch.fx.Node:

@@ -29,6 +29,7 @@ from fxport.controlflow.scopes import (
     free_names as _free_names,
     walk_same_scope as _walk_same_scope,
 )
+from fxport.controlflow.views import view_bases
 
 def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     """Names bound by ``node`` (or a list of statements) in the current scope."""
@@ -54,53 +55,7 @@ def mutated(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     module-like callee such as ``torch`` is reported too; callers keep only their locals)."""
     nodes = list(node) if isinstance(node, (list, tuple)) else [node]
     found = set().union(*(_written_in_place(n) for n in nodes)) if nodes else set()
-    return _with_view_bases(found, nodes)
-
-
-#: Tensor methods whose result may share memory with the tensor (a write into it writes there).
-VIEW_METHODS = frozenset({
-    "view", "view_as", "reshape", "reshape_as", "t", "transpose", "swapaxes", "swapdims", "permute",
-    "movedim", "moveaxis", "narrow", "select", "squeeze", "unsqueeze", "expand", "expand_as", "flatten",
-    "unflatten", "diagonal", "unfold", "detach", "as_strided", "contiguous", "real", "imag", "mT", "T",
-    "H", "mH", "data",
-})
-
-
-def _with_view_bases(found: set[str], nodes: Sequence[ast.AST]) -> set[str]:
-    """``found`` plus the tensors the written names may be views of, by assignments in ``nodes``:
-    ``view = g[:, 1:3]; view.mul_(2)`` writes ``g`` too (so ``g`` is carried state)."""
-    bases: dict[str, set[str]] = {}
-    for node in nodes:
-        for sub in _walk_same_scope(node):
-            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
-                base = view_base(sub.value)
-                if base and base != sub.targets[0].id:
-                    bases.setdefault(sub.targets[0].id, set()).add(base)
-    todo = list(found)
-    while todo:
-        for base in bases.get(todo.pop(), ()):
-            if base not in found:
-                found.add(base)
-                todo.append(base)
-    return found
-
-
-def view_base(value: ast.AST) -> str | None:
-    """The name ``value`` may be a view of: ``g`` for ``g``, ``g[:, 1:3]``, ``g.t()[0]``,
-    ``g.view(-1)``, ``_fx.getitem(g, i)``; None for anything that makes a new tensor."""
-    while True:
-        if isinstance(value, ast.Name):
-            return value.id
-        if isinstance(value, ast.Subscript):
-            value = value.value
-        elif isinstance(value, ast.Attribute) and value.attr in VIEW_METHODS:
-            value = value.value
-        elif isinstance(value, ast.Call) and _is_getitem(value) and value.args:
-            value = value.args[0]
-        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in VIEW_METHODS:
-            value = value.func.value
-        else:
-            return None
+    return found | view_bases(found, nodes)  # view = g[:, 1:3]; view.mul_(2) writes g too
 
 
 def _written_in_place(node: ast.AST) -> set[str]:

@@ -231,19 +231,37 @@ def expensive_reasons(stmts) -> list[str]:
             elif text.endswith((".item", ".tolist", ".nonzero")) or text in ("torch.nonzero", "torch.linalg.inv", "torch.inverse"):
                 reasons.append(f"{text} at line {node.lineno} may fail on the other path")
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and (
-                not is_static_index(node.slice) or _has_int_position(node.slice)):
+                not is_static_index(node.slice) or _picks_a_tensor_position(node)):
             # x[0] fails on an empty (dynamic) dimension the other path never indexes
             reasons.append(f"indexing with {_index_text(node.slice)} at line {node.lineno} may be out of range on the other path")
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and not is_static_index(node.target.slice):
             # x[i] += v reads x[i] too
             reasons.append(f"indexing with {_index_text(node.target.slice)} at line {node.lineno} may be out of range on the other path")
+    reasons += _writes_into_names_made_here(stmts)
     return list(dict.fromkeys(reasons))
 
 
-def _has_int_position(index: ast.expr) -> bool:
-    """True when an index picks a position (``x[0]``, ``x[:, -1]``) rather than only slicing."""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return any(not isinstance(part, ast.Slice) and not (isinstance(part, ast.Constant) and part.value in (None, ...))
+def _writes_into_names_made_here(stmts) -> list[str]:
+    """In-place writes into a name the branch itself assigns: it may be a view of a tensor from
+    outside (``v = self.buf[1:3]; v.add_(1)``), which running both branches would write
+    whatever the condition (a cond runs only the taken one)."""
+    made_here = analysis.writes(list(stmts))
+    written = analysis.mutated(list(stmts)) & made_here
+    return [f"in-place write into {name!r}, made in the branch (it may be a view of another tensor)"
+            for name in sorted(written)]
+
+
+def _picks_a_tensor_position(node: ast.Subscript) -> bool:
+    """True when ``node`` may pick a position of a tensor (``x[0]``, ``x[:, -1]``) rather than
+    only slice it; ``x.shape[0]``, ``x.size()[1]`` and string keys (``cfg["scale"]``) do not."""
+    owner = node.value
+    if isinstance(owner, ast.Attribute) and owner.attr == "shape":
+        return False
+    if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Attribute) and owner.func.attr == "size":
+        return False
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return any(not isinstance(part, ast.Slice)
+               and not (isinstance(part, ast.Constant) and (part.value in (None, ...) or isinstance(part.value, str)))
                for part in parts)
 
 

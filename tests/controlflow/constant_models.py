@@ -64,3 +64,15 @@ class LargeLiteralInLoop(nn.Module):
             h = h + torch.arange(300, dtype=torch.float32).reshape(100, 3).sum(0) * 0 \
                 + torch.tensor([float(i) for i in range(300)]).reshape(100, 3)[:1]
         return h
+
+
+class ExtremeLiteralsInLoop(nn.Module):
+    """float64 constants float32 cannot hold (1e300, subnormals, 0.1) and signed zeros."""
+
+    def forward(self, x, n):
+        out = torch.zeros(6, dtype=torch.float64) + x.sum() * 0
+        for _ in range(int(n)):
+            big = torch.tensor([1e300, -1e-310, 0.1, 2.5e-320], dtype=torch.float64)
+            signs = 1.0 / torch.tensor([0.0, -0.0], dtype=torch.float64)  # inf, -inf
+            out = torch.cat([big, signs])
+        return out

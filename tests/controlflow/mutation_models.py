@@ -424,3 +424,44 @@ class ViewWrittenInBranch(nn.Module):
             row = g[0]
             row.add_(10)
         return g * 2
+
+
+class ViewWriteSeenByAlias(nn.Module):
+    """A write through a view made in the branch reaches the base's other names (alias = g)."""
+
+    def forward(self, x):
+        g = x.clone()
+        alias = g
+        if x.sum() > 0:
+            v = g[:, 1:3]
+            v.mul_(2)
+        return alias + g
+
+
+class ViewWriteInLoopSeenByEarlierView(nn.Module):
+    """``row = g[0]`` before a data-dependent loop whose body writes g through a fresh view."""
+
+    def forward(self, x, n):
+        g = x.clone()
+        row = g[0]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            v = g[:, 1:3]
+            v.add_(1.0)
+            i = i + 1
+        return row + g
+
+
+class ViewWriteIntoBuffer(nn.Module):
+    """g = self.buf; a view of g written under a tensor condition updates the buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(3))
+
+    def forward(self, x):
+        g = self.buf
+        if x.sum() > 0:
+            v = torch.narrow(g, 0, 1, 2)
+            v.add_(1.0)
+        return x + self.buf

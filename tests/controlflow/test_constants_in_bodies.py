@@ -69,3 +69,10 @@ def test_large_literal_in_a_loop_is_refused_at_its_line():
     message = str(caught.value)
     assert "tensor constant of 300 elements" in message and "\n" not in message
     assert message.split(" at ")[1].startswith("tests/controlflow/" + line_of(m.__file__, "for _ in range(int(n)):  # large"))
+
+
+def test_extreme_float64_literals_and_signed_zeros_are_exact():
+    model = m.ExtremeLiteralsInLoop()
+    inputs = [(torch.randn(3, dtype=torch.float64), torch.tensor(t)) for t in (0, 1, 2)]
+    exported = export_to_ort(model, inputs[1])
+    assert_matches_eager(model, exported, inputs, atol=0, rtol=0)

@@ -288,3 +288,34 @@ def test_view_written_in_a_branch_and_a_position_index_verified_at_batch_zero():
     assert exported.ops.get("If") == 1
     assert_matches_eager(model, exported, inputs)
     assert fxport.convert(model, inputs[0], dynamic_shapes={"x": {0: "batch"}}).verified
+
+
+def test_write_through_a_view_made_in_the_branch_reaches_an_alias_of_its_base():
+    """The base is copied back (not rebound), so ``alias = g`` sees the write."""
+    model = m.ViewWriteSeenByAlias()
+    inputs = BOTH_SIGNS
+    assert_every_branch_taken(model, inputs)
+    exported = export_to_ort(model, inputs[0], dynamic_shapes=({0: torch.export.Dim("b", min=1, max=64)},))
+    assert exported.ops.get("If") == 1  # an in-place write into a name made in the branch: not a where
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_write_through_a_view_of_a_buffer_made_in_the_branch_updates_the_buffer():
+    """g = self.buf; v = torch.narrow(g, ...); v.add_(1) under a tensor condition: each eager run
+    starts from the buffer the file holds (a fresh module per input set)."""
+    from tests.conftest import run_onnx
+
+    result = fxport.convert(m.ViewWriteIntoBuffer(), BOTH_SIGNS[0], dynamic_shapes={"x": {0: "batch"}})
+    assert result.verified
+    for (x,) in BOTH_SIGNS:
+        with torch.no_grad():
+            expected = m.ViewWriteIntoBuffer()(x.clone())
+        torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), expected)
+
+
+def test_write_through_a_fresh_view_in_a_loop_reaches_a_view_made_before_it():
+    model = m.ViewWriteInLoopSeenByEarlierView()
+    inputs = [(torch.randn(3, 4), torch.tensor(t)) for t in (0, 1, 2, 5)]
+    exported = export_to_ort(model, inputs[2], dynamic_shapes=({0: torch.export.Dim("b", min=1, max=64)}, None))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)

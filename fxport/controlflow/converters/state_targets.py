@@ -51,6 +51,7 @@ from fxport.controlflow.astutil import at, call, located, name, rt, tuple_
 from fxport.controlflow.context import STATE_TARGET_PREFIXES
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.facts import is_static_index
+from fxport.controlflow.views import view_bases
 from fxport.controlflow.operators import targets as _targets  # noqa: F401  (generated code calls _fx.targets.*)
 
 #: prefixes of the locals this converter makes (carried like user locals)
@@ -134,7 +135,9 @@ class StateTargets(Canonicalization):
             rebound |= analysis.writes(node.test)
         locals_ = self.ctx.local_names
         in_place = [_stable_part(p, rebound) for p in in_place]
-        names = sorted({t.id for t in in_place if isinstance(t, ast.Name)} & locals_ - rebound - {self.ctx.self_name})
+        written_names = {t.id for t in in_place if isinstance(t, ast.Name)}
+        written_names |= view_bases(written_names, block)  # view = g[0]; view.add_(1) writes g: copy it back
+        names = sorted(written_names & locals_ - rebound - {self.ctx.self_name})
         candidates: dict[str, Target] = {}
         for path, writes_into in [(p, True) for p in in_place] + [(p, False) for p in assigned]:
             if isinstance(path, ast.Name) or not analysis.is_path(path):
