@@ -26,7 +26,8 @@ def main(argv=None) -> int:
     options = parser.parse_args(argv)
     count = options.programs or PROFILES[options.profile]
     start = time.perf_counter()
-    summary = campaign(count, options.seed, max(1, options.workers), shrink=not options.no_shrink)
+    summary = campaign(count, options.seed, max(1, options.workers), shrink=not options.no_shrink,
+                       progress=lambda line: print(f"[{time.perf_counter() - start:5.0f}s] {line}", file=sys.stderr, flush=True))
     print(report(summary, time.perf_counter() - start, show_errors=options.show_errors))
     return 1 if summary.counts["bug"] else 0
 

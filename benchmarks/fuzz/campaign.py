@@ -19,6 +19,7 @@ import hashlib
 import multiprocessing
 import os
 import tempfile
+from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
@@ -107,24 +108,34 @@ def _worker(job: tuple[int, int, bool, bool]) -> Summary:
 CHUNK = 25
 
 
-def campaign(programs_to_run: int, seed_value: int, workers: int, shrink: bool = True, keep: bool = True) -> Summary:
+def campaign(programs_to_run: int, seed_value: int, workers: int, shrink: bool = True, keep: bool = True,
+             progress: Callable[[str], None] | None = None) -> Summary:
     """Run chunks of programs (distinct seeds) over ``workers`` processes and merge the summaries.
 
     ``shrink=False`` reports a bug's program as found (CI: bounded time); shrinking re-runs the
     conversion many times to reach a minimal program. ``keep=False`` does not write bugs to
-    tests/fuzz_regressions/ (the test suite's own run).
+    tests/fuzz_regressions/ (the test suite's own run). ``progress`` is called with a line after
+    each chunk.
     """
     shares = [CHUNK] * (programs_to_run // CHUNK) + ([programs_to_run % CHUNK] if programs_to_run % CHUNK else [])
     jobs = [(share, seed_value * 1000 + i, shrink, keep) for i, share in enumerate(shares)]
-    if workers == 1:
-        results = [_worker(job) for job in jobs]
-    else:
-        with multiprocessing.get_context("spawn").Pool(min(workers, len(jobs))) as pool:
-            results = pool.map(_worker, jobs, chunksize=1)
     total = Summary()
-    for result in results:
-        total.merge(result)
+    if workers == 1:
+        for result in map(_worker, jobs):
+            _note_progress(total, result, programs_to_run, progress)
+        return total
+    with multiprocessing.get_context("spawn").Pool(min(workers, len(jobs))) as pool:
+        for result in pool.imap_unordered(_worker, jobs, chunksize=1):
+            _note_progress(total, result, programs_to_run, progress)
     return total
+
+
+def _note_progress(total: Summary, result: Summary, wanted: int, progress: Callable[[str], None] | None) -> None:
+    """Merge a finished chunk and say how far the campaign is (a long run takes an hour)."""
+    total.merge(result)
+    if progress is not None:
+        progress(f"{total.tried}/{wanted} programs: {total.counts['equal']} equal, "
+                 f"{total.counts['clear-error']} clear errors, {total.counts['bug']} bugs")
 
 
 def save_regression(outcome: Outcome) -> str:
