@@ -39,6 +39,7 @@ import torch
 import torch.fx
 
 import fxport
+from fxport.rewrites._graph import Caller
 
 aten = torch.ops.aten
 
@@ -95,7 +96,7 @@ def _replace(node: torch.fx.Node, tensor: torch.fx.Node, graph: torch.fx.Graph) 
     dtype = node.kwargs.get("dtype")
     if dtype is not None and dtype != torch.bool:
         with graph.inserting_before(node):
-            tensor = _Caller(graph)(aten._to_copy.default, (tensor,), {"dtype": dtype})
+            tensor = Caller(graph)(aten._to_copy.default, (tensor,), {"dtype": dtype})
     node.replace_all_uses_with(tensor)
     graph.erase_node(node)
 
@@ -105,7 +106,7 @@ class _PredicateBuilder:
 
     def __init__(self, graph: torch.fx.Graph):
         self.graph = graph
-        self.call = _Caller(graph)
+        self.call = Caller(graph)
 
     def build(self, value: Any) -> torch.fx.Node | None:
         if not isinstance(value, torch.fx.Node) or value.op != "call_function":
@@ -191,20 +192,3 @@ def _item_source(value: Any) -> torch.fx.Node | None:
         if isinstance(source, torch.fx.Node) and isinstance(source.meta.get("val"), torch.Tensor):
             return source
     return None
-
-
-class _Caller:
-    """Adds calls to a graph with their fake values in ``meta["val"]`` (the ONNX exporter reads
-    shapes and dtypes there), computed in the graph's own fake mode."""
-
-    def __init__(self, graph: torch.fx.Graph):
-        self.graph = graph
-        values = [n.meta.get("val") for n in graph.nodes]
-        self.mode = torch._guards.detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
-
-    def __call__(self, target, args: tuple, kwargs: dict | None = None) -> torch.fx.Node:
-        node = self.graph.call_function(target, args, kwargs or {})
-        values = tuple(a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args)
-        with self.mode:
-            node.meta["val"] = target(*values, **(kwargs or {}))
-        return node

@@ -40,6 +40,7 @@ import torch
 import torch.fx
 
 import fxport
+from fxport.rewrites._graph import Caller
 
 aten = torch.ops.aten
 
@@ -119,26 +120,12 @@ def _drop_detach(node: torch.fx.Node, value: torch.fx.Node, graph: torch.fx.Grap
     graph.erase_node(node)
 
 
-def _fake(value: Any) -> Any:
-    return value.meta["val"] if isinstance(value, torch.fx.Node) else value
-
-
 class _Builder:
     """Adds the nodes that build a constant, with fake values in ``meta["val"]``."""
 
     def __init__(self, graph: torch.fx.Graph, device: torch.device):
-        self.graph = graph
+        self.call = Caller(graph)
         self.device = device
-        values = [n.meta.get("val") for n in graph.nodes]
-        self.mode = torch._guards.detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
-
-    def call(self, target, args: tuple, kwargs: dict | None = None) -> torch.fx.Node:
-        node = self.graph.call_function(target, args, kwargs or {})
-        values = tuple([_fake(a) for a in x] if isinstance(x, list) else _fake(x) for x in args)
-        if self.mode is not None:
-            with self.mode:
-                node.meta["val"] = target(*values, **(kwargs or {}))
-        return node
 
     def tensor(self, value: torch.Tensor) -> torch.fx.Node:
         shape = list(value.shape)

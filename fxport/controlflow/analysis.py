@@ -31,6 +31,7 @@ from fxport.controlflow.scopes import (
 )
 from fxport.controlflow.views import view_bases
 
+
 def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     """Names bound by ``node`` (or a list of statements) in the current scope."""
     if isinstance(node, (list, tuple)):

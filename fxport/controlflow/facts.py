@@ -217,7 +217,9 @@ def _top_level_appends(stmts) -> set[str]:
 def expensive_reasons(stmts) -> list[str]:
     """Why evaluating both branches of an ``if`` as the user wrote it would be costly or unsafe
     (empty: cheap): loops, nested ifs, calls of submodules/methods, indexing with a computed
-    index or at a position (``x[0]`` is out of range on an empty dimension), and ops that fail on some values (``.item()``, ``nonzero``, ``inverse``)."""
+    index or at a position (``x[0]`` is out of range on an empty dimension), in-place writes
+    into names the branch makes, and ops that fail on some values (``.item()``, ``nonzero``,
+    ``inverse``)."""
     reasons: list[str] = []
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, (ast.For, ast.While)):

@@ -46,15 +46,15 @@ def free_names(scope: ast.AST) -> set[str]:
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
+def _target_names(comprehension) -> list[ast.Name]:
+    """The Name nodes a comprehension's ``for`` clauses bind."""
+    return [n for g in comprehension.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)]
+
+
 def comprehension_targets(node: ast.AST) -> set[int]:
     """The ids of the Name nodes a comprehension's ``for`` binds: local to the comprehension
     (Python 3), so not written in the enclosing scope (a walrus inside one still is)."""
-    bound: set[int] = set()
-    for sub in walk_same_scope(node):
-        if isinstance(sub, COMPREHENSIONS):
-            for generator in sub.generators:
-                bound |= {id(n) for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
-    return bound
+    return {id(n) for sub in walk_same_scope(node) if isinstance(sub, COMPREHENSIONS) for n in _target_names(sub)}
 
 
 def comprehension_local_reads(node: ast.AST) -> set[int]:
@@ -64,7 +64,7 @@ def comprehension_local_reads(node: ast.AST) -> set[int]:
     for sub in walk_same_scope(node):
         if not isinstance(sub, COMPREHENSIONS):
             continue
-        bound = {n.id for g in sub.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        bound = {n.id for n in _target_names(sub)}
         outer = {id(n) for n in ast.walk(sub.generators[0].iter)}
         local |= {id(n) for n in ast.walk(sub) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
                   and n.id in bound and id(n) not in outer}
@@ -74,8 +74,5 @@ def comprehension_local_reads(node: ast.AST) -> set[int]:
 def names_bound_by_comprehensions(nodes) -> set[str]:
     """The names comprehensions in ``nodes`` (a node or a list) bind for themselves: locals of
     the code, though not of the function."""
-    found: set[str] = set()
-    for node in nodes if isinstance(nodes, list) else [nodes]:
-        bound = comprehension_targets(node)
-        found |= {sub.id for sub in walk_same_scope(node) if isinstance(sub, ast.Name) and id(sub) in bound}
-    return found
+    return {n.id for node in (nodes if isinstance(nodes, list) else [nodes]) for sub in walk_same_scope(node)
+            if isinstance(sub, COMPREHENSIONS) for n in _target_names(sub)}
