@@ -75,4 +75,5 @@ def test_extreme_float64_literals_and_signed_zeros_are_exact():
     model = m.ExtremeLiteralsInLoop()
     inputs = [(torch.randn(3, dtype=torch.float64), torch.tensor(t)) for t in (0, 1, 2)]
     exported = export_to_ort(model, inputs[1])
+    assert exported.ops.get("Loop") == 1
     assert_matches_eager(model, exported, inputs, atol=0, rtol=0)
