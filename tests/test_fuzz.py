@@ -12,7 +12,9 @@ import os
 import pytest
 
 from benchmarks.fuzz.campaign import CHUNK, PROFILES, Summary, report, run_campaign
-from benchmarks.fuzz.runner import run_file
+import torch
+
+from benchmarks.fuzz.runner import RoundingNoise, run_file
 
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "case_*.py")))
 
@@ -32,6 +34,27 @@ def test_ill_conditioned_program_is_not_counted_as_a_bug():
     outcome = run_file(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "ill_conditioned_cancellation.py"))
     assert (outcome.verdict, outcome.kind) == ("invalid", "ill-conditioned"), outcome.message
     assert "float32 eager differs from float64 eager" in outcome.message
+
+
+def test_lucky_cancellation_is_found_by_rounding_noise():
+    """g - g.mean(-1) summed, with a 2e36 term: float32 eager's order cancels it to 0 exactly,
+    like float64, but ONNX Runtime rounds one ulp (2^97) differently; float64 runs perturbed by
+    float32's unit roundoff show the output is rounding noise, so it is no bug."""
+    outcome = run_file(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "ill_conditioned_lucky_cancellation.py"))
+    assert (outcome.verdict, outcome.kind) == ("invalid", "ill-conditioned"), outcome.message
+    assert "float64 eager with float32 rounding noise" in outcome.message
+
+
+def test_rounding_noise_keeps_views_and_in_place_writes_exact():
+    """The perturbation leaves results that alias an argument alone: writes through views reach
+    the base, and a well-conditioned result stays within float32's rounding of the exact one."""
+    base = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    with RoundingNoise(seed=0):
+        view = base[:, 1:]
+        view.add_(1.0)
+        total = (base * 2.0).sum()
+    assert base[:, 0].tolist() == [0.0, 3.0] and base[:, 1:].tolist() == [[2.0, 3.0], [5.0, 6.0]]
+    assert total != 38.0 and abs(float(total) - 38.0) <= 38.0 * 3 * RoundingNoise.UNIT_ROUNDOFF
 
 
 #: The CI profile's chunks (25 programs each, as ``campaign`` runs them) split into quarters, so

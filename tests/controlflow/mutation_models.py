@@ -465,3 +465,24 @@ class ViewWriteIntoBuffer(nn.Module):
             v = torch.narrow(g, 0, 1, 2)
             v.add_(1.0)
         return x + self.buf
+
+
+class ReturnInLoopThenBufferWrite(nn.Module):
+    """A loop's early return inside a tensor-conditioned branch, then buffer writes at a loop index.
+
+    The select on the return flag sits in a cond branch, so it is lowered with where: the rest of
+    the function (6 buffer rows written n times) also runs when the loop returned, with n past 6.
+    Eager never writes past row 5; the converted graph must not fail there either (fuzz find).
+    """
+
+    def forward(self, x, n):
+        g = x * 1.0
+        if x.sum() > 2.0:
+            for i in range(int(n)):
+                g = g + 0.1 * i
+                if (g > 2.0).any():
+                    return g.sum(dim=-1)
+        buf = torch.zeros(6, x.shape[0])
+        for i in range(int(n)):
+            buf[i] = g.sum(dim=-1) + i
+        return buf.sum(dim=0)

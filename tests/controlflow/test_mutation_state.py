@@ -319,3 +319,17 @@ def test_write_through_a_fresh_view_in_a_loop_reaches_a_view_made_before_it():
     exported = export_to_ort(model, inputs[2], dynamic_shapes=({0: torch.export.Dim("b", min=1, max=64)}, None))
     assert exported.ops.get("Loop") == 1
     assert_matches_eager(model, exported, inputs)
+
+
+def test_buffer_write_on_the_untaken_side_of_a_where_never_indexes_past_the_buffer():
+    """Trip count 9 returns early in eager; the where-lowered select also runs the buffer loop
+    9 times, whose row index ONNX Runtime's ScatterND refused past row 5 (fuzz find)."""
+    model = m.ReturnInLoopThenBufferWrite()
+    high, low = torch.rand(3, 4) * 0.5 + 0.5, torch.rand(3, 4) * 0.1
+    inputs = [(high, torch.tensor(n)) for n in (0, 1, 2, 9)] + [(low, torch.tensor(n)) for n in (0, 1, 2, 6)]
+    inputs.append((torch.rand(1, 4) + 1.0, torch.tensor(9)))
+    assert_every_branch_taken(model, inputs)
+    assert {0, 1, 2, 6} <= set().union(*trip_counts(model, inputs).values())
+    exported = export_to_ort(model, (high, torch.tensor(3)), dynamic_shapes=({0: torch.export.Dim("b", min=1, max=64)}, None))
+    assert exported.ops.get("If", 0) >= 1 and exported.ops.get("Loop", 0) >= 1
+    assert_matches_eager(model, exported, inputs)

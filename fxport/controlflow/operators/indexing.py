@@ -29,6 +29,18 @@ def _is_traced_index(index) -> bool:
     )
 
 
+def _position(index: torch.Tensor, size) -> torch.Tensor:
+    """The 1-element int64 position of a traced index along a dimension of ``size``.
+
+    A negative index counts from the end, and the position is clamped into the dimension: an
+    index that is valid is unchanged, and one that is not (only where the statement's result is
+    discarded, as on the untaken side of an ``if`` lowered with where, since eager would have
+    raised) cannot make ONNX Runtime fail on Gather/ScatterND.
+    """
+    position = torch.where(index < 0, index + size, index).reshape(1).to(torch.int64)
+    return position.clamp(max=size - 1).clamp(min=0)
+
+
 def getitem(value, index):
     """``value[index]``; a traced 0-d integer index becomes index_select (no .item() guard)."""
     if not isinstance(value, torch.Tensor):
@@ -40,8 +52,7 @@ def getitem(value, index):
     squeeze = []
     for part in parts:
         if _is_traced_index(part):
-            size = result.shape[dim]
-            position = torch.where(part < 0, part + size, part).reshape(1).to(torch.int64)
+            position = _position(part, result.shape[dim])
             result = torch.index_select(result, dim, position)
             squeeze.append(dim)
             dim += 1
@@ -62,7 +73,7 @@ def getitem(value, index):
 def setitem(target, index, value):
     """``target[index] = value``; with a traced 0-d index the tensor is updated functionally."""
     if isinstance(target, torch.Tensor) and _is_traced_index(index):
-        position = torch.where(index < 0, index + target.shape[0], index).reshape(1).to(torch.int64)
+        position = _position(index, target.shape[0])
         value = scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
         return torch.index_put(target, (position,), value.unsqueeze(0) if value.dim() else value)
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():

@@ -1,4 +1,11 @@
-"""Open fuzz finding (long profile, mismatch: ONNX Runtime failed on a searched input set, ScatterND invalid index 6): see docs/reliability.md, "Found by the 2000-program long profile"."""
+"""Fuzz regression (long profile; mismatch: ONNX Runtime failed on a searched input set with
+ScatterND "invalid indice 6"). A return inside a loop inside a tensor-conditioned branch: the
+select on the return flag sits in a cond branch and is lowered with where, so the rest of the
+function, which writes a 6-row buffer at the loop index, also runs when the loop returned, for
+trip counts past 6. Fixed by clamping traced indices into their dimension (a valid index is
+unchanged; only a discarded side can hold an invalid one).
+"""
+# expect: equal
 
 import torch
 from torch import nn
