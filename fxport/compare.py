@@ -129,7 +129,7 @@ def compare_outputs(
     / ``rtol``, when given, replace the dtype's value (``--atol`` / ``--rtol``).
     """
     results = []
-    dots = norm_e = norm_a = 0.0
+    finite_pairs: list[tuple[np.ndarray, np.ndarray]] = []
     for index, (ref, got) in enumerate(zip(expected, actual)):
         ref_np = to_numpy(ref.detach().cpu())
         name = f"output[{index}]"
@@ -166,15 +166,30 @@ def compare_outputs(
                       f"(eager value {r[finite][worst]:.6g})")
         results.append(OutputComparison(name, max_abs, max_rel, same_special and close, structural_ok=same_special,
                                         detail=detail))
-        dots += float((r[finite] * g[finite]).sum())
-        norm_e += float((r[finite] ** 2).sum())
-        norm_a += float((g[finite] ** 2).sum())
+        finite_pairs.append((r[finite], g[finite]))
     if len(expected) != len(actual):
         results.append(OutputComparison(f"output count {len(actual)} != {len(expected)}", float("inf"), float("inf"),
                                         False, structural_ok=False,
                                         detail=f"ONNX has {len(actual)} outputs, eager {len(expected)}"))
-    cosine = dots / np.sqrt(norm_e * norm_a) if norm_e > 0 and norm_a > 0 else (1.0 if norm_e == norm_a else 0.0)
-    return results, float(cosine)
+    return results, _cosine(finite_pairs)
+
+
+def _cosine(pairs: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Cosine similarity of the concatenated finite (eager, onnx) values, scaled by their largest
+    magnitude first so that squares of huge float64 values cannot overflow to inf/inf.
+
+    >>> round(_cosine([(np.array([1e200, 2e200]), np.array([1e200, 2e200]))]), 12)
+    1.0
+    """
+    scale = max((float(np.abs(a).max()) for pair in pairs for a in pair if a.size), default=0.0)
+    if scale == 0.0:
+        return 1.0 if all(not a.any() for pair in pairs for a in pair) else 0.0
+    eager = np.concatenate([e.ravel() for e, _ in pairs]) / scale
+    onnx = np.concatenate([o.ravel() for _, o in pairs]) / scale
+    norm_e, norm_a = float((eager ** 2).sum()), float((onnx ** 2).sum())
+    if norm_e == 0.0 or norm_a == 0.0:
+        return 1.0 if norm_e == norm_a else 0.0
+    return min(1.0, float((eager * onnx).sum()) / float(np.sqrt(norm_e) * np.sqrt(norm_a)))
 
 
 def _unequal(name: str, want: np.ndarray, got: np.ndarray) -> str:
