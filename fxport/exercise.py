@@ -6,7 +6,10 @@ code eagerly on the same input sets and records, per converted construct, the ou
 (``True`` / ``False`` for an ``if``, trip counts for a loop). For a construct missing an
 outcome it searches a bounded set of variations of the example (negated, scaled, shifted,
 zeroed values of the numeric inputs outside any special domain) for inputs that reach it; each
-set found is verified like any other and named by what it reaches. What is still unreached
+set found is verified like any other and named by what it reaches. A variation on which eager
+PyTorch itself overflows (inf/NaN in a float output where every given and generated set gave
+finite ones) has left the values the model handles and is not used: float32 overflow decides
+branches and loop exits by rounding order, which no export reproduces. What is still unreached
 is a one-line warning at the user's file:line (an error with ``strict_coverage``).
 
 Example::
@@ -99,11 +102,14 @@ class ExerciseReport:
 
     constructs: list[ConstructCoverage]
     found_sets: list[InputSet] = dataclasses.field(default_factory=list)
+    overflowed: list[str] = dataclasses.field(default_factory=list)  # variations eager overflowed on
 
     def warnings(self) -> list[str]:
         """One line per construct with an outcome no input set reached."""
+        skipped = (f" ({', '.join(self.overflowed)} overflowed to inf/NaN in eager PyTorch and were not used)"
+                   if self.overflowed else "")
         return [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
-                "input set: that part of the ONNX model is unverified; add input sets that reach it "
+                f"input set{skipped}: that part of the ONNX model is unverified; add input sets that reach it "
                 "with --inputs-fn (or verify_inputs=)" for c in self.constructs if c.missing()]
 
 
@@ -129,12 +135,15 @@ def exercise_control_flow(
     if not constructs:
         return ExerciseReport([])
     report = ExerciseReport(list(constructs.values()))
+    always_finite = True
     with convert_control_flow(model, strategy=strategy, disabled=disabled):  # installed once for every run below
         for input_set in input_sets:
             try:
-                _merge(constructs, observe(model, input_set))
+                outcomes, outputs = _observe_run(model, input_set)
             except ConversionError:  # a generated size eager rejects: verification skipped it too
                 continue
+            _merge(constructs, outcomes)
+            always_finite = always_finite and all_finite(outputs)
         for name, transform in list(_VARIATIONS.items())[:budget]:
             if not any(c.missing() for c in report.constructs):
                 break
@@ -142,8 +151,11 @@ def exercise_control_flow(
             if candidate is None:
                 continue
             try:
-                outcomes = observe(model, candidate)
+                outcomes, outputs = _observe_run(model, candidate)
             except ConversionError:  # eager rejects these values (out of the model's domain)
+                continue
+            if always_finite and not all_finite(outputs):  # overflowed: outside the values the model handles
+                report.overflowed.append(name)
                 continue
             reached = [c for key, c in constructs.items() if c.reached_by(outcomes.get(key, set()))]
             if reached:
@@ -156,14 +168,29 @@ def exercise_control_flow(
 def observe(model: torch.nn.Module, input_set: InputSet) -> dict[tuple, set]:
     """(kind, file, line) → outcomes of ``model`` run eagerly on ``input_set`` while its
     converted code is installed (inside ``convert_control_flow(model)``)."""
+    return _observe_run(model, input_set)[0]
+
+
+def _observe_run(model: torch.nn.Module, input_set: InputSet) -> tuple[dict[tuple, set], Any]:
+    """:func:`observe`'s outcomes and the eager outputs of the same run."""
     from fxport.controlflow import operators as runtime
 
     outcomes: dict[tuple, set] = {}
     with runtime.coverage() as notes:
-        run_eager(model, input_set)
+        outputs = run_eager(model, input_set)
     for kind, location, outcome in notes:
         outcomes.setdefault((kind, location.filename, location.lineno), set()).add(outcome)
-    return outcomes
+    return outcomes, outputs
+
+
+def all_finite(outputs: Any) -> bool:
+    """True when every floating tensor in ``outputs`` is free of inf and NaN.
+
+    >>> all_finite((torch.ones(2), {"n": 3})), all_finite([torch.tensor([1.0, float("inf")])])
+    (True, False)
+    """
+    return all(bool(torch.isfinite(t).all()) for t in torch.utils._pytree.tree_leaves(outputs)
+               if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()))
 
 
 def _converted_constructs(records: list[AppliedRewrite]) -> dict[tuple, ConstructCoverage]:

@@ -12,7 +12,7 @@ import torch
 
 import fxport
 from tests.conftest import MODELS, line_of, op_counts, run_cli, run_onnx
-from tests.models.coverage_cases import CountedLoop, OneSided, Unreachable, WritesInUntakenBranch
+from tests.models.coverage_cases import CountedLoop, OneSided, ReachedOnlyByOverflow, Unreachable, WritesInUntakenBranch
 
 CASES = os.path.join(MODELS, "coverage_cases.py")
 
@@ -79,3 +79,16 @@ def test_models_without_converted_control_flow_pay_nothing():
     result = fxport.convert(Plain(), (torch.randn(2, 3),))
     assert result.coverage == [] and "coverage" not in result.timings, "no coverage stage without converted code"
     assert not any(row.name.startswith("search: ") for row in result.verification)
+
+
+def test_a_search_set_that_overflows_in_eager_is_not_used():
+    """Values ×10 reach the true side but make exp overflow to inf in eager itself: float32
+    overflow decides branches and loop exits by rounding order (a long-profile fuzz find), so
+    such a set is outside the model's values; the side is a warning naming the variations."""
+    result = fxport.convert(ReachedOnlyByOverflow(), ReachedOnlyByOverflow.example_args)
+    assert not any(row.name.startswith("search: ") for row in result.verification)
+    (warning,) = [w for w in result.warnings if "never reached" in w]
+    assert "True side" in warning and "values ×10, values ×100 overflowed to inf/NaN" in warning
+    assert op_counts(result.model).get("Where", 0) + op_counts(result.model).get("If", 0) >= 1
+    x = torch.full((4, 3), 7.0)  # exp(70) = 2.5e30: the true side, finite
+    torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), ReachedOnlyByOverflow()(x))

@@ -51,3 +51,16 @@ class CountedLoop(nn.Module):
         while acc < n:
             acc = acc + 1.5
         return acc
+
+
+class ReachedOnlyByOverflow(nn.Module):
+    """The true side needs exp(10·x) past 1e30: of the search's variations only ×10 and ×100
+    reach it, and on those eager overflows to inf, so they are not used (a warning instead)."""
+
+    example_args = (torch.linspace(-1.0, 1.0, 12).reshape(4, 3),)
+
+    def forward(self, x):
+        h = torch.exp(x * 10.0)
+        if h.max() > 1e30:
+            return h * 0.5
+        return h
