@@ -210,6 +210,17 @@ def _merge(constructs: dict[tuple, ConstructCoverage], outcomes: dict[tuple, set
             constructs[key].outcomes |= seen
 
 
+def searched_set(example: InputSet, name: str, domains: dict[int, InputDomain] | None = None) -> InputSet | None:
+    """The input set the search names ``search: <name>`` (e.g. ``"values ×10"``), rebuilt from
+    the example; None for an unknown name or an example without free numeric inputs.
+
+    >>> searched_set(InputSet((torch.ones(2),), {}, "example"), "negated values").args
+    (tensor([-1., -1.]),)
+    """
+    transform = _VARIATIONS.get(name)
+    return None if transform is None else _vary(example, transform, domains or {}, f"search: {name}")
+
+
 def _vary(example: InputSet, transform, domains: dict[int, InputDomain], name: str) -> InputSet | None:
     """The example with ``transform`` applied to its free numeric tensors (float, and integer
     ones such as trip counts, rounded back); None when there are none."""

@@ -14,7 +14,9 @@ import pytest
 from benchmarks.fuzz.campaign import CHUNK, PROFILES, Summary, report, run_campaign
 import torch
 
-from benchmarks.fuzz.runner import RoundingNoise, run_file
+import fxport
+from benchmarks.fuzz.runner import RoundingNoise, failed_input_sets, run_file
+from fxport.report import VerificationRow
 
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "case_*.py")))
 
@@ -43,6 +45,24 @@ def test_lucky_cancellation_is_found_by_rounding_noise():
     outcome = run_file(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "ill_conditioned_lucky_cancellation.py"))
     assert (outcome.verdict, outcome.kind) == ("invalid", "ill-conditioned"), outcome.message
     assert "float64 eager with float32 rounding noise" in outcome.message
+
+
+def test_rounding_noise_on_a_set_fxport_drew_is_not_counted_as_a_bug():
+    """Well conditioned on the runner's sets, rounding noise on fxport's "random" set (float32
+    eager 6.93, float64 0.93): the runner rebuilds the failed set from its name and checks it."""
+    outcome = run_file(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "ill_conditioned_on_generated_set.py"))
+    assert (outcome.verdict, outcome.kind) == ("invalid", "ill-conditioned"), outcome.message
+    assert outcome.message.startswith("on an input set fxport made: ")
+
+
+def test_failed_input_sets_are_rebuilt_from_their_names():
+    example = (torch.randn(3, 4), torch.tensor(2))
+    report = [VerificationRow("random", [[3, 4], []], "CPU", 1.0, 1.0, 1.0, False),
+              VerificationRow("search: negated values (reaches if at m.py:3)", [[3, 4], []], "CPU", 1.0, 1.0, 1.0, False),
+              VerificationRow("example", [[3, 4], []], "CPU", 0.0, 0.0, 1.0, True)]
+    rebuilt = failed_input_sets(fxport.VerificationError("differs", report=report), example)
+    assert len(rebuilt) == 2
+    assert torch.equal(rebuilt[1][0], -example[0]) and rebuilt[0][0].shape == (3, 4)
 
 
 def test_rounding_noise_keeps_views_and_in_place_writes_exact():

@@ -7,7 +7,8 @@ The verdict is exactly one of:
   the user's file:line;
 - ``invalid``: the program fails eagerly by itself, or its float32 output is rounding noise
   (float32 eager, or float64 eager with float32-sized rounding noise, disagrees with exact
-  float64 eager): a generator defect, not fxport's;
+  float64 eager) on the runner's input sets, or on an input set fxport made that verification
+  failed on: a generator defect, not fxport's;
 - ``bug``: anything else — a mismatch (VerificationError), an exception that is not a
   ConversionError (a crash inside fxport), an error without a location, or a hang.
 
@@ -38,6 +39,9 @@ import torch.utils._pytree as pytree
 import fxport
 from benchmarks.fuzz.generator import FEATURES, Program
 from fxport.controlflow import convert_control_flow, operators as runtime
+from fxport.exercise import searched_set
+from fxport.input_sets import generate_input_sets
+from fxport.load import InputSet
 from fxport.verify import TOLERANCES
 
 #: Seconds one program may take before it counts as a hang.
@@ -251,6 +255,9 @@ def _convert_and_verify(module, example, others, path: str, source: str) -> Outc
             fxport.convert(module, example, dynamic_shapes={"x": {0: "batch"}},
                            verify_inputs=others, device="cpu")
     except fxport.VerificationError as exc:
+        problem = conditioning_problem(module, failed_input_sets(exc, example))
+        if problem is not None:  # fxport's own generated or searched set is where the output is noise
+            return Outcome("invalid", "ill-conditioned", f"on an input set fxport made: {problem}", source)
         return Outcome("bug", "mismatch", exc.message, source)
     except fxport.ConversionError as exc:
         if exc.where is None or os.path.basename(exc.where.filename) != os.path.basename(path):
@@ -262,6 +269,20 @@ def _convert_and_verify(module, example, others, path: str, source: str) -> Outc
         summary = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
         return Outcome("bug", "crash", summary, source)
     return Outcome("equal", source=source)
+
+
+def failed_input_sets(exc: fxport.VerificationError, example: tuple) -> list[tuple]:
+    """The input sets fxport made (generated, or searched from the example) that failed, rebuilt
+    from their names, so the conditioning check can look at them too: a program may be rounding
+    noise only on values fxport drew. Sets whose values cannot be rebuilt are left out."""
+    failed = [row.name for row in exc.report if not row.passed]
+    example_set = InputSet(example, {}, "example")
+    candidates = generate_input_sets(example_set, {0: {0: "batch"}})
+    for name in failed:
+        if name.startswith("search: "):
+            candidates.append(searched_set(example_set, name[len("search: "):].split(" (reaches ")[0]))
+    return [c.args for c in candidates if c is not None and c.name.split(" (reaches ")[0] in
+            {name.split(" (reaches ")[0] for name in failed}]
 
 
 def error_kind(what: str) -> str:
