@@ -182,13 +182,13 @@ def _cosine(pairs: list[tuple[np.ndarray, np.ndarray]]) -> float:
     1.0
     """
     scale = max((float(np.abs(a).max()) for pair in pairs for a in pair if a.size), default=0.0)
-    if scale == 0.0:
-        return 1.0 if all(not a.any() for pair in pairs for a in pair) else 0.0
+    if scale == 0.0:  # every value is zero on both sides (or there are none)
+        return 1.0
     eager = np.concatenate([e.ravel() for e, _ in pairs]) / scale
     onnx = np.concatenate([o.ravel() for _, o in pairs]) / scale
     norm_e, norm_a = float((eager ** 2).sum()), float((onnx ** 2).sum())
-    if norm_e == 0.0 or norm_a == 0.0:
-        return 1.0 if norm_e == norm_a else 0.0
+    if norm_e == 0.0 or norm_a == 0.0:  # one side all zeros (the other holds the ±1 of the scale)
+        return 0.0
     return min(1.0, float((eager * onnx).sum()) / float(np.sqrt(norm_e) * np.sqrt(norm_a)))
 
 

@@ -144,10 +144,10 @@ def exercise_control_flow(
                 continue
             _merge(constructs, outcomes)
             always_finite = always_finite and all_finite(outputs)
-        for name, transform in list(_VARIATIONS.items())[:budget]:
+        for name in list(_VARIATIONS)[:budget]:
             if not any(c.missing() for c in report.constructs):
                 break
-            candidate = _vary(example, transform, domains, f"search: {name}")
+            candidate = searched_set(example, name, domains)
             if candidate is None:
                 continue
             try:

@@ -275,14 +275,12 @@ def failed_input_sets(exc: fxport.VerificationError, example: tuple) -> list[tup
     """The input sets fxport made (generated, or searched from the example) that failed, rebuilt
     from their names, so the conditioning check can look at them too: a program may be rounding
     noise only on values fxport drew. Sets whose values cannot be rebuilt are left out."""
-    failed = [row.name for row in exc.report if not row.passed]
+    # a searched set's name ends with what it reached: " (reaches if at m.py:3)"
+    failed = {row.name.split(" (reaches ")[0] for row in exc.report if not row.passed}
     example_set = InputSet(example, {}, "example")
     candidates = generate_input_sets(example_set, {0: {0: "batch"}})
-    for name in failed:
-        if name.startswith("search: "):
-            candidates.append(searched_set(example_set, name[len("search: "):].split(" (reaches ")[0]))
-    return [c.args for c in candidates if c is not None and c.name.split(" (reaches ")[0] in
-            {name.split(" (reaches ")[0] for name in failed}]
+    candidates += [searched_set(example_set, name[len("search: "):]) for name in failed if name.startswith("search: ")]
+    return [c.args for c in candidates if c is not None and c.name in failed]
 
 
 def error_kind(what: str) -> str:
