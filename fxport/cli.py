@@ -429,6 +429,8 @@ def verification_table(rows) -> Table:
             verdict = f"[dim]{escape(row.note)}[/dim]"
         else:
             verdict = "[green]pass[/green]" if row.passed else f"[red]FAIL[/red] {', '.join(row.mismatched_outputs)}"
+        if row.onnx_error is not None:
+            verdict += escape(f" (vs float64: onnx {row.onnx_error:.2g}, eager {row.eager_error:.2g})")
         table.add_row(escape(row.name), shapes, row.provider.replace("ExecutionProvider", ""),
                       f"{row.max_abs_error:.2e}", f"{row.max_rel_error:.2e}", f"{row.cosine_similarity:.6f}", verdict)
     return table

@@ -72,10 +72,12 @@ class OutputComparison:
 @dataclasses.dataclass
 class Comparison:
     """What :func:`compare` found: one :class:`OutputComparison` per output, and the cosine
-    similarity of all float outputs together."""
+    similarity of all float outputs together. ``noise`` is set when the verdict was judged
+    against a float64 reference (:func:`judge_against_reference`)."""
 
     outputs: list[OutputComparison]
     cosine: float
+    noise: "NoiseJudgement | None" = None
 
     @property
     def passed(self) -> bool:
@@ -113,6 +115,107 @@ def compare(eager_outputs: Any, onnx_outputs: Sequence[Any], acceptance: Accepta
                                        else f"{c.name}: cosine {cosine:.4f} < {acceptance.min_cosine}")
                    for c in outputs]
     return Comparison(outputs, cosine)
+
+
+#: A float output whose fixed tolerances fail still passes when its distance to the float64
+#: reference is at most this many times eager float32's own distance to that reference: the file
+#: then computes the model as well as eager float32 does (docs/verification.md).
+NOISE_FACTOR = 4.0
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseJudgement:
+    """Distances to a float64 reference run of the model, max over the judged float outputs.
+
+    ``eager_error``: eager float32's own max abs distance to float64; ``onnx_error``: the ONNX
+    file's. The file passes when ``onnx_error ≤ NOISE_FACTOR · eager_error`` on every output.
+    """
+
+    eager_error: float
+    onnx_error: float
+
+    def describe(self) -> str:
+        """``float64 reference: onnx 3.2, eager float32 17.4 (≤ 4× passes)``."""
+        return (f"float64 reference: onnx {self.onnx_error:.3g}, eager float32 {self.eager_error:.3g} "
+                f"(≤ {NOISE_FACTOR:g}× passes)")
+
+
+def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], reference: Any,
+                            acceptance: Acceptance = Acceptance()) -> Comparison:
+    """The verdict when fixed tolerances fail: is the ONNX file as close to the truth as eager?
+
+    ``reference`` is the model's output in float64 (same structure as ``expected``). An element
+    of a float32 output that the fixed tolerances refuse passes when the file's distance to the
+    reference is at most the fixed tolerance plus :data:`NOISE_FACTOR` × (eager float32's own
+    distance there + eager's RMS distance over the output): the file computes the model as well as
+    eager does, element by element. NaN/inf positions must agree with eager or with the reference;
+    shapes, counts and integer outputs are judged as before. A wrong conversion moves the file away
+    from the reference, not only from eager, so it still fails.
+
+    Example::
+
+        >>> import numpy as np, torch
+        >>> truth = torch.linspace(-1000, 1000, 101, dtype=torch.float64)
+        >>> noise = torch.randn(101, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> eager = (truth + 2 * noise).float()             # float32 accumulation error ~2
+        >>> onnx = (truth - 2 * noise).float().numpy()      # as far from the truth, the other way
+        >>> compare(eager, [onnx]).passed, judge_against_reference(eager, [onnx], truth).passed
+        (False, True)
+        >>> wrong = onnx.copy(); wrong[50] += 30.0           # one element off by 15x the noise
+        >>> judge_against_reference(eager, [wrong], truth).failure().split(" > ")[0]
+        'output[0]: |onnx - float64| = 26.6'
+    """
+    fixed = compare(expected, onnx_outputs, acceptance)
+    expected_flat, reference_flat = flatten_outputs(expected), flatten_outputs(reference)
+    actual = [np.asarray(value) for value in onnx_outputs]
+    if len(expected_flat) != len(reference_flat) or len(actual) != len(expected_flat):
+        return fixed
+    outputs, eager_errors, onnx_errors = [], [0.0], [0.0]
+    for index, (row, ref, want, got) in enumerate(zip(fixed.outputs, reference_flat, expected_flat, actual)):
+        judged = None if row.passed else _judge_one(f"output[{index}]", want, got, ref, acceptance)
+        if judged is None:
+            outputs.append(row)
+            continue
+        detail, eager_error, onnx_error = judged
+        eager_errors.append(eager_error)
+        onnx_errors.append(onnx_error)
+        outputs.append(dataclasses.replace(row, passed=detail == "", structural_ok=True, detail=detail))
+    return Comparison(outputs, fixed.cosine, NoiseJudgement(max(eager_errors), max(onnx_errors)))
+
+
+def _judge_one(name: str, want: torch.Tensor, got: np.ndarray, reference: torch.Tensor,
+               acceptance: Acceptance) -> tuple[str, float, float] | None:
+    """``(failure detail or "", eager distance, onnx distance)`` of one float32 output; None when
+    the reference cannot judge it (not float32, another shape)."""
+    ref = reference.detach().cpu()
+    if (want.dtype != torch.float32 or not ref.dtype.is_floating_point
+            or tuple(ref.shape) != got.shape or tuple(want.shape) != got.shape):
+        return None
+    r, e, g = ref.double().numpy(), want.detach().cpu().double().numpy(), got.astype(np.float64)
+    if not (_same_specials(g, e) or _same_specials(g, r)):
+        return f"{name}: nan/inf positions differ from eager and from the float64 reference", 0.0, float("inf")
+    finite = np.isfinite(r) & np.isfinite(e) & np.isfinite(g)
+    r, e, g = r[finite], e[finite], g[finite]
+    eager_distance, onnx_distance = np.abs(e - r), np.abs(g - r)
+    if not onnx_distance.size:
+        return "", 0.0, 0.0
+    atol, rtol = TOLERANCES[torch.float32]
+    atol = atol if acceptance.atol is None else acceptance.atol
+    rtol = rtol if acceptance.rtol is None else acceptance.rtol
+    typical = float(np.sqrt(np.mean(eager_distance ** 2)))
+    limit = atol + rtol * np.abs(r) + NOISE_FACTOR * (eager_distance + typical)
+    eager_error, onnx_error = float(eager_distance.max()), float(onnx_distance.max())
+    if np.all(onnx_distance <= limit):
+        return "", eager_error, onnx_error
+    worst = int(np.argmax(onnx_distance - limit))
+    at = tuple(int(i) for i in np.argwhere(finite)[worst])
+    return (f"{name}: |onnx - float64| = {onnx_distance[worst]:.3g} > {atol + rtol * abs(r[worst]):.3g} + "
+            f"{NOISE_FACTOR:g} × (eager float32's {eager_distance[worst]:.3g} there + {typical:.3g} typical) "
+            f"at {at} (eager value {e[worst]:.6g})"), eager_error, onnx_error
+
+
+def _same_specials(a: np.ndarray, b: np.ndarray) -> bool:
+    return all(np.array_equal(test(a), test(b)) for test in (np.isnan, np.isposinf, np.isneginf))
 
 
 def compare_outputs(

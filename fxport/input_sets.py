@@ -218,8 +218,29 @@ def draw_in_domain(example: torch.Tensor, shape: tuple[int, ...], domain: InputD
     return drawn
 
 
+#: A float example with at least this many values is a sample of its distribution: new values
+#: are drawn like it (its mean and spread, inside its range), not uniformly over its range, which
+#: for a normal image puts most values in its tails and drives batch-norm nets out of their domain.
+MIN_DISTRIBUTION_SAMPLE = 64
+
+
+def _drawn_like(values: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Normal values with ``values``' mean and standard deviation, clamped to its range.
+
+    >>> image = torch.randn(3, 32, 32, generator=torch.Generator().manual_seed(0))
+    >>> drawn = _drawn_like(image.double(), (3, 32, 32), torch.Generator().manual_seed(1))
+    >>> round(float(drawn.std()), 1), bool(drawn.min() >= image.min() and drawn.max() <= image.max())
+    (1.0, True)
+    """
+    mean, std = values.mean(), values.std()
+    drawn = torch.randn(shape, generator=generator, dtype=torch.float64) * std + mean
+    return drawn.clamp(values.min(), values.max())
+
+
 def random_like(example: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    """Random values of ``example``'s dtype drawn from its value range (wider for scalars)."""
+    """Random values of ``example``'s dtype: drawn like the example's values (their mean and spread,
+    inside their range) when it holds a sample of at least :data:`MIN_DISTRIBUTION_SAMPLE`,
+    uniformly over its range otherwise (wider for scalars)."""
     dtype, device = example.dtype, example.device
     values = example.detach().cpu()
     if dtype == torch.bool:
@@ -228,6 +249,8 @@ def random_like(example: torch.Tensor, shape: tuple[int, ...], generator: torch.
         return torch.zeros(shape, dtype=dtype, device=device)
     if dtype.is_floating_point:
         low, high = values.float().min().item(), values.float().max().item()
+        if values.numel() >= MIN_DISTRIBUTION_SAMPLE and high - low >= 1e-6:
+            return _drawn_like(values.double(), shape, generator).to(dtype).to(device)
         if values.numel() == 1 or high - low < 1e-6:
             spread = max(abs(low), 1.0)
             low, high = low - 2 * spread, high + 2 * spread

@@ -65,6 +65,10 @@ class VerificationRow:
     passed: bool
     mismatched_outputs: list[str] = dataclasses.field(default_factory=list)
     note: str = ""
+    #: Max abs distances of eager float32 and of the ONNX file to a float64 run of the model, set
+    #: when the fixed tolerances failed and the float64 reference judged the row (None otherwise).
+    eager_error: float | None = None
+    onnx_error: float | None = None
 
     def to_dict(self) -> dict:
         return _jsonable(dataclasses.asdict(self))
