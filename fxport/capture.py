@@ -81,7 +81,7 @@ def capture(
     with watch_range_narrowing() as narrowed_at:
         for mode, example in attempts:
             spec, adopted = bounded, dict(bounds_adopted)
-            for _ in range(3):  # again with the bounds torch.export suggests, or without size 0
+            for _ in range(4):  # again with suggested bounds, without size 0, with guards left to torch
                 try:
                     program = _export_converting_libraries(module, example, spec, mode == "oblivious",
                                                            convert_library)
@@ -89,11 +89,13 @@ def capture(
                     raise
                 except Exception as exc:
                     failure = exc
-                    refined = _adopt_suggested_bounds(exc, dynamic_shapes, spec, adopted)
+                    refined = _adopt_suggested_bounds(exc, spec, adopted, oblivious=mode == "oblivious")
                     if refined is not None and spec is bounded:
                         bounded, bounds_adopted = refined, dict(adopted)
                     if refined is None and mode == "oblivious":
                         refined = _excluding_size_zero(exc, spec, adopted)
+                    if refined is None:
+                        refined = _as_dynamic_hints(exc, spec)
                     spec = refined
                     if spec is None:
                         break
@@ -180,33 +182,46 @@ def _repeat_rows(tensor: torch.Tensor, axis: int, size: int) -> torch.Tensor:
 _SUGGESTED_DIM = re.compile(r"^\s*(\w+) = Dim\('(\w+)'((?:, (?:min|max)=\d+)*)\)\s*$", re.M)
 
 
-def _adopt_suggested_bounds(exc, user_spec, normalized, adopted: dict) -> Any:
-    """Re-create simple-form Dims with the min/max torch.export suggests; None when not applicable.
+def _adopt_suggested_bounds(exc, normalized, adopted: dict, oblivious: bool = False) -> Any:
+    """``normalized`` with the min/max torch.export suggests merged into its Dims (any form: dict,
+    tuple, list); None when not applicable. The stock exporter refines the same way.
 
-    ``adopted`` receives dimension name → the user's file:line that bounds it (or None).
+    Not adopted: a suggested constant (the model specialises the dimension: an error), a derived
+    Dim, and, from a size-oblivious capture, a maximum below 2 (an artefact of the size-1 example
+    that the capture from the grown example does not have). ``adopted`` receives dimension name →
+    the user's file:line that bounds it (or None).
     """
     text = str(exc)
-    if "Suggested fixes" not in text or not _is_simple_form(user_spec) or SUGGESTED_CONSTANT.search(text):
+    if "Suggested fixes" not in text or SUGGESTED_CONSTANT.search(text.split("Suggested fixes", 1)[1]):
         return None
     bounds = {}
     for match in _SUGGESTED_DIM.finditer(text.split("Suggested fixes", 1)[1]):
-        limits = dict(part.strip().split("=") for part in match.group(3).split(",") if part.strip())
-        bounds[match.group(2)] = {k: int(v) for k, v in limits.items()}
-    if not bounds:
-        return None
+        limits = {k.strip(): int(v) for k, v in (part.split("=") for part in match.group(3).split(",") if part.strip())}
+        if oblivious and limits.get("max", 2) < 2:
+            continue
+        bounds[match.group(2)] = limits
     dims: dict[str, Dim] = {}
 
     def refine(value):
         if isinstance(value, dict):
             return {axis: refine(v) for axis, v in value.items()}
-        if isinstance(value, Dim) and value.__name__ in bounds:
-            return dims.setdefault(value.__name__, Dim(value.__name__, **bounds[value.__name__]))
+        if isinstance(value, (list, tuple)):
+            return type(value)(refine(v) for v in value)
+        if isinstance(value, Dim) and not hasattr(value, "root") and value.__name__ in bounds:
+            if value.__name__ not in dims:
+                limits = {"min": value.min, **({"max": int(value.max)} if is_finite(value.max) else {}),
+                          **bounds[value.__name__]}
+                dims[value.__name__] = Dim(value.__name__, **limits)
+            return dims[value.__name__]
         return value
 
+    refined = refine(normalized)
+    if not dims:
+        return None
     where = location_named_in_message(text) or traced_location_from_exception(exc)
-    for name in bounds:
+    for name in dims:
         adopted[name] = where
-    return {name: refine(spec) for name, spec in normalized.items()}
+    return refined
 
 
 def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
@@ -220,7 +235,7 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
     """
     names = {name for name, at_zero, at_one in _guards_at_sizes_zero_and_one(str(exc))
              if at_zero is not True and at_one is not False}
-    if not names or not isinstance(spec, dict):
+    if not names or not isinstance(spec, (dict, list, tuple)):
         return None
     dims: dict[str, Dim] = {}
     changed = []
@@ -238,13 +253,50 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
             return dims[value.__name__]
         return value
 
-    refined = {name: refine(value) for name, value in spec.items()}
+    refined = refine(spec)
     if not changed:
         return None
     where = traced_location_from_exception(exc)
     for name in changed:
         adopted.setdefault(name, where)
     return refined
+
+
+_VIOLATED = re.compile(r"Constraints violated \(([\w, ]+)\)")
+
+
+def _as_dynamic_hints(exc, spec) -> Any:
+    """The spec with ``Dim.DYNAMIC`` (same min/max) for the named Dims whose guards torch could
+    not prove over their range and had no fix to suggest for (``1 % (96*(w // 4)) != 0`` for w ≥ 64);
+    None when there are none. The stock exporter declares every dimension this way: torch keeps
+    the guards it can check, and a dimension the model really specialises still fails the capture.
+    The program's ranges, not the spec's, say what the file is valid for.
+
+    Example::
+
+        >>> _as_dynamic_hints(RuntimeError("Constraints violated (w)! ..."), {"x": {3: Dim("w", min=64)}})
+        {'x': {3: DimHint(DYNAMIC, min=64)}}
+    """
+    text = str(exc)
+    match = _VIOLATED.search(text)
+    names = {name.strip() for name in match.group(1).split(",")} if match else set()
+    fixes = text.split("Suggested fixes", 1)[1] if "Suggested fixes" in text else ""
+    names -= {m.group(2) for m in _SUGGESTED_DIM.finditer(fixes)} | {m.group(1) for m in SUGGESTED_CONSTANT.finditer(fixes)}
+    changed = []
+
+    def hint(value):
+        if isinstance(value, dict):
+            return {axis: hint(v) for axis, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(hint(v) for v in value)
+        if isinstance(value, Dim) and not hasattr(value, "root") and value.__name__ in names:
+            changed.append(value.__name__)
+            limits = {"min": value.min, **({"max": int(value.max)} if is_finite(value.max) else {})}
+            return Dim.DYNAMIC(**limits)
+        return value
+
+    refined = hint(spec)
+    return refined if changed else None
 
 
 _GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard (.+?)\.?$", re.M)
@@ -270,13 +322,6 @@ def _guards_at_sizes_zero_and_one(text: str) -> list[tuple[str, bool | None, boo
 
     return [(name, holds(guard, size, 0), holds(guard, size, 1))
             for name, size, guard in (match.groups() for match in _GUARD.finditer(text))]
-
-
-def _is_simple_form(dynamic_shapes: Any) -> bool:
-    if not isinstance(dynamic_shapes, dict):
-        return False
-    leaves, _ = torch.utils._pytree.tree_flatten(dynamic_shapes)
-    return bool(leaves) and all(isinstance(leaf, str) for leaf in leaves)
 
 
 def number_as_tensor(value: bool | int | float) -> torch.Tensor:
