@@ -262,6 +262,9 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
     return refined
 
 
+#: torch's constraint solver crashes while wording the fixes for some guards of size arithmetic
+#: (squeezenet's ceil-mode pooling: ``(-4) + 2*((h/4) // 2) < (-2) + h/4``).
+_SOLVER_CRASH = "Expected op to be '==', got"
 _VIOLATED = re.compile(r"Constraints violated \(([\w, ]+)\)")
 
 
@@ -280,6 +283,8 @@ def _as_dynamic_hints(exc, spec) -> Any:
     text = str(exc)
     match = _VIOLATED.search(text)
     names = {name.strip() for name in match.group(1).split(",")} if match else set()
+    if _SOLVER_CRASH in text:  # torch's solver failed to word its fixes: the Dims its guard names
+        names = set(re.findall(r"[A-Za-z_]\w*", text.split(_SOLVER_CRASH, 1)[1]))
     fixes = text.split("Suggested fixes", 1)[1] if "Suggested fixes" in text else ""
     names -= {m.group(2) for m in _SUGGESTED_DIM.finditer(fixes)} | {m.group(1) for m in SUGGESTED_CONSTANT.finditer(fixes)}
     changed = []
