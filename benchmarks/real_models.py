@@ -677,11 +677,12 @@ def run_architecture(name: str) -> dict:
 
 # --- the sweep --------------------------------------------------------------------------------
 
-def run_in_subprocess(name: str, timeout: float, memory_gb: float) -> dict:
-    """Run one architecture in a fresh interpreter; a crash, timeout or OOM becomes a record."""
+def run_in_subprocess(name: str, timeout: float, memory_gb: float, script: str = "benchmarks.real_models") -> dict:
+    """Run one architecture in a fresh interpreter (``python3 -m script --worker name``); a crash,
+    timeout or OOM becomes a record."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "record.json")
-        command = [sys.executable, "-m", "benchmarks.real_models", "--worker", name, "--record", out]
+        command = [sys.executable, "-m", script, "--worker", name, "--record", out]
         env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
                    OMP_NUM_THREADS="1")
         start = time.perf_counter()
