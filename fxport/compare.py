@@ -120,7 +120,7 @@ def compare(eager_outputs: Any, onnx_outputs: Sequence[Any], acceptance: Accepta
 #: A float output whose fixed tolerances fail still passes when its distance to the float64
 #: reference is at most this many times eager float32's own distance to that reference: the file
 #: then computes the model as well as eager float32 does (docs/verification.md).
-NOISE_FACTOR = 4.0
+NOISE_FACTOR = 8.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +141,17 @@ class NoiseJudgement:
 
 
 def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], reference: Any,
-                            acceptance: Acceptance = Acceptance()) -> Comparison:
+                            acceptance: Acceptance = Acceptance(),
+                            noise: Sequence[float] | None = None) -> Comparison:
     """The verdict when fixed tolerances fail: is the ONNX file as close to the truth as eager?
 
     ``reference`` is the model's output in float64 (same structure as ``expected``). An element
     of a float32 output that the fixed tolerances refuse passes when the file's distance to the
-    reference is at most the fixed tolerance plus :data:`NOISE_FACTOR` × (eager float32's own
-    distance there + eager's RMS distance over the output): the file computes the model as well as
-    eager does, element by element. NaN/inf positions must agree with eager or with the reference;
+    reference is at most the fixed tolerance plus :data:`NOISE_FACTOR` × the output's float32
+    noise: eager float32's own worst distance over that output, or ``noise[i]`` when larger (how far
+    float64 runs perturbed by float32 rounding strayed, :mod:`fxport.reference`; eager's single
+    summation order may be lucky). The file then computes the model about as well as float32 can
+    (ONNX Runtime's kernels sum in other orders, some less accurately). NaN/inf positions must agree with eager or with the reference;
     shapes, counts and integer outputs are judged as before. A wrong conversion moves the file away
     from the reference, not only from eager, so it still fails.
 
@@ -161,9 +164,9 @@ def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], referenc
         >>> onnx = (truth - 2 * noise).float().numpy()      # as far from the truth, the other way
         >>> compare(eager, [onnx]).passed, judge_against_reference(eager, [onnx], truth).passed
         (False, True)
-        >>> wrong = onnx.copy(); wrong[50] += 30.0           # one element off by 15x the noise
+        >>> wrong = onnx.copy(); wrong[50] += 60.0           # one element off by 10x eager's worst error
         >>> judge_against_reference(eager, [wrong], truth).failure().split(" > ")[0]
-        'output[0]: |onnx - float64| = 26.6'
+        'output[0]: |onnx - float64| = 56.6'
     """
     fixed = compare(expected, onnx_outputs, acceptance)
     expected_flat, reference_flat = flatten_outputs(expected), flatten_outputs(reference)
@@ -172,7 +175,8 @@ def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], referenc
         return fixed
     outputs, eager_errors, onnx_errors = [], [0.0], [0.0]
     for index, (row, ref, want, got) in enumerate(zip(fixed.outputs, reference_flat, expected_flat, actual)):
-        judged = None if row.passed else _judge_one(f"output[{index}]", want, got, ref, acceptance)
+        level = noise[index] if noise is not None and index < len(noise) else 0.0
+        judged = None if row.passed else _judge_one(f"output[{index}]", want, got, ref, acceptance, level)
         if judged is None:
             outputs.append(row)
             continue
@@ -184,7 +188,7 @@ def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], referenc
 
 
 def _judge_one(name: str, want: torch.Tensor, got: np.ndarray, reference: torch.Tensor,
-               acceptance: Acceptance) -> tuple[str, float, float] | None:
+               acceptance: Acceptance, noise: float = 0.0) -> tuple[str, float, float] | None:
     """``(failure detail or "", eager distance, onnx distance)`` of one float32 output; None when
     the reference cannot judge it (not float32, another shape)."""
     ref = reference.detach().cpu()
@@ -202,16 +206,17 @@ def _judge_one(name: str, want: torch.Tensor, got: np.ndarray, reference: torch.
     atol, rtol = TOLERANCES[torch.float32]
     atol = atol if acceptance.atol is None else acceptance.atol
     rtol = rtol if acceptance.rtol is None else acceptance.rtol
-    typical = float(np.sqrt(np.mean(eager_distance ** 2)))
-    limit = atol + rtol * np.abs(r) + NOISE_FACTOR * (eager_distance + typical)
     eager_error, onnx_error = float(eager_distance.max()), float(onnx_distance.max())
+    scale = max(eager_error, noise)
+    limit = atol + rtol * np.abs(r) + NOISE_FACTOR * scale
     if np.all(onnx_distance <= limit):
         return "", eager_error, onnx_error
     worst = int(np.argmax(onnx_distance - limit))
     at = tuple(int(i) for i in np.argwhere(finite)[worst])
     return (f"{name}: |onnx - float64| = {onnx_distance[worst]:.3g} > {atol + rtol * abs(r[worst]):.3g} + "
-            f"{NOISE_FACTOR:g} × (eager float32's {eager_distance[worst]:.3g} there + {typical:.3g} typical) "
-            f"at {at} (eager value {e[worst]:.6g})"), eager_error, onnx_error
+            f"{NOISE_FACTOR:g} × float32 noise {scale:.3g} at {at} (eager value {e[worst]:.6g}); "
+            "rounding noise this large means the output is ill-conditioned in float32, or the file is wrong"), \
+        eager_error, onnx_error
 
 
 def _same_specials(a: np.ndarray, b: np.ndarray) -> bool:

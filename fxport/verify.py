@@ -48,6 +48,7 @@ from fxport.compare import (  # noqa: F401 - re-exported
 )
 from fxport.compare import to_numpy as _to_numpy
 from fxport.domain import InputDomain
+from fxport.reference import Float64Reference
 from fxport.errors import ConversionError, EagerRunError, VerificationError
 from fxport.errors import first_line as _first_line
 # Generating input sets lives in fxport.input_sets; these names stay importable from here.
@@ -361,41 +362,6 @@ def _judged_by_noise(acceptance: Acceptance) -> bool:
             and acceptance.min_cosine is None and acceptance.tolerance_dtype is None)
 
 
-class Float64Reference:
-    """The model run in float64: the truth eager float32 and the ONNX file are both judged by
-    when fixed tolerances fail (:func:`fxport.compare.judge_against_reference`).
-
-    The float64 copy of the module is made on first use; a model that cannot run in float64
-    (a dtype check, an op without a float64 kernel) gives no reference, and the fixed verdict
-    stands.
-
-    Example::
-
-        >>> ref = Float64Reference(torch.nn.Linear(2, 1))
-        >>> ref.run(InputSet((torch.ones(1, 2),))).dtype
-        torch.float64
-    """
-
-    def __init__(self, module: torch.nn.Module):
-        self._module = module
-        self._double: torch.nn.Module | None = None
-        self._broken = False
-
-    def run(self, inputs: InputSet):
-        """The float64 outputs on ``inputs`` (float32 tensors cast up), or None when unavailable."""
-        if self._broken:
-            return None
-        try:
-            if self._double is None:
-                self._double = copy.deepcopy(self._module).double()
-            widened = inputs.map_tensors(lambda _, t: t.double() if t.dtype == torch.float32 else t,
-                                         name=inputs.name)
-            return run_eager(self._double, widened)
-        except Exception:  # noqa: BLE001 - any failure only means: no reference, fixed verdict
-            self._broken = True
-            return None
-
-
 def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
                acceptance: Acceptance = Acceptance(),
                reference: Float64Reference | None = None) -> VerificationRow:
@@ -408,7 +374,7 @@ def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
     if not result.passed and reference is not None:
         truth = reference.run(inputs)
         if truth is not None:
-            result = judge_against_reference(expected, actual, truth, acceptance)
+            result = judge_against_reference(expected, actual, truth.outputs, acceptance, truth.noise)
     noise = result.noise
     return VerificationRow(
         name=inputs.name,

@@ -42,6 +42,7 @@ from fxport.controlflow import convert_control_flow, operators as runtime
 from fxport.exercise import searched_set
 from fxport.input_sets import generate_input_sets
 from fxport.load import InputSet
+from fxport.reference import RoundingNoise
 from fxport.verify import TOLERANCES
 
 #: Seconds one program may take before it counts as a hang.
@@ -198,35 +199,6 @@ def _rounding_error(outs, exact_out) -> float | None:
         if bool((error > 0.5 * (atol + rtol * exact.abs()[finite])).any()):
             return float(error.max())
     return None
-
-
-class RoundingNoise(torch.overrides.TorchFunctionMode):
-    """Multiply every new floating result by ``1 + u·r`` (u = 2^-24, r uniform in [-1, 1]).
-
-    In float64 this imitates the rounding of float32 arithmetic at every operation, so the
-    spread of perturbed runs shows how much of an output is rounding. Results that share storage
-    with an argument (views, in-place writes) are left exact, so aliasing stays as written.
-    """
-
-    UNIT_ROUNDOFF = 2.0 ** -24
-
-    def __init__(self, seed: int):
-        super().__init__()
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        if not isinstance(result, torch.Tensor) or not result.dtype.is_floating_point or result.numel() == 0:
-            return result
-        if any(_shares_storage(result, a) for a in pytree.tree_leaves((args, kwargs))):
-            return result
-        with torch._C.DisableTorchFunction():
-            noise = torch.rand(result.shape, generator=self.generator, dtype=result.dtype) * 2 - 1
-            return result * (1 + self.UNIT_ROUNDOFF * noise)
-
-
-def _shares_storage(result: torch.Tensor, value) -> bool:
-    return isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() == result.untyped_storage().data_ptr()
 
 
 def measure_coverage(module, input_sets) -> Coverage:

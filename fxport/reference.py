@@ -1,0 +1,115 @@
+"""The float64 reference run: the truth both eager float32 and the ONNX file are judged by when
+fixed tolerances fail (issue 28; docs/verification.md).
+
+:class:`Float64Reference` runs a float64 copy of the model exactly, and a few times with every
+floating result perturbed by float32's unit roundoff (:class:`RoundingNoise`, Monte Carlo
+arithmetic). The perturbed runs say how far float32 arithmetic may carry an output from the exact
+result: a scale that does not depend on how lucky eager's own summation order was on one element.
+
+Example::
+
+    >>> import torch
+    >>> from fxport.inputs import InputSet
+    >>> ref = Float64Reference(torch.nn.Linear(2, 1))
+    >>> run = ref.run(InputSet((torch.ones(1, 2),)))
+    >>> run.outputs.dtype, len(run.noise)
+    (torch.float64, 1)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from fxport.compare import flatten_outputs
+from fxport.inputs import InputSet
+from fxport.load import run_eager
+
+
+@dataclasses.dataclass
+class ReferenceRun:
+    """``outputs``: the model's outputs in float64; ``noise``: per flattened output, the largest
+    distance of a float32-rounding-perturbed run to them (0.0 for non-float outputs)."""
+
+    outputs: Any
+    noise: list[float]
+
+
+class Float64Reference:
+    """A float64 copy of ``module``, made on first use; a model that cannot run in float64 (a
+    dtype check, an op without a float64 kernel) gives no reference (``run`` returns None)."""
+
+    #: Perturbed runs per input set.
+    TRIALS = 2
+
+    def __init__(self, module: torch.nn.Module):
+        self._module = module
+        self._double: torch.nn.Module | None = None
+        self._broken = False
+
+    def run(self, inputs: InputSet) -> ReferenceRun | None:
+        """Exact and perturbed float64 runs on ``inputs`` (float32 tensors cast up), or None."""
+        if self._broken:
+            return None
+        try:
+            if self._double is None:
+                self._double = copy.deepcopy(self._module).double()
+            widened = inputs.map_tensors(lambda _, t: t.double() if t.dtype == torch.float32 else t)
+            exact = run_eager(self._double, widened)
+            noise = [0.0] * len(flatten_outputs(exact))
+            for trial in range(self.TRIALS):
+                with RoundingNoise(seed=trial):
+                    perturbed = run_eager(self._double, widened)
+                noise = [max(level, _distance(a, b)) for level, a, b in
+                         zip(noise, flatten_outputs(perturbed), flatten_outputs(exact))]
+            return ReferenceRun(exact, noise)
+        except Exception:  # noqa: BLE001 - any failure only means: no reference, fixed verdict
+            self._broken = True
+            return None
+
+
+def _distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    if not (a.dtype.is_floating_point and b.dtype.is_floating_point) or a.shape != b.shape or not a.numel():
+        return 0.0
+    finite = torch.isfinite(a) & torch.isfinite(b)
+    return float((a.double() - b.double()).abs()[finite].max()) if bool(finite.any()) else 0.0
+
+
+class RoundingNoise(torch.overrides.TorchFunctionMode):
+    """Multiply every new floating result by ``1 + u·r`` (u = 2^-24, r uniform in [-1, 1]).
+
+    In float64 this imitates the rounding of float32 arithmetic at every operation, so the
+    spread of perturbed runs shows how much of an output is rounding. Results that share storage
+    with an argument (views, in-place writes) are left exact, so aliasing stays as written.
+
+    Example::
+
+        >>> with RoundingNoise(seed=0):
+        ...     y = torch.ones(3, dtype=torch.float64) * 3
+        >>> bool((y - 3).abs().max() < 1e-6)
+        True
+    """
+
+    UNIT_ROUNDOFF = 2.0 ** -24
+
+    def __init__(self, seed: int):
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if not isinstance(result, torch.Tensor) or not result.dtype.is_floating_point or result.numel() == 0:
+            return result
+        if any(_shares_storage(result, a) for a in pytree.tree_leaves((args, kwargs))):
+            return result
+        with torch._C.DisableTorchFunction():
+            noise = torch.rand(result.shape, generator=self.generator, dtype=result.dtype) * 2 - 1
+            return result * (1 + self.UNIT_ROUNDOFF * noise)
+
+
+def _shares_storage(result: torch.Tensor, value) -> bool:
+    return isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() == result.untyped_storage().data_ptr()

@@ -1,0 +1,97 @@
+"""The verdict knows float32 noise from a wrong file (issue 28, item 1).
+
+A row whose fixed tolerances fail is judged against a float64 run of the model: the file passes
+when it is about as close to that truth as eager float32 is. These tests show a correct file whose
+output is mostly rounding noise passing, and seeded wrong conversions of the same model — a
+swapped branch, an off-by-one loop, a wrong constant — failing, with the noisy output still judged
+as noise beside them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import numpy_helper
+
+import fxport
+from fxport.inputs import InputSet
+from fxport.verify import verify_model
+
+from conftest import MODELS, op_counts, run_onnx
+
+sys.path.insert(0, MODELS)
+from noise import Cancellation  # noqa: E402
+
+DYNAMIC = ({0: "batch", 1: "n"}, None)
+
+
+@pytest.fixture(scope="module")
+def converted():
+    model = Cancellation()
+    result = fxport.convert(model, (torch.randn(4, 1000), torch.tensor(3)), dynamic_shapes=DYNAMIC)
+    return model, result
+
+
+def test_rounding_noise_beyond_fixed_tolerances_is_judged_by_a_float64_run_and_passes(converted):
+    model, result = converted
+    judged = [row for row in result.verification if row.onnx_error is not None]
+    assert judged, "no row needed the float64 reference: the test no longer exercises it"
+    assert all(row.passed for row in result.verification)
+    assert max(row.eager_error for row in judged) > 1e-2  # the noise is far above atol 1e-4
+    counts = op_counts(result.model)
+    assert counts.get("Where") and counts.get("Loop"), counts
+    for sign, steps, size in ((1, 0, (1, 7)), (-1, 1, (3, 300)), (1, 2, (2, 1)), (-1, 6, (5, 50))):
+        x = sign * torch.rand(*size) + sign * 0.1  # the mean's sign picks the branch
+        got = run_onnx(result.model, x, torch.tensor(steps))
+        want = model(x, torch.tensor(steps))
+        np.testing.assert_allclose(got[1], want[1].numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _swapped_branch(model: onnx.ModelProto) -> onnx.ModelProto:
+    where = next(n for n in model.graph.node if n.op_type == "Where")
+    where.input[1], where.input[2] = where.input[2], where.input[1]
+    return model
+
+
+def _initializer(model: onnx.ModelProto, value, dtype) -> onnx.TensorProto:
+    return next(t for t in model.graph.initializer
+                if t.data_type == dtype and numpy_helper.to_array(t).size == 1 and numpy_helper.to_array(t) == value)
+
+
+def _off_by_one_loop(model: onnx.ModelProto) -> onnx.ModelProto:
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    counter = next(t for t in model.graph.initializer if t.name == loop.input[2])
+    counter.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(counter) - 1, counter.name))
+    return model
+
+
+def _wrong_constant(model: onnx.ModelProto) -> onnx.ModelProto:
+    three = _initializer(model, 3.0, onnx.TensorProto.FLOAT)
+    three.CopyFrom(numpy_helper.from_array(np.array(3.03, np.float32), three.name))
+    return model
+
+
+@pytest.mark.parametrize("mutate", [_swapped_branch, _off_by_one_loop, _wrong_constant])
+def test_seeded_wrong_conversions_fail_beside_an_output_that_is_judged_as_noise(converted, mutate):
+    model, result = converted
+    mutant = mutate(onnx.ModelProto.FromString(result.model.SerializeToString()))
+    example = InputSet((torch.rand(4, 1000) + 0.1, torch.tensor(3)))
+    with pytest.raises(fxport.VerificationError) as info:
+        verify_model(model, mutant, [example], dynamic_axes={0: {0: "batch", 1: "n"}})
+    rows = info.value.report
+    failed = [row for row in rows if not row.passed]
+    assert failed and all(row.mismatched_outputs == ["output[1]"] for row in failed), \
+        [(row.name, row.mismatched_outputs) for row in failed]
+
+
+def test_user_tolerances_keep_fixed_bounds_without_the_float64_judge(converted):
+    model, result = converted
+    example = InputSet((torch.randn(4, 1000), torch.tensor(2)))
+    with pytest.raises(fxport.VerificationError):
+        verify_model(model, result.model, [example], dynamic_axes={0: {0: "batch", 1: "n"}}, generate=False,
+                     atol=1e-6, rtol=1e-6)
