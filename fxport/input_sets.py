@@ -41,8 +41,7 @@ def generate_input_sets(
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if sizes:
         low, high = _size_limits(dynamic_axes, bounds or {})
-        larger = {name: min(size + max(1, size // 2) if size >= 2 else 3, high.get(name, 2**62))
-                  for name, size in sizes.items()}
+        larger = _larger_sizes(example, dynamic_axes, sizes, high)
         smaller = {name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()}
         for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
             if new_sizes != sizes:
@@ -58,6 +57,33 @@ def generate_input_sets(
             name = f"size[{changed}]" + (f" {why}" if why else "") + (", right-padded mask" if has_mask else "")
             sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right"))
     return sets
+
+
+#: The ``larger`` set of a big example (over :data:`LARGER_FREE_ELEMENTS`) may hold at most this
+#: many times its elements: an image batch grown 1 → 3 and 224 → 336 costs 6.75 example runs.
+LARGER_BUDGET = 2.5
+LARGER_FREE_ELEMENTS = 1 << 16
+
+
+def _larger_sizes(example: InputSet, dynamic_axes, sizes: dict[str, int], high: dict[str, int]) -> dict[str, int]:
+    """Every dynamic dimension grown by half (1 → 3); for a big example where that costs more than
+    :data:`LARGER_BUDGET` example runs, by one (224 → 225, batch 1 → 2) — still another size on
+    every dimension, and one that divides by nothing the example size does.
+
+    >>> _larger_sizes(InputSet((torch.ones(1, 3, 224, 224),)), {0: {0: "b", 2: "h", 3: "w"}},
+    ...               {"b": 1, "h": 224, "w": 224}, {})
+    {'b': 2, 'h': 225, 'w': 225}
+    >>> _larger_sizes(InputSet((torch.ones(2, 8),)), {0: {0: "b", 1: "s"}}, {"b": 2, "s": 8}, {})
+    {'b': 3, 's': 12}
+    """
+    def capped(grown: dict[str, int]) -> dict[str, int]:
+        return {name: min(size, high.get(name, 2**62)) for name, size in grown.items()}
+
+    larger = capped({name: size + max(1, size // 2) if size >= 2 else 3 for name, size in sizes.items()})
+    before, after = (_element_count(example, dynamic_axes, s) for s in (sizes, larger))
+    if after > max(LARGER_BUDGET * before, LARGER_FREE_ELEMENTS):
+        larger = capped({name: size + 1 for name, size in sizes.items()})
+    return larger
 
 
 #: Inputs of a generated size set may hold at most this many elements (or 16x the example's)
