@@ -119,7 +119,7 @@ def compare(eager_outputs: Any, onnx_outputs: Sequence[Any], acceptance: Accepta
 
 #: A float output whose fixed tolerances fail still passes when its distance to the float64
 #: reference is at most this many times eager float32's own distance to that reference: the file
-#: then computes the model as well as eager float32 does (docs/verification.md).
+#: then computes the model as well as eager float32 does (docs/getting-started.md, "Float32 noise is judged against float64").
 NOISE_FACTOR = 8.0
 
 

@@ -1,5 +1,5 @@
 """The float64 reference run: the truth both eager float32 and the ONNX file are judged by when
-fixed tolerances fail (issue 28; docs/verification.md).
+fixed tolerances fail (docs/getting-started.md, "Float32 noise is judged against float64").
 
 :class:`Float64Reference` runs a float64 copy of the model exactly, and a few times with every
 floating result perturbed by float32's unit roundoff (:class:`RoundingNoise`, Monte Carlo
