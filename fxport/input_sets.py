@@ -50,13 +50,27 @@ def generate_input_sets(
                 sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
         covered = [sizes, larger, smaller]
         for new_sizes, why in edge_sizes(example, dynamic_axes, bounds or {}):
-            if new_sizes in covered:
+            if new_sizes in covered or _two_already_checked(new_sizes, sizes, why, (larger, smaller)):
                 continue
             covered.append(new_sizes)
             changed = ",".join(f"{n}={s}" for n, s in new_sizes.items() if s != sizes[n])
             name = f"size[{changed}]" + (f" {why}" if why else "") + (", right-padded mask" if has_mask else "")
             sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right"))
     return sets
+
+
+def _two_already_checked(new_sizes: dict[str, int], sizes: dict[str, int], why: str,
+                         checked: tuple[dict[str, int], ...]) -> bool:
+    """An edge size that only sets one dimension to 2 (the first size past torch's 0/1
+    specialisation) adds nothing when ``larger`` or ``smaller`` already has that dimension at 2
+    (an image batch 1 → 2): one full-size run less. Bound edges (``why``) are always kept.
+
+    >>> _two_already_checked({"b": 2, "h": 224}, {"b": 1, "h": 224}, "", ({"b": 2, "h": 225},))
+    True
+    """
+    changed = [name for name in sizes if new_sizes[name] != sizes[name]]
+    return (not why and len(changed) == 1 and new_sizes[changed[0]] == 2
+            and any(other.get(changed[0]) == 2 for other in checked))
 
 
 #: The ``larger`` set of a big example (over :data:`LARGER_FREE_ELEMENTS`) may hold at most this
