@@ -44,6 +44,12 @@ if TYPE_CHECKING:
     from fxport.load import InputSet
     from fxport.report import AppliedRewrite, ConversionResult
 
+#: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
+#: across stages): any stage may read them; every other field is read only after a stage that
+#: ``adds`` it ran (:class:`fxport.stages.Stage`).
+SET_UP = frozenset({"model", "example", "options", "ruleset", "device", "staging", "extra_sets", "dynamic_shapes",
+                    "output", "calibration_sets", "timer", "warnings", "artifacts", "completed"})
+
 #: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
 #: running stage is doing now (``"running left-padded mask"``); the CLI draws it.
 ProgressCallback = Callable[[str, str], None]

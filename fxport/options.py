@@ -58,6 +58,9 @@ class Options:
             recorded in ``result.tolerances``.
         strict_coverage: refuse the model when some side of a converted ``if`` or some trip count
             of a converted loop was reached by no input set (by default a warning).
+        rewrites: ``False`` runs the stock exporter's path: no rules of any tier (built-ins and
+            ``rules`` left out), control flow as written, and the lowered file as the exporter
+            wrote it (no dimension names or ranges added); ``fxport diff``'s baseline.
     """
 
     opset: int | None = None
@@ -77,6 +80,7 @@ class Options:
     atol: float | None = None
     rtol: float | None = None
     strict_coverage: bool = False
+    rewrites: bool = True
 
     def __post_init__(self) -> None:
         from fxport.ort_optimize import optimize_level
@@ -94,7 +98,7 @@ class Options:
     @property
     def converts_control_flow(self) -> str | None:
         """The ``if`` strategy when control flow is converted, None when it is left as written."""
-        return self.if_strategy if self.control_flow else None
+        return self.if_strategy if self.control_flow and self.rewrites else None
 
     @classmethod
     def field_names(cls) -> frozenset[str]:

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 import torch
 
-from fxport.conversion import Conversion, ProgressCallback, StageTimer
+from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
 from fxport.external import Staging
 from fxport.inputs import InputSet, to_input_sets
@@ -98,13 +98,24 @@ def run(
     to_run = stages_through(until)
     job = start(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, output=output,
                 verify_inputs=verify_inputs, options=options_from(options, option_overrides), progress=progress)
+    produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging):
         for stage in to_run:
             if stage.applies(job):
+                check_reads(stage, produced)
                 with job.timer(stage.timed_as(job)):
                     stage.run(job)
+                produced.update(stage.adds)
             job.completed.append(stage.name)
     return job
+
+
+def check_reads(stage: stages.Stage, produced: set[str]) -> None:
+    """A stage runs only after the stages that add what it reads (a misplaced stage is a bug)."""
+    missing = [field for field in stage.reads if field not in produced]
+    if missing:
+        raise RuntimeError(f"stage {stage.name!r} reads {', '.join(missing)}, which no earlier stage of this run "
+                           "added; move it after the stage that adds them (fxport.stages.STAGES)")
 
 
 def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, verify_inputs,
@@ -122,7 +133,8 @@ def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, 
     return Conversion(
         model=model, example=example, options=options, extra_sets=extra_sets,
         dynamic_shapes=dynamic_shapes, output=output, device=device,
-        ruleset=resolve_rules(options.rules, disable=options.disable_rules, opset=options.opset, device=device),
+        ruleset=resolve_rules(options.rules, disable=options.disable_rules, opset=options.opset, device=device)
+        if options.rewrites else resolve_rules(builtins=False, entry_points=False),
         calibration_sets=load_calibration(options.calibration) if options.calibration is not None else None,
         staging=Staging(output),  # where a pair over 2 GB is written and verified before its commit
         timer=StageTimer(progress),
@@ -165,6 +177,7 @@ def failure_keeps_progress(job: Conversion) -> Iterator[None]:
         yield
     except ConversionError as exc:
         exc.partial = job.partial()
+        exc.conversion = job  # the products so far, for a caller that goes on (fxport diff's stock baseline)
         raise
 
 

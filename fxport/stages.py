@@ -42,10 +42,17 @@ from fxport.verify import generate_input_sets
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """A named step of the pipeline; ``applies`` says whether this run needs it."""
+    """A named step of the pipeline; ``applies`` says whether this run needs it.
+
+    ``reads`` names the :class:`~fxport.conversion.Conversion` fields the stage needs: set-up
+    fields (:data:`~fxport.conversion.SET_UP`) or fields an earlier stage ``adds``; the engine
+    checks that before running it (:func:`fxport.pipeline.run`).
+    """
 
     name: str
     run: Callable[[Conversion], None]
+    reads: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
     applies: Callable[[Conversion], bool] = lambda job: True
     #: the name its time is recorded under, when it is not ``name`` (``fp16`` for precision)
     timing_name: Callable[[Conversion], str] | None = None
@@ -87,8 +94,9 @@ def lower_to_onnx(job: Conversion) -> None:
         external_data=options.external_data, stage=job.staging, fusions=job.fusions)
     job.ruleset.record_op_rules_fired(job.onnx_model, job.rewrites)
     job.axis_names = dynamic_axes_by_input(job.model, job.example, job.dynamic_shapes)
-    name_dynamic_axes(job.onnx_model, job.axis_names)
-    record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
+    if options.rewrites:  # without rewrites (fxport diff's stock baseline) the file stays as the exporter wrote it
+        name_dynamic_axes(job.onnx_model, job.axis_names)
+        record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
 
 
 def convert_precision(job: Conversion) -> None:
@@ -138,17 +146,43 @@ def _converted_control_flow(job: Conversion) -> bool:
 
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
-    Stage("eager", run_eager_reference),
-    Stage("capture", capture_program),
-    Stage("rewrite", rewrite_graphs),
-    Stage("lower", lower_to_onnx),
-    Stage("precision", convert_precision, applies=lambda job: job.options.precision != "fp32",
+    Stage("eager", run_eager_reference, reads=("model", "example")),
+    Stage("capture", capture_program, reads=("model", "example", "dynamic_shapes", "ruleset"),
+          adds=("program", "rewrites")),
+    Stage("rewrite", rewrite_graphs, reads=("program", "ruleset"), adds=("program", "rewrites")),
+    Stage("lower", lower_to_onnx, reads=("program", "ruleset", "model", "example", "dynamic_shapes", "staging"),
+          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions")),
+    Stage("precision", convert_precision, reads=("float_model", "calibration_sets", "staging"),
+          adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
-    Stage("verify", verify_outputs, applies=lambda job: job.options.verify),
-    Stage("coverage", exercise_converted_control_flow, applies=_converted_control_flow),
-    Stage("write", write_output,
+    Stage("verify", verify_outputs, reads=("model", "program", "onnx_model", "float_model", "example", "extra_sets",
+                                          "axis_names", "device"),
+          adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
+    Stage("coverage", exercise_converted_control_flow,
+          reads=("model", "rewrites", "onnx_model", "example", "extra_sets", "generated", "domains", "verification"),
+          adds=("coverage", "verification"), applies=_converted_control_flow),
+    Stage("write", write_output, reads=("onnx_model", "output", "staging"), adds=("output_path",),
           applies=lambda job: job.output is not None or bool(job.staging.home(job.onnx_model))),
 )
+
+
+def stage_table(stages: tuple[Stage, ...] = None) -> str:
+    """The stages as docs/architecture.md's markdown table (a test keeps the page equal to it).
+
+    Example::
+
+        >>> print(stage_table(STAGES[:1]))
+        | stage | function | reads | adds to the `Conversion` |
+        | --- | --- | --- | --- |
+        | eager | `stages.run_eager_reference` | `model`, `example` | — |
+    """
+    def names(fields: tuple[str, ...]) -> str:
+        return ", ".join(f"`{field}`" for field in fields) or "—"
+
+    rows = ["| stage | function | reads | adds to the `Conversion` |", "| --- | --- | --- | --- |"]
+    for stage in STAGES if stages is None else stages:
+        rows.append(f"| {stage.name} | `stages.{stage.run.__name__}` | {names(stage.reads)} | {names(stage.adds)} |")
+    return "\n".join(rows)
 
 
 def verify_options(job: Conversion) -> dict[str, Any]:

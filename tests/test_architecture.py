@@ -130,3 +130,20 @@ def test_architecture_md_lists_every_module_under_fxport():
     listed = documented_modules((ROOT / "docs" / "architecture.md").read_text())
     assert sorted(actual - listed) == [], "modules missing from docs/architecture.md's package tree"
     assert sorted(listed - actual) == [], "docs/architecture.md lists modules that do not exist"
+
+
+def test_architecture_md_stage_table_is_generated_from_stages():
+    """The table between the markers is ``stage_table()``; ``FXPORT_WRITE_DOCS=1`` rewrites it."""
+    import os
+
+    from fxport.stages import stage_table
+
+    path = ROOT / "docs" / "architecture.md"
+    text = path.read_text()
+    start, end = "<!-- stage table: generated from fxport.stages.STAGES -->\n", "<!-- end of stage table -->"
+    before, rest = text.split(start, 1)
+    table, after = rest.split(end, 1)
+    if os.environ.get("FXPORT_WRITE_DOCS") == "1":
+        path.write_text(before + start + stage_table() + "\n" + end + after)
+        table = stage_table() + "\n"
+    assert table == stage_table() + "\n", "run FXPORT_WRITE_DOCS=1 pytest tests/test_architecture.py"
