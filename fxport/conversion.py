@@ -4,7 +4,7 @@ A stage reads what earlier stages left on the conversion and adds its own produc
 travels between stages. The fields below are grouped by the stage that fills them, in order:
 
 ========== ==================================================================================
-set up     ``model``, ``example``, ``extra_sets``, ``dynamic_shapes``, ``output``,
+set up     ``model``, ``signature``, ``example``, ``extra_sets``, ``dynamic_shapes``, ``output``,
            ``options``, ``ruleset``, ``device``, ``staging``, ``calibration_sets``
 eager      (checks the model runs; registers dataclass outputs)
 capture    ``program`` (the captured ExportedProgram), ``rewrites`` (source-level records)
@@ -40,14 +40,16 @@ if TYPE_CHECKING:
     import onnx
     import torch
 
+    from fxport.eager import Signature
     from fxport.external import Staging
-    from fxport.load import InputSet
+    from fxport.inputs import InputSet
     from fxport.report import AppliedRewrite, ConversionResult
+    from fxport.rules.registry import RuleSet
 
 #: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
 #: across stages): any stage may read them; every other field is read only after a stage that
 #: ``adds`` it ran (:class:`fxport.stages.Stage`).
-SET_UP = frozenset({"model", "example", "options", "ruleset", "device", "staging", "extra_sets", "dynamic_shapes",
+SET_UP = frozenset({"model", "signature", "example", "options", "ruleset", "device", "staging", "extra_sets", "dynamic_shapes",
                     "output", "calibration_sets", "timer", "warnings", "artifacts", "completed"})
 
 #: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
@@ -85,9 +87,10 @@ class Conversion:
     """One run of the pipeline: its inputs, its options and every stage's product so far."""
 
     model: "torch.nn.Module"
+    signature: "Signature"
     example: "InputSet"
     options: Options
-    ruleset: Any
+    ruleset: "RuleSet"
     device: str
     staging: "Staging"
     extra_sets: list["InputSet"] = dataclasses.field(default_factory=list)

@@ -34,7 +34,8 @@ import torch
 
 from fxport.domain import InputDomain
 from fxport.errors import ConversionError, SourceLocation
-from fxport.load import InputSet, run_eager
+from fxport.eager import run_eager
+from fxport.inputs import InputSet
 from fxport.report import AppliedRewrite
 
 #: Variations of a float input tried to reach an untaken side: name → transform.

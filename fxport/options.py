@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fxport.errors import UsageError
+from fxport.choices import check_precision, check_tolerances, optimize_level
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +83,6 @@ class Options:
     rewrites: bool = True
 
     def __post_init__(self) -> None:
-        from fxport.ort_optimize import optimize_level
-        from fxport.precision import check_precision
-
         object.__setattr__(self, "disable_rules", tuple(self.disable_rules or ()))
         object.__setattr__(self, "optimize", optimize_level(self.optimize))
         check_precision(self.precision, self.calibration, self.min_cosine)
@@ -119,11 +116,3 @@ def options_from(options: Options | None, overrides: dict[str, Any]) -> Options:
                         f"(known: {', '.join(sorted(Options.field_names()))})")
     base = options if options is not None else Options()
     return base.replace(**overrides) if overrides else base
-
-
-def check_tolerances(atol: float | None, rtol: float | None) -> None:
-    """Tolerances are finite non-negative numbers (a usage error naming the flag otherwise)."""
-    for flag, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and not (value >= 0 and value != float("inf")):
-            raise UsageError(f"{flag} {value} is not a finite non-negative number",
-                             hint=f"pass e.g. {flag} 1e-3, or leave it out for the dtype's default")

@@ -32,9 +32,9 @@ from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
 from fxport.external import Staging
 from fxport.inputs import InputSet, to_input_sets
-from fxport.load import forward_parameters
+from fxport.eager import Signature
+from fxport.load import load_calibration  # calibration may name user code: FILE.py:FUNC
 from fxport.options import Options, options_from
-from fxport.precision import load_calibration
 from fxport.report import ConversionResult
 from fxport.rules import resolve as resolve_rules
 from fxport import stages
@@ -124,14 +124,14 @@ def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, 
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"model is a {type(model).__name__}, not a torch.nn.Module",
                          hint="pass an nn.Module instance")
-    forward_parameters(model)  # a forward without a Python signature is a usage error here
+    signature = Signature.of(model)  # once per conversion; a forward without a Python signature is a usage error
     example = InputSet.of(args, kwargs)
     extra_sets = to_input_sets(list(verify_inputs), "verify_inputs") if verify_inputs else []
     for index, input_set in enumerate(extra_sets, start=1):
         input_set.name = f"user-{index}"
     device = resolve_device(options.device)
     return Conversion(
-        model=model, example=example, options=options, extra_sets=extra_sets,
+        model=model, signature=signature, example=example, options=options, extra_sets=extra_sets,
         dynamic_shapes=dynamic_shapes, output=output, device=device,
         ruleset=resolve_rules(options.rules, disable=options.disable_rules, opset=options.opset, device=device)
         if options.rewrites else resolve_rules(builtins=False, entry_points=False),

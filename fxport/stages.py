@@ -29,11 +29,11 @@ from fxport.controlflow.libraries import converting_libraries
 from fxport.controlflow.libraries import installed_for as library_functions_installed_for
 from fxport.conversion import Conversion
 from fxport.domain import input_domains
+from fxport.eager import Signature, register_output_dataclasses, run_eager
 from fxport.errors import VerificationError
 from fxport.exercise import exercise_control_flow
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
-from fxport.load import register_output_dataclasses, run_eager
 from fxport.lower import lower, name_dynamic_axes
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
@@ -71,7 +71,7 @@ def capture_program(job: Conversion) -> None:
     export_model, export_example = exported_at_precision(job.model, job.example, job.options.precision)
     job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
                                         job.rewrites, job.options.converts_control_flow, job.warnings,
-                                        convert_libraries=job.options.convert_libraries)
+                                        convert_libraries=job.options.convert_libraries, signature=job.signature)
     if job.options.keep_artifacts:
         job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
 
@@ -93,7 +93,7 @@ def lower_to_onnx(job: Conversion) -> None:
         translation_table=job.ruleset.translation_table(), node_counts=job.node_counts,
         external_data=options.external_data, stage=job.staging, fusions=job.fusions)
     job.ruleset.record_op_rules_fired(job.onnx_model, job.rewrites)
-    job.axis_names = dynamic_axes_by_input(job.model, job.example, job.dynamic_shapes)
+    job.axis_names = dynamic_axes_by_input(job.signature, job.example, job.dynamic_shapes)
     if options.rewrites:  # without rewrites (fxport diff's stock baseline) the file stays as the exporter wrote it
         name_dynamic_axes(job.onnx_model, job.axis_names)
         record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
@@ -147,10 +147,10 @@ def _converted_control_flow(job: Conversion) -> bool:
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
     Stage("eager", run_eager_reference, reads=("model", "example")),
-    Stage("capture", capture_program, reads=("model", "example", "dynamic_shapes", "ruleset"),
+    Stage("capture", capture_program, reads=("model", "signature", "example", "dynamic_shapes", "ruleset"),
           adds=("program", "rewrites")),
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset"), adds=("program", "rewrites")),
-    Stage("lower", lower_to_onnx, reads=("program", "ruleset", "model", "example", "dynamic_shapes", "staging"),
+    Stage("lower", lower_to_onnx, reads=("program", "ruleset", "signature", "example", "dynamic_shapes", "staging"),
           adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions")),
     Stage("precision", convert_precision, reads=("float_model", "calibration_sets", "staging"),
           adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
@@ -213,7 +213,8 @@ def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warning
 
 def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,
                           records: list[AppliedRewrite], if_strategy: str | None,
-                          notes: list[str], convert_libraries: bool = True) -> torch.export.ExportedProgram:
+                          notes: list[str], convert_libraries: bool = True,
+                          signature: Signature | None = None) -> torch.export.ExportedProgram:
     """Patch rules and control-flow conversion installed around ``torch.export``; ``records``
     collects the rewrites. ``if_strategy`` None leaves the model's control flow as written;
     ``convert_libraries`` converts library functions capture stops in (with control flow on).
@@ -221,7 +222,8 @@ def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, 
     with ruleset.patches_applied(records), \
             capture_rewrites(model, records, if_strategy, ruleset.disabled_control_flow), \
             library_conversion(records, if_strategy is not None and convert_libraries) as convert_library:
-        program = capture(model, example, dynamic_shapes, notes=notes, convert_library=convert_library)
+        program = capture(model, example, dynamic_shapes, notes=notes, convert_library=convert_library,
+                          signature=signature)
     return program
 
 

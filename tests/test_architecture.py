@@ -147,3 +147,11 @@ def test_architecture_md_stage_table_is_generated_from_stages():
         path.write_text(before + start + stage_table() + "\n" + end + after)
         table = stage_table() + "\n"
     assert table == stage_table() + "\n", "run FXPORT_WRITE_DOCS=1 pytest tests/test_architecture.py"
+
+
+def test_no_engine_module_imports_the_loader():
+    """fxport.load loads user code for the CLI; the engine calls the model through fxport.eager and
+    takes input sets from fxport.inputs. Only the entry points that accept user-code specs import it."""
+    entry_points = {"fxport.cli", "fxport.pipeline", "fxport.diff.command"}  # targets, FILE.py:FUNC calibration
+    importers = {module for module, targets in import_graph().items() if "fxport.load" in targets}
+    assert importers <= entry_points, sorted(importers - entry_points)
