@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -31,11 +30,9 @@ from typing import Any, Callable
 import torch
 
 from fxport.errors import (
-    EagerRunError,
     InputSpecError,
     ModelLoadError,
     SourceLocation,
-    UsageError,
     user_location_from_exception,
 )
 # Calling the model lives in fxport.eager, input sets and the -i / --dynamic specs in fxport.inputs;

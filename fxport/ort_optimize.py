@@ -35,7 +35,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Iterator
 
 from onnxscript.rewriter import pattern
 
