@@ -126,3 +126,14 @@ def test_every_stage_reads_only_what_set_up_or_earlier_stages_add():
         assert set(stage.reads) <= available, stage.name
         assert set(stage.adds) <= fields, stage.name
         available |= set(stage.adds)
+
+
+def test_the_signature_is_computed_once_per_conversion_and_carried(monkeypatch):
+    import fxport.eager
+
+    calls = []
+    original = fxport.eager.forward_parameters
+    monkeypatch.setattr(fxport.eager, "forward_parameters", lambda module: calls.append(module) or original(module))
+    job = run(Branchy().eval(), (torch.randn(3, 3),), dynamic_shapes={"x": {0: "batch"}}, until="lower", verify=False)
+    assert len(calls) == 1 and job.signature.names == ["x"]
+    assert job.axis_names == {0: {0: "batch"}}
