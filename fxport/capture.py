@@ -7,7 +7,7 @@ fxport/dynamic_dims.py, failures are classified in fxport/capture_failures.py.
 Example::
 
     >>> import torch
-    >>> from fxport.load import InputSet
+    >>> from fxport.inputs import InputSet
     >>> ep = capture(torch.nn.Softmax(dim=-1), InputSet((torch.randn(2, 3),)), {"input": {0: "batch"}})
     >>> [str(d) for d in ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape]
     ['s...', '3']
@@ -41,7 +41,8 @@ from fxport.dynamic_dims import (
 )
 from fxport.errors import ConversionError
 from fxport.frames import exception_chain as _exception_chain
-from fxport.load import InputSet
+from fxport.eager import Signature
+from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
 
 
@@ -51,6 +52,7 @@ def capture(
     dynamic_shapes: Any = None,
     notes: list[str] | None = None,
     convert_library: Callable[[BaseException], bool] | None = None,
+    signature: Signature | None = None,
 ) -> torch.export.ExportedProgram:
     """``torch.export.export`` (non-strict) with failures turned into one-line CaptureErrors.
 
@@ -71,9 +73,11 @@ def capture(
     ``convert_library(exc)`` is asked about each failure first: True when it converted the
     library function capture stopped in (docs/control-flow.md, "Library code"), and the same
     export is retried; it may raise a ConversionError, which ends the capture.
+    ``signature``: ``module``'s (:class:`~fxport.eager.Signature`), when the caller has it.
     """
-    normalized = normalize_dynamic_shapes(module, dynamic_shapes, inputs)
-    dims = dims_by_input(module, inputs, normalized)
+    signature = signature or Signature.of(module)
+    normalized = normalize_dynamic_shapes(signature, dynamic_shapes, inputs)
+    dims = dims_by_input(signature, inputs, normalized)
     attempts = [("oblivious", inputs), ("specialised", _grown_example(inputs, dims))] if dims \
         else [("specialised", inputs)]
     failure = None
@@ -100,7 +104,7 @@ def capture(
                     if spec is None:
                         break
                     continue
-                annotate_dim_ranges(program, module, inputs, normalized, narrowed_at, mode, adopted,
+                annotate_dim_ranges(program, signature, inputs, normalized, narrowed_at, mode, adopted,
                                      fallback=why_oblivious_failed(failure) if mode == "specialised" else None)
                 if notes is not None:
                     notes.extend(narrowing_notes(program, grown=example is not inputs))

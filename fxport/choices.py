@@ -1,14 +1,18 @@
 """The values fxport's options accept, defined once for the core and the command line.
 
-The core validates against these (:mod:`fxport.precision`, :mod:`fxport.verify`,
-:mod:`fxport.ort_optimize`, the control-flow converter) and the CLI builds its choices from them.
-Imports nothing, so ``fxport --help`` stays fast.
+The core validates against these (:class:`fxport.options.Options` through the checks below,
+:mod:`fxport.verify`, the control-flow converter) and the CLI builds its choices from them.
+Imports nothing but :mod:`fxport.errors` (when a check fails), so ``fxport --help`` stays fast.
 
 Example::
 
     >>> PRECISIONS, DEVICES
     (('fp32', 'fp16', 'int8'), ('auto', 'cpu', 'cuda'))
 """
+
+from __future__ import annotations
+
+from typing import Any
 
 #: ``precision=`` / ``--precision``: float32, half model, or int8 quantised (docs/precision.md).
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -29,3 +33,49 @@ def listed(values: tuple[str, ...]) -> str:
     'none, generic or ort'
     """
     return ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else "".join(values)
+
+# --- the checks Options runs when it is built ----------------------------------------------
+
+def _usage_error(what: str, hint: str) -> Exception:
+    from fxport.errors import UsageError
+
+    return UsageError(what, hint=hint)
+
+
+def optimize_level(optimize: Any) -> str:
+    """``optimize`` as one of :data:`OPTIMIZE_LEVELS` (``True`` → generic, ``False`` → none).
+
+    Example::
+
+        >>> optimize_level(True), optimize_level(False), optimize_level("ort")
+        ('generic', 'none', 'ort')
+    """
+    if optimize is True or optimize is None:
+        return DEFAULT_OPTIMIZE
+    if optimize is False:
+        return "none"
+    if isinstance(optimize, str) and optimize in OPTIMIZE_LEVELS:
+        return optimize
+    raise _usage_error(f"unknown optimize level {optimize!r}", f"use {listed(OPTIMIZE_LEVELS)}")
+
+
+def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None) -> None:
+    """Raise UsageError for an unknown precision or options that do not apply to it."""
+    if precision not in PRECISIONS:
+        raise _usage_error(f"unknown precision {precision!r}", f"use {listed(PRECISIONS)}")
+    if calibration is not None and precision != "int8":
+        raise _usage_error("calibration inputs only apply to --precision int8",
+                           "add --precision int8 or drop --calibrate")
+    if min_cosine is not None and precision != "int8":
+        raise _usage_error("--min-cosine only applies to --precision int8",
+                           "fp32 and fp16 are checked with element tolerances; drop --min-cosine")
+    if min_cosine is not None and not 0.0 <= min_cosine <= 1.0:
+        raise _usage_error(f"--min-cosine {min_cosine} is outside [0, 1]", "use e.g. 0.99")
+
+
+def check_tolerances(atol: float | None, rtol: float | None) -> None:
+    """Tolerances are finite non-negative numbers (a usage error naming the flag otherwise)."""
+    for flag, value in (("--atol", atol), ("--rtol", rtol)):
+        if value is not None and not (value >= 0 and value != float("inf")):
+            raise _usage_error(f"{flag} {value} is not a finite non-negative number",
+                               f"pass e.g. {flag} 1e-3, or leave it out for the dtype's default")

@@ -4,7 +4,7 @@ A stage reads what earlier stages left on the conversion and adds its own produc
 travels between stages. The fields below are grouped by the stage that fills them, in order:
 
 ========== ==================================================================================
-set up     ``model``, ``example``, ``extra_sets``, ``dynamic_shapes``, ``output``,
+set up     ``model``, ``signature``, ``example``, ``extra_sets``, ``dynamic_shapes``, ``output``,
            ``options``, ``ruleset``, ``device``, ``staging``, ``calibration_sets``
 eager      (checks the model runs; registers dataclass outputs)
 capture    ``program`` (the captured ExportedProgram), ``rewrites`` (source-level records)
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -40,9 +41,19 @@ if TYPE_CHECKING:
     import onnx
     import torch
 
+    from fxport.domain import InputDomain
+    from fxport.dynamic_dims import DimRange
+    from fxport.eager import Signature
     from fxport.external import Staging
-    from fxport.load import InputSet
-    from fxport.report import AppliedRewrite, ConversionResult
+    from fxport.inputs import InputSet
+    from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
+    from fxport.rules.registry import RuleSet
+
+#: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
+#: across stages): any stage may read them; every other field is read only after a stage that
+#: ``adds`` it ran (:class:`fxport.stages.Stage`).
+SET_UP = frozenset({"model", "signature", "example", "options", "ruleset", "device", "staging", "extra_sets",
+                    "dynamic_shapes", "output", "calibration_sets", "timer", "warnings", "artifacts", "completed"})
 
 #: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
 #: running stage is doing now (``"running left-padded mask"``); the CLI draws it.
@@ -79,14 +90,15 @@ class Conversion:
     """One run of the pipeline: its inputs, its options and every stage's product so far."""
 
     model: "torch.nn.Module"
+    signature: "Signature"
     example: "InputSet"
     options: Options
-    ruleset: Any
+    ruleset: "RuleSet"
     device: str
     staging: "Staging"
     extra_sets: list["InputSet"] = dataclasses.field(default_factory=list)
-    dynamic_shapes: Any = None
-    output: Any = None
+    dynamic_shapes: Any = None  # torch.export's format, or the simple {"x": {0: "batch"}}
+    output: "str | os.PathLike | None" = None
     calibration_sets: list["InputSet"] | None = None
     timer: StageTimer = dataclasses.field(default_factory=StageTimer)
     warnings: list[str] = dataclasses.field(default_factory=list)
@@ -98,14 +110,14 @@ class Conversion:
     # lower, precision
     float_model: "onnx.ModelProto | None" = None
     onnx_model: "onnx.ModelProto | None" = None
-    axis_names: dict = dataclasses.field(default_factory=dict)
+    axis_names: dict[int, dict[int, str]] = dataclasses.field(default_factory=dict)
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     fusions: dict[str, int] = dataclasses.field(default_factory=dict)
     # verify, coverage
-    domains: dict = dataclasses.field(default_factory=dict)
-    bounds: dict = dataclasses.field(default_factory=dict)
+    domains: dict[int, "InputDomain"] = dataclasses.field(default_factory=dict)
+    bounds: dict[int, dict[int, "DimRange"]] = dataclasses.field(default_factory=dict)
     generated: list["InputSet"] = dataclasses.field(default_factory=list)
-    verification: list = dataclasses.field(default_factory=list)
+    verification: list["VerificationRow"] = dataclasses.field(default_factory=list)
     coverage: list[dict] = dataclasses.field(default_factory=list)
     # write
     output_path: str | None = None

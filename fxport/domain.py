@@ -36,7 +36,7 @@ from typing import Iterator
 
 import torch
 
-from fxport.load import InputSet
+from fxport.inputs import InputSet
 
 aten = torch.ops.aten
 

@@ -9,7 +9,7 @@ where the capture narrowed it); :func:`record_dynamic_ranges` writes them to ONN
 Example::
 
     >>> import torch
-    >>> from fxport.load import InputSet
+    >>> from fxport.inputs import InputSet
     >>> normalize_dynamic_shapes(torch.nn.ReLU(), {"input": {0: "batch"}}, InputSet((torch.ones(2, 3),)))
     {'input': {0: Dim('batch', min=0)}}
 """
@@ -25,11 +25,14 @@ from torch.export import Dim
 
 from fxport.capture_failures import traced_user_frame
 from fxport.errors import InputSpecError
-from fxport.load import InputSet, forward_parameters
+from fxport.eager import Signature
+from fxport.inputs import InputSet
 
 
-def normalize_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, inputs: InputSet) -> Any:
+def normalize_dynamic_shapes(module: "torch.nn.Module | Signature", dynamic_shapes: Any, inputs: InputSet) -> Any:
     """Turn the simple ``{name: {axis: "dim"}}`` form into torch.export's, keyed by parameter.
+
+    ``module`` is the model or its :class:`~fxport.eager.Signature` (as in the functions below).
 
     Strings become ``Dim`` objects shared by name, also in torch.export's positional form
     (``({0: "batch"}, None)``); everything else passes through unchanged. Inputs of ``forward``
@@ -53,22 +56,22 @@ def normalize_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, input
 
     if not isinstance(dynamic_shapes, dict):
         return to_dim(dynamic_shapes)
-    parameters = forward_parameters(module)
+    signature = Signature.of(module)
+    parameters = signature.parameters
     unknown = [name for name in dynamic_shapes if name not in parameters]
     if unknown:
         raise InputSpecError(
             f"dynamic shapes name {', '.join(map(str, unknown))}, which forward does not take",
             hint=f"forward's parameters are: {', '.join(parameters)}",
         )
-    dynamic_shapes = _checked_axes(module, inputs, dynamic_shapes)
-    return {name: to_dim(dynamic_shapes.get(name)) for name in bound_parameter_names(module, inputs)}
+    dynamic_shapes = _checked_axes(signature, inputs, dynamic_shapes)
+    return {name: to_dim(dynamic_shapes.get(name)) for name in signature.bound_names(inputs)}
 
 
-def _checked_axes(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: dict) -> dict:
+def _checked_axes(signature: Signature, inputs: InputSet, dynamic_shapes: dict) -> dict:
     """The dict form with every axis checked against its tensor's rank; negative axes counted
     from the end. An axis the input does not have is a usage error, not an IndexError."""
-    bound = dict(zip(forward_parameters(module), inputs.args))
-    bound.update(inputs.kwargs)
+    bound = signature.bind(inputs)
     checked = {}
     for name, spec in dynamic_shapes.items():
         value = bound.get(name)
@@ -93,14 +96,12 @@ def _checked_axes(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: dic
     return checked
 
 
-def bound_parameter_names(module: torch.nn.Module, inputs: InputSet) -> list[str]:
+def bound_parameter_names(module: "torch.nn.Module | Signature", inputs: InputSet) -> list[str]:
     """The names of the forward parameters that ``inputs`` binds, in signature order."""
-    names = list(forward_parameters(module))
-    positional = names[: len(inputs.args)]
-    return positional + [n for n in names[len(inputs.args):] if n in inputs.kwargs]
+    return Signature.of(module).bound_names(inputs)
 
 
-def dynamic_axes_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: Any) -> dict[int, dict[int, str]]:
+def dynamic_axes_by_input(module: "torch.nn.Module | Signature", inputs: InputSet, dynamic_shapes: Any) -> dict[int, dict[int, str]]:
     """Map flattened tensor input index → {axis: dim name} for the dynamic axes.
 
     Used by verification to vary exactly those sizes; dims sharing a name vary together.
@@ -109,13 +110,12 @@ def dynamic_axes_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_sha
             for index, axes in dims_by_input(module, inputs, dynamic_shapes).items()}
 
 
-def dims_by_input(module: torch.nn.Module, inputs: InputSet, dynamic_shapes: Any) -> dict[int, dict[int, tuple]]:
+def dims_by_input(module: "torch.nn.Module | Signature", inputs: InputSet, dynamic_shapes: Any) -> dict[int, dict[int, tuple]]:
     """Flattened tensor input index → {axis: (the spec's Dim/str/hint, input name)}."""
     if dynamic_shapes is None:
         return {}
-    names = list(forward_parameters(module))
-    bound = dict(zip(names, inputs.args))
-    bound.update(inputs.kwargs)
+    signature = Signature.of(module)
+    names, bound = signature.names, signature.bind(inputs)
     per_name = dynamic_shapes if isinstance(dynamic_shapes, dict) else dict(zip(names, dynamic_shapes))
     result: dict[int, dict[int, str]] = {}
     index = 0

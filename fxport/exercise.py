@@ -32,9 +32,11 @@ from typing import Any, Callable
 
 import torch
 
+from fxport.controlflow.operators.rule_names import conversion_named
 from fxport.domain import InputDomain
 from fxport.errors import ConversionError, SourceLocation
-from fxport.load import InputSet, run_eager
+from fxport.eager import run_eager
+from fxport.inputs import InputSet
 from fxport.report import AppliedRewrite
 
 #: Variations of a float input tried to reach an untaken side: name → transform.
@@ -196,7 +198,7 @@ def all_finite(outputs: Any) -> bool:
 def _converted_constructs(records: list[AppliedRewrite]) -> dict[tuple, ConstructCoverage]:
     constructs: dict[tuple, ConstructCoverage] = {}
     for record in records:
-        kind = record.rule.split("-", 1)[0]
+        kind = getattr(conversion_named(record.rule), "construct", None)
         if record.tier != "control-flow" or record.location is None or kind not in _IF_KINDS + _LOOP_KINDS:
             continue
         key = (kind, record.location.filename, record.location.lineno)

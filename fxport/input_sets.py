@@ -13,7 +13,7 @@ import functools
 import torch
 
 from fxport.domain import InputDomain, padding_mask
-from fxport.load import InputSet
+from fxport.inputs import InputSet
 
 
 def generate_input_sets(

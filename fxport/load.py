@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -31,14 +30,20 @@ from typing import Any, Callable
 import torch
 
 from fxport.errors import (
-    EagerRunError,
     InputSpecError,
     ModelLoadError,
     SourceLocation,
-    UsageError,
     user_location_from_exception,
 )
-# Input sets and the -i / --dynamic specs live in fxport.inputs; these names stay importable from here.
+# Calling the model lives in fxport.eager, input sets and the -i / --dynamic specs in fxport.inputs;
+# these names stay importable from here.
+from fxport.eager import (  # noqa: F401 - re-exported
+    Signature,
+    buffers_restored,
+    forward_parameters,
+    register_output_dataclasses,
+    run_eager,
+)
 from fxport.inputs import (  # noqa: F401 - re-exported
     MAX_INPUT_ELEMENTS,
     InputSet,
@@ -58,51 +63,6 @@ class LoadedModel:
     input_sets: list[InputSet]
     dynamic_shapes: Any = None
     source: str = ""
-
-
-@contextlib.contextmanager
-def buffers_restored(module: torch.nn.Module):
-    """Put every buffer and tensor attribute of ``module`` back when the block ends: the same
-    object (a forward may rebind ``self.h = ...``) holding its current value."""
-    saved = [(owner, name, tensor, tensor.detach().clone())
-             for owner in module.modules() for name, tensor in _tensor_state(owner)]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for owner, name, tensor, value in saved:
-                if getattr(owner, name, None) is not tensor:
-                    setattr(owner, name, tensor)
-                if tensor.shape == value.shape:
-                    tensor.copy_(value)
-
-
-def _tensor_state(owner: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    """The buffers and plain tensor attributes of one module (not its submodules')."""
-    state = [(name, t) for name, t in owner._buffers.items() if t is not None]
-    state += [(name, t) for name, t in vars(owner).items()
-              if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter)]
-    return state
-
-
-def register_output_dataclasses(outputs: Any) -> None:
-    """Register dataclass types found in ``outputs`` with torch's pytree so export can flatten them.
-
-    torch.export refuses outputs of unregistered classes; dataclasses of tensors are a common
-    model output, and registering them changes nothing else.
-    """
-    pending = [outputs]
-    while pending:
-        value = pending.pop()
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            cls = type(value)
-            if cls not in torch.utils._pytree.SUPPORTED_NODES:
-                torch.export.register_dataclass(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
-            pending.extend(getattr(value, f.name) for f in dataclasses.fields(value))
-        elif isinstance(value, (list, tuple)):
-            pending.extend(value)
-        elif isinstance(value, dict):
-            pending.extend(value.values())
 
 
 # --- targets ------------------------------------------------------------------------------
@@ -256,36 +216,6 @@ def inputs_from_specs(module: torch.nn.Module, specs: list[TensorSpec], seed: in
     return InputSet(tuple(args))
 
 
-def forward_parameters(module: torch.nn.Module) -> dict[str, inspect.Parameter]:
-    """The named parameters of ``module.forward`` (no ``self``, no ``*args``/``**kwargs``).
-
-    A forward without a Python signature (a builtin or C function assigned as ``forward``) is a
-    one-line UsageError at the class: export and conversion both need the parameters.
-    """
-    try:
-        signature = inspect.signature(module.forward)
-    except (TypeError, ValueError):
-        cls = type(module)
-        raise UsageError(
-            f"{cls.__qualname__}.forward is the builtin {getattr(module.forward, '__name__', '?')!r}, "
-            "which has no Python signature",
-            where=_class_location(cls),
-            hint="define forward as a method: def forward(self, x): return the_function(x)",
-        ) from None
-    return {
-        name: p for name, p in signature.parameters.items()
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    }
-
-
-def _class_location(cls: type) -> SourceLocation | None:
-    try:
-        lines, first = inspect.getsourcelines(cls)
-        return SourceLocation(inspect.getsourcefile(cls), first, cls.__qualname__)
-    except (OSError, TypeError):
-        return None
-
-
 def load_inputs_fn(spec: str) -> list[InputSet]:
     """Call ``FILE.py:FUNC`` (``--inputs-fn``) and normalise its result."""
     fn = resolve_target(spec)
@@ -293,6 +223,15 @@ def load_inputs_fn(spec: str) -> list[InputSet]:
         raise InputSpecError(f"{spec} is not callable", hint="point --inputs-fn at a function")
     value = call_user_code(fn, InputSpecError, spec, "fix the inputs function")
     return to_input_sets(value, spec)
+
+
+def load_calibration(spec_or_value: Any) -> list[InputSet]:
+    """Calibration input sets from ``FILE.py:FUNC`` (``--calibrate``) or a list of input sets."""
+    if isinstance(spec_or_value, str):
+        sets = load_inputs_fn(spec_or_value)
+    else:
+        sets = to_input_sets(list(spec_or_value), "calibration inputs")
+    return sets
 
 
 def inputs_carried_by(module: torch.nn.Module) -> list[InputSet] | None:
@@ -340,23 +279,3 @@ def load_model(
     if not dynamic:
         dynamic = getattr(module, "example_dynamic_shapes", None) or {}
     return LoadedModel(module, input_sets, dynamic or None, source=target)
-
-
-def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
-    """Run the model eagerly; a failure is the user's bug and is reported at their file:line.
-
-    Buffers the forward mutates (counters, running statistics) are restored afterwards, so every
-    run starts from the state the ONNX model bakes in and the user's module is left unchanged.
-    The model runs on a copy of ``inputs``: a forward that writes into its inputs leaves the
-    caller's tensors (and the next run's) as they were.
-    """
-    inputs = inputs.copy()
-    try:
-        with torch.no_grad(), buffers_restored(module):
-            return module(*inputs.args, **inputs.kwargs)
-    except Exception as exc:
-        raise EagerRunError(
-            f"the model raised {type(exc).__name__} on the {inputs.name} inputs: {exc}",
-            where=user_location_from_exception(exc),
-            hint="check the input shapes and dtypes against what forward expects",
-        ) from exc

@@ -27,7 +27,7 @@ import torch
 from fxport.coverage import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
 from fxport.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
-from fxport.ort_optimize import optimize_level
+from fxport.choices import optimize_level
 from fxport.quiet import quiet_torch
 from fxport.report import iter_nodes
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fxport.errors import UsageError
+from fxport.choices import check_precision, check_tolerances, optimize_level
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Options:
             recorded in ``result.tolerances``.
         strict_coverage: refuse the model when some side of a converted ``if`` or some trip count
             of a converted loop was reached by no input set (by default a warning).
+        rewrites: ``False`` runs the stock exporter's path: no rules of any tier (built-ins and
+            ``rules`` left out), control flow as written, and the lowered file as the exporter
+            wrote it (no dimension names or ranges added); ``fxport diff``'s baseline.
     """
 
     opset: int | None = None
@@ -77,11 +80,9 @@ class Options:
     atol: float | None = None
     rtol: float | None = None
     strict_coverage: bool = False
+    rewrites: bool = True
 
     def __post_init__(self) -> None:
-        from fxport.ort_optimize import optimize_level
-        from fxport.precision import check_precision
-
         object.__setattr__(self, "disable_rules", tuple(self.disable_rules or ()))
         object.__setattr__(self, "optimize", optimize_level(self.optimize))
         check_precision(self.precision, self.calibration, self.min_cosine)
@@ -94,7 +95,7 @@ class Options:
     @property
     def converts_control_flow(self) -> str | None:
         """The ``if`` strategy when control flow is converted, None when it is left as written."""
-        return self.if_strategy if self.control_flow else None
+        return self.if_strategy if self.control_flow and self.rewrites else None
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
@@ -115,11 +116,3 @@ def options_from(options: Options | None, overrides: dict[str, Any]) -> Options:
                         f"(known: {', '.join(sorted(Options.field_names()))})")
     base = options if options is not None else Options()
     return base.replace(**overrides) if overrides else base
-
-
-def check_tolerances(atol: float | None, rtol: float | None) -> None:
-    """Tolerances are finite non-negative numbers (a usage error naming the flag otherwise)."""
-    for flag, value in (("--atol", atol), ("--rtol", rtol)):
-        if value is not None and not (value >= 0 and value != float("inf")):
-            raise UsageError(f"{flag} {value} is not a finite non-negative number",
-                             hint=f"pass e.g. {flag} 1e-3, or leave it out for the dtype's default")

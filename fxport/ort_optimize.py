@@ -35,34 +35,16 @@ Example::
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Iterator
 
 from onnxscript.rewriter import pattern
 
 from fxport import choices
+from fxport.choices import optimize_level  # noqa: F401 - re-exported (lower, tests)
 from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY
 
 #: What ``optimize=`` / ``--optimize`` accepts (defined in fxport.choices).
 OPTIMIZE_LEVELS = choices.OPTIMIZE_LEVELS
-
-
-def optimize_level(optimize: Any) -> str:
-    """``optimize`` as one of :data:`OPTIMIZE_LEVELS` (``True`` → generic, ``False`` → none).
-
-    Example::
-
-        >>> optimize_level(True), optimize_level(False), optimize_level("ort")
-        ('generic', 'none', 'ort')
-    """
-    if optimize is True or optimize is None:
-        return choices.DEFAULT_OPTIMIZE
-    if optimize is False:
-        return "none"
-    if isinstance(optimize, str) and optimize in OPTIMIZE_LEVELS:
-        return optimize
-    from fxport.errors import UsageError
-
-    raise UsageError(f"unknown optimize level {optimize!r}", hint=f"use {choices.listed(OPTIMIZE_LEVELS)}")
 
 
 #: The exporter's per-node provenance (keys owned by fxport.provenance).

@@ -28,13 +28,13 @@ from typing import Any, Iterator
 
 import torch
 
-from fxport.conversion import Conversion, ProgressCallback, StageTimer
+from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
 from fxport.external import Staging
 from fxport.inputs import InputSet, to_input_sets
-from fxport.load import forward_parameters
+from fxport.eager import Signature
+from fxport.load import load_calibration  # calibration may name user code: FILE.py:FUNC
 from fxport.options import Options, options_from
-from fxport.precision import load_calibration
 from fxport.report import ConversionResult
 from fxport.rules import resolve as resolve_rules
 from fxport import stages
@@ -98,13 +98,24 @@ def run(
     to_run = stages_through(until)
     job = start(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, output=output,
                 verify_inputs=verify_inputs, options=options_from(options, option_overrides), progress=progress)
+    produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging):
         for stage in to_run:
             if stage.applies(job):
+                check_reads(stage, produced)
                 with job.timer(stage.timed_as(job)):
                     stage.run(job)
+                produced.update(stage.adds)
             job.completed.append(stage.name)
     return job
+
+
+def check_reads(stage: stages.Stage, produced: set[str]) -> None:
+    """A stage runs only after the stages that add what it reads (a misplaced stage is a bug)."""
+    missing = [field for field in stage.reads if field not in produced]
+    if missing:
+        raise RuntimeError(f"stage {stage.name!r} reads {', '.join(missing)}, which no earlier stage of this run "
+                           "added; move it after the stage that adds them (fxport.stages.STAGES)")
 
 
 def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, verify_inputs,
@@ -113,16 +124,17 @@ def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, 
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"model is a {type(model).__name__}, not a torch.nn.Module",
                          hint="pass an nn.Module instance")
-    forward_parameters(model)  # a forward without a Python signature is a usage error here
+    signature = Signature.of(model)  # once per conversion; a forward without a Python signature is a usage error
     example = InputSet.of(args, kwargs)
     extra_sets = to_input_sets(list(verify_inputs), "verify_inputs") if verify_inputs else []
     for index, input_set in enumerate(extra_sets, start=1):
         input_set.name = f"user-{index}"
     device = resolve_device(options.device)
     return Conversion(
-        model=model, example=example, options=options, extra_sets=extra_sets,
+        model=model, signature=signature, example=example, options=options, extra_sets=extra_sets,
         dynamic_shapes=dynamic_shapes, output=output, device=device,
-        ruleset=resolve_rules(options.rules, disable=options.disable_rules, opset=options.opset, device=device),
+        ruleset=resolve_rules(options.rules, disable=options.disable_rules, opset=options.opset, device=device)
+        if options.rewrites else resolve_rules(builtins=False, entry_points=False),
         calibration_sets=load_calibration(options.calibration) if options.calibration is not None else None,
         staging=Staging(output),  # where a pair over 2 GB is written and verified before its commit
         timer=StageTimer(progress),
@@ -165,6 +177,7 @@ def failure_keeps_progress(job: Conversion) -> Iterator[None]:
         yield
     except ConversionError as exc:
         exc.partial = job.partial()
+        exc.conversion = job  # the products so far, for a caller that goes on (fxport diff's stock baseline)
         raise
 
 

@@ -37,7 +37,7 @@ from fxport import choices
 from fxport.errors import ConversionError, UsageError
 from fxport.errors import first_line as _first_line
 from fxport.external import Staging
-from fxport.load import InputSet, load_inputs_fn, to_input_sets
+from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
 
 #: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept (defined in fxport.choices).
@@ -45,20 +45,6 @@ PRECISIONS = choices.PRECISIONS
 
 #: Default acceptance threshold for int8: cosine similarity of ONNX vs eager float32 outputs.
 DEFAULT_MIN_COSINE = 0.99
-
-
-def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None) -> None:
-    """Raise UsageError for an unknown precision or options that do not apply to it."""
-    if precision not in PRECISIONS:
-        raise UsageError(f"unknown precision {precision!r}", hint=f"use {choices.listed(PRECISIONS)}")
-    if calibration is not None and precision != "int8":
-        raise UsageError("calibration inputs only apply to --precision int8",
-                         hint="add --precision int8 or drop --calibrate")
-    if min_cosine is not None and precision != "int8":
-        raise UsageError("--min-cosine only applies to --precision int8",
-                         hint="fp32 and fp16 are checked with element tolerances; drop --min-cosine")
-    if min_cosine is not None and not 0.0 <= min_cosine <= 1.0:
-        raise UsageError(f"--min-cosine {min_cosine} is outside [0, 1]", hint="use e.g. 0.99")
 
 
 # --- fp16 -----------------------------------------------------------------------------------
@@ -80,15 +66,6 @@ def half_inputs(inputs: InputSet) -> InputSet:
 
 
 # --- int8 -----------------------------------------------------------------------------------
-
-def load_calibration(spec_or_value: Any) -> list[InputSet]:
-    """Calibration input sets from ``FILE.py:FUNC`` (``--calibrate``) or a list of input sets."""
-    if isinstance(spec_or_value, str):
-        sets = load_inputs_fn(spec_or_value)
-    else:
-        sets = to_input_sets(list(spec_or_value), "calibration inputs")
-    return sets
-
 
 def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = None, *,
                   stage: "Staging | None" = None) -> onnx.ModelProto:

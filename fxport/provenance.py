@@ -35,6 +35,28 @@ EXPORTER_FX_NODE_KEY = "pkg.torch.onnx.fx_node"
 EXPORTER_STACK_KEY = "pkg.torch.onnx.stack_trace"
 
 
+def mark_made_by(nodes: Any, rule: str, origin: Any = None,
+                 inherit: tuple[str, ...] = ("stack_trace",)) -> None:
+    """Stamp the FX nodes a graph rule or pass made with the rule's name (:data:`FX_RULE_KEY`);
+    each takes ``origin``'s ``inherit`` meta entries (its user line) where it has none.
+
+    The one place fxport stamps FX provenance. Example::
+
+        >>> import torch.fx
+        >>> graph = torch.fx.Graph()
+        >>> old, new = graph.placeholder("x"), graph.placeholder("y")
+        >>> old.meta["stack_trace"] = 'File "net.py", line 3'
+        >>> mark_made_by([new], "neg-neg", old)
+        >>> new.meta[FX_RULE_KEY], new.meta["stack_trace"]
+        ('neg-neg', 'File "net.py", line 3')
+    """
+    for node in nodes:
+        node.meta[FX_RULE_KEY] = rule
+        for key in inherit if origin is not None else ():
+            if key not in node.meta and origin.meta.get(key):
+                node.meta[key] = origin.meta[key]
+
+
 def metadata(node: Any) -> dict[str, str]:
     """An ONNX node's ``metadata_props`` as a dict."""
     return {prop.key: prop.value for prop in node.metadata_props}

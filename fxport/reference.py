@@ -27,7 +27,7 @@ import torch.utils._pytree as pytree
 
 from fxport.compare import flatten_outputs
 from fxport.inputs import InputSet
-from fxport.load import run_eager
+from fxport.eager import run_eager
 
 
 @dataclasses.dataclass

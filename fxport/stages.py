@@ -29,11 +29,11 @@ from fxport.controlflow.libraries import converting_libraries
 from fxport.controlflow.libraries import installed_for as library_functions_installed_for
 from fxport.conversion import Conversion
 from fxport.domain import input_domains
+from fxport.eager import Signature, register_output_dataclasses, run_eager
 from fxport.errors import VerificationError
 from fxport.exercise import exercise_control_flow
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
-from fxport.load import register_output_dataclasses, run_eager
 from fxport.lower import lower, name_dynamic_axes
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
@@ -42,10 +42,17 @@ from fxport.verify import generate_input_sets
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """A named step of the pipeline; ``applies`` says whether this run needs it."""
+    """A named step of the pipeline; ``applies`` says whether this run needs it.
+
+    ``reads`` names the :class:`~fxport.conversion.Conversion` fields the stage needs: set-up
+    fields (:data:`~fxport.conversion.SET_UP`) or fields an earlier stage ``adds``; the engine
+    checks that before running it (:func:`fxport.pipeline.run`).
+    """
 
     name: str
     run: Callable[[Conversion], None]
+    reads: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
     applies: Callable[[Conversion], bool] = lambda job: True
     #: the name its time is recorded under, when it is not ``name`` (``fp16`` for precision)
     timing_name: Callable[[Conversion], str] | None = None
@@ -64,7 +71,7 @@ def capture_program(job: Conversion) -> None:
     export_model, export_example = exported_at_precision(job.model, job.example, job.options.precision)
     job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
                                         job.rewrites, job.options.converts_control_flow, job.warnings,
-                                        convert_libraries=job.options.convert_libraries)
+                                        convert_libraries=job.options.convert_libraries, signature=job.signature)
     if job.options.keep_artifacts:
         job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
 
@@ -86,9 +93,10 @@ def lower_to_onnx(job: Conversion) -> None:
         translation_table=job.ruleset.translation_table(), node_counts=job.node_counts,
         external_data=options.external_data, stage=job.staging, fusions=job.fusions)
     job.ruleset.record_op_rules_fired(job.onnx_model, job.rewrites)
-    job.axis_names = dynamic_axes_by_input(job.model, job.example, job.dynamic_shapes)
-    name_dynamic_axes(job.onnx_model, job.axis_names)
-    record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
+    job.axis_names = dynamic_axes_by_input(job.signature, job.example, job.dynamic_shapes)
+    if options.rewrites:  # without rewrites (fxport diff's stock baseline) the file stays as the exporter wrote it
+        name_dynamic_axes(job.onnx_model, job.axis_names)
+        record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
 
 
 def convert_precision(job: Conversion) -> None:
@@ -138,17 +146,43 @@ def _converted_control_flow(job: Conversion) -> bool:
 
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
-    Stage("eager", run_eager_reference),
-    Stage("capture", capture_program),
-    Stage("rewrite", rewrite_graphs),
-    Stage("lower", lower_to_onnx),
-    Stage("precision", convert_precision, applies=lambda job: job.options.precision != "fp32",
+    Stage("eager", run_eager_reference, reads=("model", "example")),
+    Stage("capture", capture_program, reads=("model", "signature", "example", "dynamic_shapes", "ruleset"),
+          adds=("program", "rewrites")),
+    Stage("rewrite", rewrite_graphs, reads=("program", "ruleset"), adds=("program", "rewrites")),
+    Stage("lower", lower_to_onnx, reads=("program", "ruleset", "signature", "example", "dynamic_shapes", "staging"),
+          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions")),
+    Stage("precision", convert_precision, reads=("float_model", "calibration_sets", "staging"),
+          adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
-    Stage("verify", verify_outputs, applies=lambda job: job.options.verify),
-    Stage("coverage", exercise_converted_control_flow, applies=_converted_control_flow),
-    Stage("write", write_output,
+    Stage("verify", verify_outputs, reads=("model", "program", "onnx_model", "float_model", "example", "extra_sets",
+                                          "axis_names", "device"),
+          adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
+    Stage("coverage", exercise_converted_control_flow,
+          reads=("model", "rewrites", "onnx_model", "example", "extra_sets", "generated", "domains", "verification"),
+          adds=("coverage", "verification"), applies=_converted_control_flow),
+    Stage("write", write_output, reads=("onnx_model", "output", "staging"), adds=("output_path",),
           applies=lambda job: job.output is not None or bool(job.staging.home(job.onnx_model))),
 )
+
+
+def stage_table(stages: tuple[Stage, ...] = None) -> str:
+    """The stages as docs/architecture.md's markdown table (a test keeps the page equal to it).
+
+    Example::
+
+        >>> print(stage_table(STAGES[:1]))
+        | stage | function | reads | adds to the `Conversion` |
+        | --- | --- | --- | --- |
+        | eager | `stages.run_eager_reference` | `model`, `example` | — |
+    """
+    def names(fields: tuple[str, ...]) -> str:
+        return ", ".join(f"`{field}`" for field in fields) or "—"
+
+    rows = ["| stage | function | reads | adds to the `Conversion` |", "| --- | --- | --- | --- |"]
+    for stage in STAGES if stages is None else stages:
+        rows.append(f"| {stage.name} | `stages.{stage.run.__name__}` | {names(stage.reads)} | {names(stage.adds)} |")
+    return "\n".join(rows)
 
 
 def verify_options(job: Conversion) -> dict[str, Any]:
@@ -179,7 +213,8 @@ def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warning
 
 def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,
                           records: list[AppliedRewrite], if_strategy: str | None,
-                          notes: list[str], convert_libraries: bool = True) -> torch.export.ExportedProgram:
+                          notes: list[str], convert_libraries: bool = True,
+                          signature: Signature | None = None) -> torch.export.ExportedProgram:
     """Patch rules and control-flow conversion installed around ``torch.export``; ``records``
     collects the rewrites. ``if_strategy`` None leaves the model's control flow as written;
     ``convert_libraries`` converts library functions capture stops in (with control flow on).
@@ -187,7 +222,8 @@ def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, 
     with ruleset.patches_applied(records), \
             capture_rewrites(model, records, if_strategy, ruleset.disabled_control_flow), \
             library_conversion(records, if_strategy is not None and convert_libraries) as convert_library:
-        program = capture(model, example, dynamic_shapes, notes=notes, convert_library=convert_library)
+        program = capture(model, example, dynamic_shapes, notes=notes, convert_library=convert_library,
+                          signature=signature)
     return program
 
 

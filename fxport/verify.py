@@ -60,7 +60,8 @@ from fxport.input_sets import (  # noqa: F401 - re-exported
     generate_input_sets,
     random_like,
 )
-from fxport.load import InputSet, run_eager
+from fxport.eager import run_eager
+from fxport.inputs import InputSet
 from fxport.report import VerificationRow
 
 class OnnxRunner:

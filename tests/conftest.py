@@ -63,3 +63,13 @@ def pytest_collection_modifyitems(session, config, items):
     with ``-n 2`` each worker takes two of them and the short tests fill in behind, instead of
     a long test finishing alone at the end."""
     items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/test_fuzz.py::test_ci_fuzz_profile") else 1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def lint_graphs_after_each_pass():
+    """Every graph pass any test runs leaves a graph that passes ``graph.lint()``."""
+    from fxport.rules import passes
+
+    passes.after_each_pass = passes.lint_after_pass
+    yield
+    passes.after_each_pass = None

@@ -2,6 +2,7 @@
 built-in rules use only fxport's public API, modules stay small unless they say why."""
 
 import ast
+import re
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -97,3 +98,60 @@ def test_modules_over_the_size_limit_say_why():
         if lines > MAX_LINES and "Size:" not in docstring:
             too_long.append(f"{module} ({lines} lines)")
     assert too_long == []
+
+
+def documented_modules(text: str) -> set[str]:
+    """The files the package tree of docs/architecture.md lists, as paths under fxport/.
+
+    A line starting with a folder name (``controlflow/``) opens that folder; its files are the
+    ``*.py`` names on the lines indented deeper below it, before the two spaces of a description.
+    """
+    block = text.split("## Packages", 1)[1].split("```", 2)[1]
+    folders: list[tuple[int, str]] = []
+    listed = set()
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        folders = [(depth, name) for depth, name in folders if depth < indent]
+        first = line.split()[0]
+        if first.endswith("/"):
+            folders.append((indent, first))
+            continue
+        prefix = "".join(name for _, name in folders)
+        names = re.split(r"\s{2,}", line.strip())[0]  # a description follows two spaces
+        listed.update(prefix + name for name in re.findall(r"\w+\.py\b", names))
+    return listed
+
+
+def test_architecture_md_lists_every_module_under_fxport():
+    actual = {path.relative_to(ROOT).as_posix() for path in (ROOT / "fxport").rglob("*.py")
+              if path.name != "__init__.py"}
+    listed = documented_modules((ROOT / "docs" / "architecture.md").read_text())
+    assert sorted(actual - listed) == [], "modules missing from docs/architecture.md's package tree"
+    assert sorted(listed - actual) == [], "docs/architecture.md lists modules that do not exist"
+
+
+def test_architecture_md_stage_table_is_generated_from_stages():
+    """The table between the markers is ``stage_table()``; ``FXPORT_WRITE_DOCS=1`` rewrites it."""
+    import os
+
+    from fxport.stages import stage_table
+
+    path = ROOT / "docs" / "architecture.md"
+    text = path.read_text()
+    start, end = "<!-- stage table: generated from fxport.stages.STAGES -->\n", "<!-- end of stage table -->"
+    before, rest = text.split(start, 1)
+    table, after = rest.split(end, 1)
+    if os.environ.get("FXPORT_WRITE_DOCS") == "1":
+        path.write_text(before + start + stage_table() + "\n" + end + after)
+        table = stage_table() + "\n"
+    assert table == stage_table() + "\n", "run FXPORT_WRITE_DOCS=1 pytest tests/test_architecture.py"
+
+
+def test_no_engine_module_imports_the_loader():
+    """fxport.load loads user code for the CLI; the engine calls the model through fxport.eager and
+    takes input sets from fxport.inputs. Only the entry points that accept user-code specs import it."""
+    entry_points = {"fxport.cli", "fxport.pipeline", "fxport.diff.command"}  # targets, FILE.py:FUNC calibration
+    importers = {module for module, targets in import_graph().items() if "fxport.load" in targets}
+    assert importers <= entry_points, sorted(importers - entry_points)

@@ -105,3 +105,35 @@ def test_control_flow_conversions_disabled_by_their_rule_names_from_the_cli(tmp_
     assert "ifexp-to-cond" in rules and "ifexp-to-where" not in rules
     assert report["op_counts"].get("If", 0) == 2, "both conditions are ONNX If now"
     assert all(row["passed"] for row in report["verification"])
+
+
+def test_a_stage_placed_before_what_it_reads_is_refused_naming_the_fields(monkeypatch):
+    """Stages say what they read and add; a stage before the stage adding its reads never runs."""
+    ran = []
+    early = stages.Stage("early", lambda job: ran.append(job.onnx_model), reads=("onnx_model",))
+    monkeypatch.setattr(stages, "STAGES", (stages.STAGES[0], early, *stages.STAGES[1:]))
+    with pytest.raises(RuntimeError, match="stage 'early' reads onnx_model, which no earlier stage"):
+        run(Branchy().eval(), (torch.randn(2, 3),), until="lower")
+    assert ran == []
+
+
+def test_every_stage_reads_only_what_set_up_or_earlier_stages_add():
+    from fxport.conversion import SET_UP, Conversion
+
+    fields = {field.name for field in dataclasses.fields(Conversion)}
+    available = set(SET_UP)
+    for stage in stages.STAGES:
+        assert set(stage.reads) <= available, stage.name
+        assert set(stage.adds) <= fields, stage.name
+        available |= set(stage.adds)
+
+
+def test_the_signature_is_computed_once_per_conversion_and_carried(monkeypatch):
+    import fxport.eager
+
+    calls = []
+    original = fxport.eager.forward_parameters
+    monkeypatch.setattr(fxport.eager, "forward_parameters", lambda module: calls.append(module) or original(module))
+    job = run(Branchy().eval(), (torch.randn(3, 3),), dynamic_shapes={"x": {0: "batch"}}, until="lower", verify=False)
+    assert len(calls) == 1 and job.signature.names == ["x"]
+    assert job.axis_names == {0: {0: "batch"}}

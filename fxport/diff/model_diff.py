@@ -36,15 +36,13 @@ from typing import Any
 import onnx
 import torch
 
-from fxport.capture import capture
 from fxport.dynamic_dims import bound_parameter_names, dynamic_axes_by_input
 from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, iter_graph_changes
 from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_untranslated_ops
 from fxport.diff.source_diff import definition_at, function_first_line, source_diff_for
 from fxport.errors import ConversionError, UsageError
-from fxport.external import Staging
 from fxport.inputs import InputSet
-from fxport.lower import lower
+from fxport.options import Options
 from fxport.quiet import quiet_torch
 from fxport.report import AppliedRewrite, ConversionResult
 
@@ -293,20 +291,24 @@ def _span_owner(rewrites: list[AppliedRewrite]):
 
 def stock_baseline(model: torch.nn.Module, example: InputSet, dynamic_shapes: Any,
                    opset: int | None = None) -> Baseline:
-    """Stock capture and ONNX export, no rewrites; a TorchScript trace when capture fails."""
+    """Stock capture and ONNX export, no rewrites; a TorchScript trace when capture fails.
+
+    The pipeline's stages through ``lower`` with ``rewrites=False``: no rules, control flow as
+    written, the exporter's file as it wrote it.
+    """
+    from fxport.pipeline import run
+
     baseline = Baseline()
     try:
-        baseline.program = capture(model, example, dynamic_shapes)
+        job = run(model, example.args, kwargs=example.kwargs, dynamic_shapes=dynamic_shapes, until="lower",
+                  options=Options(opset=opset, rewrites=False, verify=False))
+        baseline.program, baseline.onnx_model = job.program, job.onnx_model
     except ConversionError as exc:
-        baseline.capture_error = exc.message
+        if exc.stage != "lower":
+            baseline.capture_error = exc.message
+        else:  # captured, and the stock exporter refused the program
+            baseline.program, baseline.onnx_error = exc.conversion.program, exc.message
     if baseline.program is not None:
-        stage = Staging()  # a model over 2 GB: its weights go to a file the diff never reads
-        try:
-            baseline.onnx_model = lower(baseline.program, opset=opset, stage=stage)
-        except ConversionError as exc:
-            baseline.onnx_error = exc.message
-        finally:
-            stage.cleanup()
         return baseline
     try:
         baseline.trace_graph = legacy_trace_graph(model, example)

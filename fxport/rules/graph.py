@@ -40,7 +40,7 @@ from torch.fx.subgraph_rewriter import replace_pattern_with_filters
 
 from fxport.errors import RuleError, SourceLocation
 from fxport.frames import user_location_in
-from fxport.provenance import FX_RULE_KEY
+from fxport.provenance import mark_made_by
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.matching import Match, explain_graph, verdict
@@ -220,12 +220,7 @@ def _record(rule: GraphRule, found: Any, path: str, records: list[AppliedRewrite
     anchor = found.nodes_map.get(found.anchor, found.anchor)  # the model's node, not the pattern's
     stack = anchor.meta.get("stack_trace")
     new_nodes = [n for n in found.replacements if isinstance(n, torch.fx.Node)]
-    for node in new_nodes:
-        node.meta[FX_RULE_KEY] = rule.name
-        if stack and "stack_trace" not in node.meta:
-            node.meta["stack_trace"] = stack
-        if "nn_module_stack" in anchor.meta and "nn_module_stack" not in node.meta:
-            node.meta["nn_module_stack"] = anchor.meta["nn_module_stack"]
+    mark_made_by(new_nodes, rule.name, anchor, inherit=("stack_trace", "nn_module_stack"))
     records.append(AppliedRewrite(
         rule=rule.name, tier="graph", location=location_from_stack_trace(stack),
         detail=f"replaced {anchor.name} ({anchor.target}) and its pattern with "

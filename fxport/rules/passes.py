@@ -42,7 +42,7 @@ import torch
 import torch.fx
 
 from fxport.errors import ConversionError, RuleError, SourceLocation
-from fxport.provenance import FX_RULE_KEY
+from fxport.provenance import mark_made_by
 from fxport.report import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.walk import ProgramGraph, iter_graphs, sync_output_names
@@ -91,10 +91,7 @@ class GraphContext:
         names the subgraph (absent at the top level). ``tier`` defaults to ``"pass"``.
         """
         made = [n for n in new_nodes if isinstance(n, torch.fx.Node)]
-        for made_node in made:
-            made_node.meta[FX_RULE_KEY] = self.rule.name
-            if node is not None and "stack_trace" not in made_node.meta and node.meta.get("stack_trace"):
-                made_node.meta["stack_trace"] = node.meta["stack_trace"]
+        mark_made_by(made, self.rule.name, node)
         payload = {**({"graph": self.path} if self.path else {}), **(data or {})}
         if made:
             payload["new_nodes"] = [n.name for n in made]
@@ -104,6 +101,20 @@ class GraphContext:
 
 PassFunction = Callable[[torch.fx.GraphModule, GraphContext], "Iterable[AppliedRewrite] | None"]
 
+#: Called as ``check(pass, graph_module)`` after each pass on each graph when set; the test suite
+#: sets it to :func:`lint_after_pass` (tests/conftest.py), so a pass leaving a malformed graph fails
+#: at that pass in every test that runs it, not later in the exporter.
+after_each_pass: Callable[["GraphPass", torch.fx.GraphModule], None] | None = None
+
+
+def lint_after_pass(rule: "GraphPass", graph_module: torch.fx.GraphModule) -> None:
+    """``graph.lint()`` (well-formed nodes, every use defined before it); a RuleError naming the pass."""
+    try:
+        graph_module.graph.lint()
+    except Exception as err:  # noqa: BLE001 - lint raises RuntimeError and others
+        raise RuleError(f"graph pass {rule.name!r} left a malformed graph: {type(err).__name__}: {err}",
+                        where=rule.defined_at, hint=f"fix the pass, or --disable {rule.name}") from err
+
 
 @dataclasses.dataclass
 class GraphPass(Rule):
@@ -111,11 +122,13 @@ class GraphPass(Rule):
 
     Attributes:
         function: the pass; returns the records of what it changed (or None).
+        after: names of passes that run before this one when they run (whatever the priorities).
     """
 
     tier: typing.ClassVar[str] = "pass"
 
     function: PassFunction | None = None
+    after: tuple[str, ...] = ()
 
 
 def graph_pass(
@@ -126,12 +139,15 @@ def graph_pass(
     opset: int | tuple[int | None, int | None] | None = None,
     devices: Sequence[str] | str | None = None,
     torch_version: str | None = None,
+    after: Sequence[str] | str = (),
 ) -> Callable[[PassFunction], PassFunction]:
     """Decorator: the decorated ``function(graph_module, context)`` becomes a graph pass.
 
     Args:
         name: the rule's name (``fxport rules``, ``--disable``); defaults to the function's.
         priority: orders passes (higher runs first) and decides between two claiming one name.
+        after: the names of passes this one needs to run after (when they run: a disabled one
+            is not waited for); stronger than ``priority``.
         scope / opset / devices / torch_version: where the pass applies (see :class:`Scope`).
     """
 
@@ -145,20 +161,49 @@ def graph_pass(
             priority=priority,
             defined_at=definition_site(function),
             function=function,
+            after=(after,) if isinstance(after, str) else tuple(after),
         )
         return attach(function, rule)
 
     return decorate
 
 
+def pass_order(passes: Sequence[GraphPass]) -> list[GraphPass]:
+    """The passes in the order they run: highest priority first, each after the passes it names
+    in ``after`` (a cycle is a RuleError).
+
+    Example::
+
+        >>> first = GraphPass(name="first", target="pass:first", priority=0)
+        >>> second = GraphPass(name="second", target="pass:second", priority=5, after=("first",))
+        >>> [rule.name for rule in pass_order([second, first])]
+        ['first', 'second']
+    """
+    waiting = sorted(passes, key=lambda r: -r.priority)
+    present = {rule.name for rule in waiting}
+    ordered: list[GraphPass] = []
+    while waiting:
+        done = {rule.name for rule in ordered}
+        ready = next((rule for rule in waiting if all(name in done or name not in present for name in rule.after)),
+                     None)
+        if ready is None:
+            raise RuleError(f"graph passes wait for each other in a circle: {', '.join(r.name for r in waiting)}",
+                            where=waiting[0].defined_at, hint="drop one of their after= names")
+        waiting.remove(ready)
+        ordered.append(ready)
+    return ordered
+
+
 def apply_graph_passes(program: Any, passes: Sequence[GraphPass], records: list[AppliedRewrite],
-                       *, control_flow: bool = True) -> None:
-    """Run each pass (highest priority first) over every graph of ``program``, in place.
+                       *, control_flow: bool = True,
+                       after_each: Callable[[GraphPass, torch.fx.GraphModule], None] | None = None) -> None:
+    """Run each pass (in :func:`pass_order`) over every graph of ``program``, in place.
 
     ``program`` is an ExportedProgram or a GraphModule. The records the passes return are
-    appended to ``records``.
+    appended to ``records``. ``after_each(pass, graph_module)`` is called after each pass on
+    each graph (the tests lint the graph there).
     """
-    for rule in sorted(passes, key=lambda r: -r.priority):
+    for rule in pass_order(passes):
         for where in iter_graphs(program):
             context = GraphContext(rule, program if not isinstance(program, torch.fx.GraphModule) else None,
                                    where, control_flow)
@@ -171,6 +216,9 @@ def apply_graph_passes(program: Any, passes: Sequence[GraphPass], records: list[
                                 f"{type(err).__name__}: {err}", where=rule.defined_at,
                                 hint=f"fix the pass, or --disable {rule.name}") from err
             where.module.recompile()
+            for check in (after_each, after_each_pass):
+                if check is not None:
+                    check(rule, where.module)
             for record in returned or ():
                 if not isinstance(record, AppliedRewrite):
                     raise RuleError(f"graph pass {rule.name!r} returned {record!r}, not an AppliedRewrite",

@@ -6,8 +6,11 @@ import ast
 import pathlib
 import textwrap
 
+import pytest
+
 import fxport.controlflow
 from fxport.controlflow import CONTROL_FLOW_RULES, converted_source, facts
+from fxport.controlflow.operators.rule_names import CONVERSIONS, rule_name
 from fxport.controlflow.converters import CONVERTERS
 from fxport.controlflow.converters.base import ExpressionConverter
 from fxport.controlflow.engine import convert_function
@@ -118,13 +121,28 @@ def test_every_converter_is_a_known_kind_in_stage_order():
     stages = [c.stage for c in CONVERTERS]
     assert stages == sorted(stages, key=["canonicalize", "expressions", "statements"].index)
     statement_types = [c.node_type for c in CONVERTERS if c.stage == "statements"]
-    assert statement_types == [ast.If, ast.While, ast.For]
+    assert len(set(statement_types)) == len(statement_types), "one converter per statement type"
+    # every statement construct of the conversion table has its converter (ifexp is an expression,
+    # item a graph pass)
+    constructs = {row.construct for row in CONVERSIONS} - {"ifexp", "item"}
+    assert {t.__name__.lower() for t in statement_types} == constructs
 
 
 def test_control_flow_rules_are_the_names_records_carry():
-    assert set(CONTROL_FLOW_RULES) == {
-        "if-to-where", "if-to-cond", "ifexp-to-where", "ifexp-to-cond", "while-to-while_loop", "for-to-while_loop",
-        "if-in-traced-body", "while-in-traced-body", "for-in-traced-body", "item-predicate-to-tensor",
-    }
+    assert list(CONTROL_FLOW_RULES) == [row.name for row in CONVERSIONS]
+    assert len({(row.construct, row.lowering) for row in CONVERSIONS}) == len(CONVERSIONS), "one row per key"
+    assert all(rule_name(row.construct, row.lowering) == row.name for row in CONVERSIONS)
     assert all(isinstance(doc, str) and doc and "\n" not in doc for doc in CONTROL_FLOW_RULES.values())
     assert control_flow_names() == CONTROL_FLOW_RULES
+    with pytest.raises(KeyError, match="add a row to CONVERSIONS"):
+        rule_name("if", "scan")
+
+
+def test_every_operator_module_is_exported_and_generated_code_names_them_without_side_effect_imports():
+    from fxport.controlflow import operators
+
+    files = sorted(path.stem for path in pathlib.Path(operators.__file__).parent.glob("*.py") if path.stem != "__init__")
+    assert sorted(module.__name__.rsplit(".", 1)[1] for module in operators.MODULES) == files
+    assert all(hasattr(operators, name) for name in files)
+    converters = pathlib.Path(operators.__file__).parents[1] / "converters"
+    assert not any("import targets" in path.read_text() for path in converters.glob("*.py"))

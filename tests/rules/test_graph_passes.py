@@ -185,3 +185,49 @@ def test_passes_know_whether_control_flow_is_converted():
 
     fxport.convert(SoftplusInCondBranch(), (torch.randn(4, 3),), verify=False, rules=[spy], control_flow=False)
     assert seen == [("", False), ("true_graph_0", False), ("false_graph_0", False)]
+
+
+def test_passes_run_after_the_passes_they_name_whatever_their_priority():
+    from fxport.rules.passes import apply_graph_passes
+
+    seen = []
+
+    @fxport.rules.graph_pass(name="second", priority=10, after="first")
+    def second(graph_module, context):
+        seen.append("second")
+
+    @fxport.rules.graph_pass(name="first", priority=0)
+    def first(graph_module, context):
+        seen.append("first")
+
+    program = torch.export.export(torch.nn.Tanh(), (torch.randn(2),))
+    apply_graph_passes(program, [*rules_of(second), *rules_of(first)], [])
+    assert seen == ["first", "second"]
+
+    @fxport.rules.graph_pass(name="first", after="second")
+    def circular(graph_module, context):
+        pass
+
+    with pytest.raises(fxport.RuleError, match="in a circle: second, first"):
+        apply_graph_passes(program, [*rules_of(second), *rules_of(circular)], [])
+
+
+def test_the_suite_lints_the_graph_after_each_pass():
+    """tests/conftest.py sets the lint hook: a pass leaving a use before its definition fails there."""
+    from fxport.rules import passes
+    from fxport.rules.passes import apply_graph_passes
+
+    @fxport.rules.graph_pass(name="use-before-def")
+    def use_before_def(graph_module, context):
+        nodes = [n for n in graph_module.graph.nodes if n.op == "call_function"]
+        nodes[0].prepend(nodes[-1])  # the last op now runs first, before what it reads
+
+    assert passes.after_each_pass is passes.lint_after_pass
+    program = torch.export.export(Double2(), (torch.randn(2),))
+    with pytest.raises(fxport.RuleError, match="graph pass 'use-before-def' left a malformed graph"):
+        apply_graph_passes(program, rules_of(use_before_def), [])
+
+
+class Double2(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2

@@ -13,6 +13,7 @@ Example::
     [('ReturnsInLoops', 'canonicalize'), ('LoopExits', 'canonicalize'), ('TryStatements', 'canonicalize')]
 """
 
+from fxport.controlflow.converters.assert_statements import AssertConverter
 from fxport.controlflow.converters.call_trees import CallConverter
 from fxport.controlflow.converters.conditional_expressions import IfExpConverter
 from fxport.controlflow.converters.for_statements import ForConverter
@@ -41,6 +42,7 @@ CONVERTERS: list[type] = [
     IfConverter,  # if → _fx.if_stmt
     WhileConverter,  # while → _fx.while_stmt
     ForConverter,  # for → _fx.for_stmt
+    AssertConverter,  # assert → _fx.asserts.assert_stmt (a tensor condition is refused)
 ]
 
 __all__ = ["CONVERTERS"]

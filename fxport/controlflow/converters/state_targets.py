@@ -51,7 +51,6 @@ from fxport.controlflow.astutil import at, call, located, name, rt, tuple_
 from fxport.controlflow.context import STATE_TARGET_PREFIXES
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.facts import is_static_index
-from fxport.controlflow.operators import targets as _targets  # noqa: F401  (generated code calls _fx.targets.*)
 from fxport.controlflow.views import view_bases
 
 #: prefixes of the locals this converter makes (carried like user locals)

@@ -5,6 +5,10 @@ needs. Dispatch happens when the code runs, not when it is converted: a predicat
 Python bool (or a tensor outside of export) runs as plain Python; a tensor or SymBool
 predicate seen while exporting becomes ``torch.where`` / ``torch.cond`` / ``while_loop``.
 
+Every module of the package is imported with it, so generated code may name a module's
+function (``_fx.targets.load``, ``_fx.asserts.assert_stmt``) without the converter importing
+that module for its side effect; the functions below are also exported by name.
+
 The package imports nothing from the compiler side (analysis, canonicalisation, converters):
 what it needs to know about a statement arrives as a :class:`StatementInfo`, and the
 converter for call sites registers itself with :func:`use_converter`.
@@ -25,7 +29,9 @@ module             what it does
 ``numbers``        ``float_``/``tolist``: numbers read from tensors in converted code
 ``contexts``       ``context``: a context manager in a body that may be traced
 ``info``           :class:`StatementInfo`, what the converter says about a statement
-``rule_names``     :data:`CONTROL_FLOW_RULES`, the names records carry
+``asserts``        ``assert_stmt``: Python's assert, refused on a tensor being exported
+``targets``        attributes, buffers, dict/list entries written in converted code
+``rule_names``     :data:`CONVERSIONS`, the conversions by (construct, lowering)
 =================  ===============================================================
 
 Example::
@@ -34,6 +40,9 @@ Example::
     >>> _fx.if_stmt(True, lambda x: (x + 1,), lambda x: (x - 1,), (1,), None)
     (2,)
 """
+
+import importlib as _importlib
+import pkgutil as _pkgutil
 
 from fxport.controlflow.operators.appender import Appender, cat, stack
 from fxport.controlflow.operators.calls import CONVERTED, call, use_converter
@@ -45,12 +54,17 @@ from fxport.controlflow.operators.info import FunctionSource, StatementInfo
 from fxport.controlflow.operators.logical import and_, not_, or_
 from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, while_stmt
 from fxport.controlflow.operators.numbers import float_, tolist
-from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES
+from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
 from fxport.controlflow.operators.values import Undefined
 
+#: every operator module, imported: ``_fx.<module>.<function>`` resolves for each of them
+MODULES = tuple(_importlib.import_module(f"{__name__}.{_found.name}") for _found in _pkgutil.iter_modules(__path__))
+
 __all__ = [
     "CONTROL_FLOW_RULES",
+    "CONVERSIONS",
+    "MODULES",
     "CONVERTED",
     "Appender",
     "FunctionSource",
@@ -73,6 +87,7 @@ __all__ = [
     "or_",
     "probing",
     "range_",
+    "rule_name",
     "records_rolled_back_on_failure",
     "session",
     "setitem",

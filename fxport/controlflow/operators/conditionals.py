@@ -28,6 +28,7 @@ import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.targets import Missing
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note, record, strategy
 from fxport.controlflow.operators.values import (
@@ -61,8 +62,8 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
         note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
     nested = in_traced_body()
-    where_ok = not is_disabled(f"{info.kind}-to-where")
-    cond_ok = not is_disabled(f"{info.kind}-to-cond")
+    where_ok = not is_disabled(rule_name(info.kind, "where"))
+    cond_ok = not is_disabled(rule_name(info.kind, "cond"))
     chosen = strategy()
     if _left_as_written(info, nested, chosen, where_ok, cond_ok):
         return _as_written(pred, true_fn, false_fn, args)
@@ -79,7 +80,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
     if chosen == "cond" and cond_ok:
         return _if_cond(pred, true_fn, false_fn, args, info, "forced by strategy='cond'")
-    reason = "; ".join(info.expensive) if info.expensive else f"{info.kind}-to-where is disabled"
+    reason = "; ".join(info.expensive) if info.expensive else f"{rule_name(info.kind, 'where')} is disabled"
     if where_ok and not info.expensive:
         outs = _if_where(pred, true_fn, false_fn, args, info, forced=False)
         if not isinstance(outs, str):
@@ -97,7 +98,7 @@ def _left_as_written(info, nested: bool, chosen: str, where_ok: bool, cond_ok: b
     ``<kind>-to-where`` and ``<kind>-to-cond``.
     """
     if nested:
-        return is_disabled("if-in-traced-body")
+        return is_disabled(rule_name("if", "in-traced-body"))
     if chosen == "where" and where_ok:
         return False
     return not cond_ok and (not where_ok or bool(info.expensive))
@@ -194,7 +195,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | N
             return f"{name!r} has shape {shape_problem}"
         selected.append(_select(mask, a, b))
     detail = detail or ("where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape")
-    record(info, f"{info.kind}-to-where", detail, lowering="torch.where")
+    record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
 
 
@@ -316,7 +317,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
         if inner is not None:
             raise inner from None
         raise
-    record(info, f"{info.kind}-to-cond", f"cond: {reason}", lowering="torch.cond")
+    record(info, rule_name(info.kind, "cond"), f"cond: {reason}", lowering="torch.cond")
     return tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
 
 

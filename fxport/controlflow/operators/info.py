@@ -32,7 +32,7 @@ class FunctionSource:
 class StatementInfo:
     """Static facts about one converted statement, passed to the runtime operator."""
 
-    kind: str  # "if" | "ifexp" | "while" | "for"
+    kind: str  # the construct, as in rule_names.CONVERSIONS: "if", "ifexp", "while", "for", "assert"
     location: SourceLocation | None
     names: tuple[str, ...]  # outputs (if) / carried state (loops)
     params: tuple[str, ...] = ()  # inputs of the outlined functions

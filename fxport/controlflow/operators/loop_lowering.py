@@ -26,6 +26,7 @@ from fxport.controlflow.operators.appender import Appender, Replay, varies
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.logical import not_
+from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import probing, record
 from fxport.controlflow.operators.values import (
     Undefined,
@@ -58,7 +59,7 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     lowering = "while_loop (ONNX Loop)" + (
         " twice (count, then write the appended rows)" if two_pass else " + preallocated buffer" if info.appended else "")
     counter_text = "int64 counter over a data-dependent range" if rng is not None else "tensor condition"
-    record(info, f"{kind}-to-while_loop", f"{lowering}: {counter_text}; carries {', '.join(names) or 'nothing'}",
+    record(info, rule_name(kind, "while_loop"), f"{lowering}: {counter_text}; carries {', '.join(names) or 'nothing'}",
            lowering=lowering, carried=list(names))
     return tuple(values)
 

@@ -26,6 +26,7 @@ import torch
 
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.loop_lowering import tensor_loop
+from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
 from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced
 from fxport.errors import ControlFlowError
@@ -76,7 +77,7 @@ def range_(*args):
 
 def _left_as_written(kind: str) -> bool:
     """The loop's conversion is disabled here (see the module doc)."""
-    return is_disabled(f"{kind}-in-traced-body" if in_traced_body() else f"{kind}-to-while_loop")
+    return is_disabled(rule_name(kind, "in-traced-body" if in_traced_body() else "while_loop"))
 
 
 def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info):

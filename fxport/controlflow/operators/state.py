@@ -24,6 +24,7 @@ import dataclasses
 
 import torch
 
+from fxport.controlflow.operators.rule_names import conversion_named, has_conversion, rule_name
 from fxport.report import AppliedRewrite
 
 
@@ -137,7 +138,9 @@ def record(info, rule: str, detail: str, **data) -> None:
     current.records.append(
         AppliedRewrite(rule=rule, tier="control-flow", location=info.location, detail=detail, data=payload)
     )
+    outer = getattr(conversion_named(rule), "lowering", rule)  # where, cond, while_loop
     for child in getattr(info, "children", ()):
-        outer = rule.split("-to-")[-1]
-        record(child, f"{child.kind}-in-traced-body", f"dispatched inside the {outer} body of line {info.location.lineno}",
+        if not has_conversion(child.kind, "in-traced-body"):  # a nested assert is no conversion
+            continue
+        record(child, rule_name(child.kind, "in-traced-body"), f"dispatched inside the {outer} body of line {info.location.lineno}",
                lowering=f"decided while {outer} traced its body (where/while_loop)", carried=list(child.names))
