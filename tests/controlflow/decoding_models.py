@@ -1,0 +1,104 @@
+"""Decoding loops around a tiny causal LM in plain PyTorch (issue 26): greedy with tokens grown by
+``torch.cat``, a KV cache grown by ``torch.cat``. Weights are seeded; ``EOS`` is a token the
+tests make reachable at chosen steps."""
+
+import math
+
+import torch
+from torch import nn
+
+VOCAB, WIDTH, MAX_NEW, EOS = 11, 16, 6, 0
+
+
+class TinyLM(nn.Module):
+    """Embedding + positions, one causal self-attention layer, output head."""
+
+    def __init__(self, seed: int = 0, positions: int = 64, countdown: bool = False):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        self.pos = nn.Embedding(positions, WIDTH)
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.out = nn.Linear(WIDTH, WIDTH)
+        self.head = nn.Linear(WIDTH, VOCAB)
+        if countdown:
+            self.count_down()
+
+    @torch.no_grad()
+    def count_down(self):
+        """Weights under which the next token is the last one minus 1 (and 0 = EOS stays 0):
+        a row whose last token is k stops after k steps. Attention and positions still add
+        small random terms, so they are computed, but cannot change the argmax."""
+        for p in self.parameters():
+            p.mul_(0.05)
+        self.embed.weight[:, :VOCAB] += 4 * torch.eye(VOCAB)
+        target = torch.clamp(torch.arange(VOCAB) - 1, min=0)
+        self.head.weight[target, torch.arange(VOCAB)] += 4
+
+    def attend(self, q, k, v, offset):
+        """Causal attention of queries at positions offset.. over keys at 0..k.shape[1]."""
+        scores = q @ k.transpose(1, 2) / math.sqrt(WIDTH)
+        qpos = torch.arange(q.shape[1])[:, None] + offset
+        kpos = torch.arange(k.shape[1])[None, :]
+        scores = scores.masked_fill(kpos > qpos, float("-inf"))
+        return self.out(torch.softmax(scores, -1) @ v)
+
+    def forward(self, tokens):
+        """Logits of every position: (batch, length, VOCAB)."""
+        h = self.embed(tokens) + self.pos(torch.arange(tokens.shape[1]))
+        q, k, v = self.qkv(h).chunk(3, -1)
+        return self.head(h + self.attend(q, k, v, 0))
+
+    def step(self, tokens, k_past, v_past):
+        """Logits of the new positions and the grown cache."""
+        start = k_past.shape[1]
+        h = self.embed(tokens) + self.pos(torch.arange(tokens.shape[1]) + start)
+        q, k, v = self.qkv(h).chunk(3, -1)
+        k = torch.cat([k_past, k], 1)
+        v = torch.cat([v_past, v], 1)
+        return self.head(h + self.attend(q, k, v, start)), k, v
+
+
+class GreedyNoCache(nn.Module):
+    """Greedy decoding without a cache: the whole sequence runs every step."""
+
+    def __init__(self, seed: int = 0, countdown: bool = False):
+        super().__init__()
+        self.lm = TinyLM(seed, countdown=countdown)
+
+    def forward(self, tokens):
+        finished = torch.zeros(tokens.shape[0], dtype=torch.bool)
+        for _ in range(MAX_NEW):
+            logits = self.lm(tokens)[:, -1]
+            nxt = logits.argmax(-1)
+            nxt = torch.where(finished, torch.full_like(nxt, EOS), nxt)
+            tokens = torch.cat([tokens, nxt[:, None]], 1)
+            finished = finished | (nxt == EOS)
+            if finished.all():
+                break
+        return tokens
+
+
+class GreedyKVCache(nn.Module):
+    """Prefill, then one token per step with a KV cache grown by cat; ``max_new`` a tensor."""
+
+    def __init__(self, seed: int = 0, countdown: bool = False):
+        super().__init__()
+        self.lm = TinyLM(seed, countdown=countdown)
+
+    def forward(self, tokens, max_new):
+        batch = tokens.shape[0]
+        empty = torch.zeros(batch, 0, WIDTH)
+        logits, k, v = self.lm.step(tokens, empty, empty)
+        nxt = logits[:, -1].argmax(-1)
+        finished = nxt == EOS
+        out = nxt[:, None]
+        step = 1
+        while step < max_new and not finished.all():
+            logits, k, v = self.lm.step(nxt[:, None], k, v)
+            nxt = logits[:, -1].argmax(-1)
+            nxt = torch.where(finished, torch.full_like(nxt, EOS), nxt)
+            out = torch.cat([out, nxt[:, None]], 1)
+            finished = finished | (nxt == EOS)
+            step = step + 1
+        return out

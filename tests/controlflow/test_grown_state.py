@@ -1,0 +1,79 @@
+"""Loops whose carried state grows (issue 26): decoding around a tiny causal LM, eager vs ONNX
+Runtime token ids compared exactly, on prompt lengths and batches the export never saw, rows
+that stop at different steps and rows that never stop (``decoding_models.TinyLM.count_down``
+makes a row whose last token is k stop after k steps)."""
+
+import numpy as np
+import pytest
+import torch
+
+from tests.controlflow import decoding_models as m
+from tests.controlflow._util import export_to_ort, run_ort, trip_counts
+
+B, L = torch.export.Dim("batch"), torch.export.Dim("length")
+
+
+def prompt(last: list[int], length: int, seed: int = 0) -> torch.Tensor:
+    """A batch of prompts of ``length`` tokens whose last tokens are ``last``."""
+    body = torch.randint(1, m.VOCAB, (len(last), length), generator=torch.Generator().manual_seed(seed))
+    body[:, -1] = torch.tensor(last)
+    return body
+
+
+def assert_same_tokens(model, exported, inputs):
+    for args in inputs:
+        with torch.no_grad():
+            expected = model(*args).numpy()
+        got = run_ort(exported, args)[0]
+        assert got.shape == expected.shape and np.array_equal(got, expected), (
+            f"{[tuple(a.shape) for a in args]}: eager {expected.tolist()} vs ONNX {got.tolist()}")
+
+
+# rows stopping at 1, 2, 3, MAX_NEW steps, never (9, 10 > MAX_NEW), all at once (last token 1)
+STOPS = [[1], [2], [9], [3, 1, 2], [1, 1], [10, 9, 8], [4, 10], [m.MAX_NEW, 2, 9], [0, 3]]
+
+
+@pytest.fixture(scope="module")
+def greedy():
+    model = m.GreedyNoCache(countdown=True).eval()
+    return model, export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
+
+
+def test_greedy_cat_growth_is_one_loop(greedy):
+    model, exported = greedy
+    assert exported.ops.get("Loop") == 1
+    assert [r.rule for r in exported.records if "grow" in r.detail] == ["for-to-while_loop"]
+
+
+@pytest.mark.parametrize("length", [1, 2, 7])
+def test_greedy_tokens_equal_eager_where_rows_stop_at_different_steps(greedy, length):
+    model, exported = greedy
+    inputs = [(prompt(last, length, seed=i),) for i, last in enumerate(STOPS)]
+    assert_same_tokens(model, exported, inputs)
+    lengths = {model(*args).shape[1] - length for args in inputs}
+    assert {1, 2, 3, m.MAX_NEW} <= lengths  # the output's length follows the stopping step
+    assert {1, 2, 3, m.MAX_NEW} <= set().union(*trip_counts(model, inputs).values())
+
+
+@pytest.mark.slow
+def test_greedy_with_random_weights_equals_eager():
+    """Attention, positions and the head all decide the tokens (no row reaches EOS by design)."""
+    model = m.GreedyNoCache(seed=3).eval()
+    exported = export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
+    inputs = [(torch.randint(0, m.VOCAB, (b, n), generator=torch.Generator().manual_seed(b * 10 + n)),)
+              for b, n in [(1, 1), (1, 2), (3, 7), (2, 12), (4, 3)]]
+    assert_same_tokens(model, exported, inputs)
+
+
+def test_tensor_doubled_each_iteration_converts():
+    """``x = torch.cat([x, x])`` in ``for _ in range(int(n))``: 0, 1, 2 and 5 trips, another batch."""
+    from tests.controlflow import loop_models
+
+    model = loop_models.GrowsByConcatenation().eval()
+    x = torch.rand(3, 4)
+    exported = export_to_ort(model, (x, torch.tensor(2)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 1
+    for rows, trips in [(3, 0), (3, 1), (1, 2), (2, 5), (5, 3)]:
+        args = (torch.rand(rows, 4), torch.tensor(trips))
+        got = run_ort(exported, args)[0]
+        np.testing.assert_array_equal(got, model(*args).numpy())
