@@ -168,6 +168,9 @@ def _loop_node(model, loop, inputs):
             identity.outputs[0].name = f"{loop.key}_out_{position}"
             graph.append(identity)
             graph.outputs[position] = identity.outputs[0]
+    for name, value in list(graph.initializers.items()):
+        if not value.uses():
+            graph.initializers.pop(name)
     graph.name = loop.key
     node = ir.Node("", "Loop", inputs=[None, keep, *carried], attributes=[ir.AttrGraph("body", graph)],
                    num_outputs=len(carried), version=tracer.opset.version)

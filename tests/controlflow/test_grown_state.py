@@ -77,3 +77,59 @@ def test_tensor_doubled_each_iteration_converts():
         args = (torch.rand(rows, 4), torch.tensor(trips))
         got = run_ort(exported, args)[0]
         np.testing.assert_array_equal(got, model(*args).numpy())
+
+
+@pytest.fixture(scope="module")
+def kv_cache():
+    model = m.GreedyKVCache(countdown=True).eval()
+    return model, export_to_ort(model, (prompt([5, 2], 3), torch.tensor(4)), dynamic_shapes=({0: B, 1: L}, None))
+
+
+def test_kv_cache_grown_by_cat_is_one_loop(kv_cache):
+    _, exported = kv_cache
+    assert exported.ops.get("Loop") == 1
+    (record,) = [r for r in exported.records if r.rule == "while-to-while_loop"]
+    assert "k (axis 1)" in record.detail and "v (axis 1)" in record.detail and "out (axis 1)" in record.detail
+
+
+@pytest.mark.parametrize("length", [1, 2, 7])
+def test_kv_cache_tokens_equal_eager_for_every_stopping_step(kv_cache, length):
+    """``while step < max_new and not finished.all()``: max_new 0, 1, 2, N; rows stopping at
+    different steps (the prefill's token is the last one minus 1) and rows that never stop."""
+    model, exported = kv_cache
+    inputs = [(prompt(last, length, seed=i), torch.tensor(max_new))
+              for i, last in enumerate(STOPS) for max_new in (0, 1, 2, m.MAX_NEW)]
+    assert_same_tokens(model, exported, inputs)
+    assert {0, 1, 2, m.MAX_NEW - 1} <= set().union(*trip_counts(model, inputs).values())
+    assert {1, 2, 3, m.MAX_NEW} <= {model(*args).shape[1] for args in inputs}
+
+
+@pytest.mark.slow
+def test_kv_cache_with_random_weights_equals_eager():
+    model = m.GreedyKVCache(seed=5).eval()
+    exported = export_to_ort(model, (prompt([5, 2], 3), torch.tensor(4)), dynamic_shapes=({0: B, 1: L}, None))
+    inputs = [(torch.randint(0, m.VOCAB, (b, n), generator=torch.Generator().manual_seed(b * 10 + n)), torch.tensor(k))
+              for b, n, k in [(1, 1, 6), (1, 2, 1), (3, 7, 9), (2, 12, 3), (4, 3, 0)]]
+    assert_same_tokens(model, exported, inputs)
+
+
+@pytest.mark.slow
+def test_a_loop_that_ignores_its_break_is_caught(monkeypatch):
+    """The comparison is sharp: an ONNX Loop that keeps going after every row stopped fails it."""
+    from fxport.controlflow.operators import growing
+
+    real = growing.GrownLoop.keep_going
+
+    def ignores_break(self, counter, state, free):
+        flag = self.info.break_flag
+        self.info.break_flag = None
+        try:
+            return real(self, counter, state, free)
+        finally:
+            self.info.break_flag = flag
+
+    monkeypatch.setattr(growing.GrownLoop, "keep_going", ignores_break)
+    model = m.GreedyNoCache(countdown=True).eval()
+    exported = export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
+    with pytest.raises(AssertionError):
+        assert_same_tokens(model, exported, [(prompt([1, 2], 3),)])
