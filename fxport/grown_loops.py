@@ -168,9 +168,13 @@ def _loop_node(model, loop, inputs):
             identity.outputs[0].name = f"{loop.key}_out_{position}"
             graph.append(identity)
             graph.outputs[position] = identity.outputs[0]
-    for name, value in list(graph.initializers.items()):
-        if not value.uses():
-            graph.initializers.pop(name)
+    for name, value in list(graph.initializers.items()):  # Constants: dead ones are removed by the optimizer
+        graph.initializers.pop(name)
+        if value.uses():
+            constant = ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", value.const_value)], num_outputs=1)
+            constant.outputs[0].name = f"{name}_constant"
+            graph.insert_before(graph[0], constant) if len(graph) else graph.append(constant)
+            value.replace_all_uses_with(constant.outputs[0])
     graph.name = loop.key
     node = ir.Node("", "Loop", inputs=[None, keep, *carried], attributes=[ir.AttrGraph("body", graph)],
                    num_outputs=len(carried), version=tracer.opset.version)

@@ -102,3 +102,27 @@ class GreedyKVCache(nn.Module):
             finished = finished | (nxt == EOS)
             step = step + 1
         return out
+
+
+BEAMS = 3
+
+
+class BeamSearch(nn.Module):
+    """Beam search over one prompt: beams regrouped and grown by cat each step; stops when the
+    best beam ends in EOS."""
+
+    def __init__(self, seed: int = 0, countdown: bool = False):
+        super().__init__()
+        self.lm = TinyLM(seed, countdown=countdown)
+
+    def forward(self, tokens):
+        beams = tokens.repeat(BEAMS, 1)
+        scores = torch.cat([torch.zeros(1), torch.full((BEAMS - 1,), float("-inf"))])
+        for _ in range(MAX_NEW):
+            logp = torch.log_softmax(self.lm(beams)[:, -1], -1)
+            top, idx = (scores[:, None] + logp).reshape(-1).topk(BEAMS)
+            beams = torch.cat([beams[idx // VOCAB], (idx % VOCAB)[:, None]], 1)
+            scores = top
+            if beams[0, -1] == EOS:
+                break
+        return beams, scores

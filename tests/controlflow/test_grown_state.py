@@ -133,3 +133,19 @@ def test_a_loop_that_ignores_its_break_is_caught(monkeypatch):
     exported = export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
     with pytest.raises(AssertionError):
         assert_same_tokens(model, exported, [(prompt([1, 2], 3),)])
+
+
+def test_beam_search_regrouped_and_grown_by_cat_equals_eager():
+    """``beams = torch.cat([beams[idx // V], (idx % V)[:, None]], 1)``: beams and scores equal
+    eager for prompts of lengths 1, 2, 4, 7 whose best beam stops after 1, 2, 4 steps or never."""
+    model = m.BeamSearch(countdown=True).eval()
+    exported = export_to_ort(model, (torch.tensor([[5, 4, 3]]),), dynamic_shapes=({1: L},))
+    assert exported.ops.get("Loop") == 1
+    inputs = [(prompt([last], length, seed=last),) for length, last in [(2, 4), (1, 1), (4, 9), (7, 2), (1, 10), (3, 3)]]
+    for args in inputs:
+        with torch.no_grad():
+            beams, scores = model(*args)
+        got_beams, got_scores = run_ort(exported, args)
+        np.testing.assert_array_equal(got_beams, beams.numpy())
+        np.testing.assert_allclose(got_scores, scores.numpy(), rtol=1e-5, atol=1e-5)
+    assert {1, 2, 4, m.MAX_NEW} <= set().union(*trip_counts(model, inputs).values())
