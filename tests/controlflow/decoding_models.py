@@ -126,3 +126,25 @@ class BeamSearch(nn.Module):
             if beams[0, -1] == EOS:
                 break
         return beams, scores
+
+
+class GreedyIntoBuffer(nn.Module):
+    """Greedy decoding into a preallocated buffer, the model run on ``out[:, :n + step]``."""
+
+    def __init__(self, seed: int = 0, countdown: bool = False):
+        super().__init__()
+        self.lm = TinyLM(seed, countdown=countdown)
+
+    def forward(self, tokens):
+        n = tokens.shape[1]
+        out = torch.cat([tokens, torch.zeros(tokens.shape[0], MAX_NEW, dtype=tokens.dtype)], 1)
+        finished = torch.zeros(tokens.shape[0], dtype=torch.bool)
+        step = 0
+        for step in range(MAX_NEW):
+            nxt = self.lm(out[:, :n + step])[:, -1].argmax(-1)
+            nxt = torch.where(finished, torch.full_like(nxt, EOS), nxt)
+            out[:, n + step] = nxt
+            finished = finished | (nxt == EOS)
+            if finished.all():
+                break
+        return out[:, :n + step + 1]

@@ -149,3 +149,20 @@ def test_beam_search_regrouped_and_grown_by_cat_equals_eager():
         np.testing.assert_array_equal(got_beams, beams.numpy())
         np.testing.assert_allclose(got_scores, scores.numpy(), rtol=1e-5, atol=1e-5)
     assert {1, 2, 4, m.MAX_NEW} <= set().union(*trip_counts(model, inputs).values())
+
+
+@pytest.fixture(scope="module")
+def into_buffer():
+    model = m.GreedyIntoBuffer(countdown=True).eval()
+    return model, export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
+
+
+@pytest.mark.parametrize("length", [1, 2, 7])
+def test_greedy_into_a_buffer_sliced_by_the_counter_equals_eager(into_buffer, length):
+    """``out[:, n + step] = nxt`` and the model on ``out[:, :n + step]``; the result sliced to the
+    step the loop stopped at."""
+    model, exported = into_buffer
+    assert exported.ops.get("Loop") == 1
+    inputs = [(prompt(last, length, seed=i),) for i, last in enumerate(STOPS)]
+    assert_same_tokens(model, exported, inputs)
+    assert {1, 2, 3, m.MAX_NEW} <= {model(*args).shape[1] - length for args in inputs}
