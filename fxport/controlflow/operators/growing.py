@@ -236,25 +236,6 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     return tuple(final)
 
 
-def data_dependent(exc: BaseException) -> bool:
-    """True when tracing a ``while_loop`` body failed on a number read from a tensor (a guard or
-    an output size that depends on data)."""
-    from torch._subclasses.fake_tensor import DataDependentOutputException
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
-    seen, todo = set(), [exc]
-    while todo:
-        current = todo.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, (GuardOnDataDependentSymNode, DataDependentOutputException)) or \
-                "data-dependent" in str(current) or "data dependent" in str(current):
-            return True
-        todo.extend([current.__cause__, current.__context__])
-    return False
-
-
 def _session():
     from fxport.controlflow.operators import state
 

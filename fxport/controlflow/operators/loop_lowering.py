@@ -24,7 +24,7 @@ import torch
 
 from fxport.controlflow.operators.appender import Appender, Replay, varies
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
-from fxport.controlflow.operators.growing import data_dependent, grown_loop
+from fxport.controlflow.operators.growing import grown_loop
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.state import probing, record
@@ -58,16 +58,7 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
         return grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
                           item_from_rows=item_from_rows, growing=growing)
     loop = _Loop(info, free, body_fn, test_fn, rng, item_from_rows)
-    try:
-        final = loop.run(state)
-    except Exception as exc:
-        if info.appended or not data_dependent(exc):
-            raise
-        # a number read from a tensor used as a size in the body (out[:, :n + step]): while_loop
-        # cannot trace it, a body captured on its own can (operators/growing.py)
-        return grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
-                          item_from_rows=item_from_rows, growing={})
-    values = _finish_appenders(final, state, info, loop)
+    values = _finish_appenders(loop.run(state), state, info, loop)
     two_pass = any(isinstance(v, Appender) and v.mode == "count" for v in values)
     lowering = "while_loop (ONNX Loop)" + (
         " twice (count, then write the appended rows)" if two_pass else " + preallocated buffer" if info.appended else "")
