@@ -166,3 +166,30 @@ def test_greedy_into_a_buffer_sliced_by_the_counter_equals_eager(into_buffer, le
     inputs = [(prompt(last, length, seed=i),) for i, last in enumerate(STOPS)]
     assert_same_tokens(model, exported, inputs)
     assert {1, 2, 3, m.MAX_NEW} <= {model(*args).shape[1] - length for args in inputs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, inputs, fn", [
+    ("Greedy", ["-i", "tokens=2x5:int64"], "stopping_prompts"),
+    ("KVCache", ["-i", "tokens=2x5:int64", "-i", "max_new=scalar:int64"], "stopping_prompts_and_limits"),
+])
+def test_cli_converts_and_verifies_decoding_loops(tmp_path, target, inputs, fn):
+    """``fxport convert`` end to end: one Loop in the file, verified on the generated sizes and on
+    inputs whose rows stop at different steps."""
+    import json
+
+    import onnx
+
+    from tests.conftest import MODELS, run_cli
+
+    out = tmp_path / "decode.onnx"
+    model = f"{MODELS}/decoding.py"
+    result = run_cli("convert", f"{model}:{target}", *inputs, "--dynamic", "tokens:0=batch,1=length",
+                     "--inputs-fn", f"{model}:{fn}", "-o", str(out), "--json", timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    assert data["op_counts"]["Loop"] == 1
+    rows = data["verification"]
+    assert sum(row["name"].startswith("user") for row in rows) >= 4, [row["name"] for row in rows]
+    assert all(row["passed"] or row["note"].startswith("skipped") for row in rows), rows
+    assert any(n.op_type == "Loop" for n in onnx.load(out).graph.node)
