@@ -131,7 +131,7 @@ def _check_still_dynamic(loop, program, offset: int) -> None:
         value = user_inputs[offset + index].meta["val"]
         for axis in axes:
             if not isinstance(value.shape[axis], torch.SymInt):
-                name = loop.info.names[index]
+                name = loop.leaf_name(index)
                 raise _refusal(loop, f"its body works only for one size {value.shape[axis]} of axis {axis} of "
                                      f"{name!r}, which grows", hint=f"avoid code that fixes the length of {name!r}")
 

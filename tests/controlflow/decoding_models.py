@@ -148,3 +148,60 @@ class GreedyIntoBuffer(nn.Module):
             if finished.all():
                 break
         return out[:, :n + step + 1]
+
+
+class Block(nn.Module):
+    """One causal self-attention block with its own cache."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.out = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, h, cache):
+        k_past, v_past = cache
+        start = k_past.shape[1]
+        q, k, v = self.qkv(h).chunk(3, -1)
+        k, v = torch.cat([k_past, k], 1), torch.cat([v_past, v], 1)
+        scores = q @ k.transpose(1, 2) / math.sqrt(WIDTH)
+        qpos = torch.arange(q.shape[1])[:, None] + start
+        scores = scores.masked_fill(torch.arange(k.shape[1])[None, :] > qpos, float("-inf"))
+        return h + self.out(torch.softmax(scores, -1) @ v), (k, v)
+
+
+class GreedyLayerCaches(nn.Module):
+    """Two layers, a list of (key, value) caches, one pair per layer, grown by cat each step."""
+
+    def __init__(self, seed: int = 0, countdown: bool = False, layers: int = 2):
+        super().__init__()
+        self.lm = TinyLM(seed, countdown=countdown)
+        self.blocks = nn.ModuleList(Block() for _ in range(layers))
+        if countdown:
+            with torch.no_grad():
+                for p in self.blocks.parameters():
+                    p.mul_(0.05)
+
+    def logits(self, tokens, caches):
+        start = caches[0][0].shape[1]
+        h = self.lm.embed(tokens) + self.lm.pos(torch.arange(tokens.shape[1]) + start)
+        grown = []
+        for block, cache in zip(self.blocks, caches):
+            h, cache = block(h, cache)
+            grown.append(cache)
+        return self.lm.head(h)[:, -1], grown
+
+    def forward(self, tokens, max_new):
+        empty = torch.zeros(tokens.shape[0], 0, WIDTH)
+        caches = [(empty, empty) for _ in self.blocks]
+        logits, caches = self.logits(tokens, caches)
+        nxt = logits.argmax(-1)
+        finished = nxt == EOS
+        out = nxt[:, None]
+        step = 1
+        while step < max_new and not finished.all():
+            logits, caches = self.logits(nxt[:, None], caches)
+            nxt = torch.where(finished, torch.full_like(nxt, EOS), logits.argmax(-1))
+            out = torch.cat([out, nxt[:, None]], 1)
+            finished = finished | (nxt == EOS)
+            step = step + 1
+        return out

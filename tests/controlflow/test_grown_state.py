@@ -193,3 +193,18 @@ def test_cli_converts_and_verifies_decoding_loops(tmp_path, target, inputs, fn):
     assert sum(row["name"].startswith("user") for row in rows) >= 4, [row["name"] for row in rows]
     assert all(row["passed"] or row["note"].startswith("skipped") for row in rows), rows
     assert any(n.op_type == "Loop" for n in onnx.load(out).graph.node)
+
+
+def test_a_list_of_key_value_caches_per_layer_grows_in_one_loop():
+    """``caches = [(k, v) per layer]`` rebuilt each step by two blocks that cat onto their pair:
+    the list's leaves are carried (four growing caches plus the tokens) by one Loop."""
+    model = m.GreedyLayerCaches(countdown=True).eval()
+    exported = export_to_ort(model, (prompt([5, 2], 3), torch.tensor(4)), dynamic_shapes=({0: B, 1: L}, None))
+    assert exported.ops.get("Loop") == 1
+    (record,) = [r for r in exported.records if r.rule == "while-to-while_loop"]
+    assert "caches[1][1] (axis 1)" in record.detail
+    inputs = [(prompt(last, length, seed=i), torch.tensor(max_new))
+              for i, (last, length) in enumerate([([1], 1), ([3], 2), ([3, 9, 2], 2), ([10, 4], 7)])
+              for max_new in (0, 1, 2, m.MAX_NEW)]
+    assert_same_tokens(model, exported, inputs)
+    assert {1, 2, 3, m.MAX_NEW} <= {model(*args).shape[1] for args in inputs}

@@ -35,6 +35,7 @@ import dataclasses
 import itertools
 
 import torch
+import torch.utils._pytree as pytree
 from torch.nn.utils.stateless import _reparametrize_module
 
 from fxport.controlflow.operators.failures import fail
@@ -66,9 +67,11 @@ class Free:
 class GrownLoop:
     """A data-dependent loop whose carried state grows, as the op's fake, eager and ONNX forms see it.
 
-    ``growing``: state index → the axes that grow. ``free``: one :class:`Free` per value the
-    body reads. ``modules``: ``(module, parameter/buffer names)`` whose tensors follow the free
-    tensors among the op's inputs, in that order.
+    The carried state is flat: a state value that is a list or tuple of tensors (a KV cache per
+    layer) is its leaves, ``specs`` the tree of each state value. ``growing``: flat state index
+    → the axes that grow. ``free``: one :class:`Free` per value the body reads. ``modules``:
+    ``(module, parameter/buffer names)`` whose tensors follow the free tensors among the op's
+    inputs, in that order.
     """
 
     key: str
@@ -82,13 +85,49 @@ class GrownLoop:
     item_from_rows: bool = False
     strategy: str = "auto"
     disabled: frozenset = frozenset()
+    specs: list | None = None  # one pytree spec per state value (None: every value a tensor)
 
     @property
     def counted(self) -> bool:
         return self.step is not None
 
     def state_count(self) -> int:
-        return len(self.info.names)
+        return sum(spec.num_leaves for spec in self.specs) if self.specs else len(self.info.names)
+
+    def flatten(self, values) -> list:
+        """State values → the flat carried tensors (the leaves of lists and tuples)."""
+        if not self.specs:
+            return list(values)
+        flat = []
+        for name, value, spec in zip(self.info.names, values, self.specs):
+            leaves, got = pytree.tree_flatten(value)
+            if got != spec:
+                fail(f"{self.info.kind}: loop variable {name!r} changes structure inside a loop whose state grows",
+                     self.info, f"keep {name!r} a list or tuple of the same length")
+            flat.extend(leaves)
+        return flat
+
+    def unflatten(self, flat) -> tuple:
+        """The flat carried tensors → state values."""
+        if not self.specs:
+            return tuple(flat)
+        flat, values = list(flat), []
+        for spec in self.specs:
+            values.append(pytree.tree_unflatten(flat[: spec.num_leaves], spec))
+            flat = flat[spec.num_leaves:]
+        return tuple(values)
+
+    def leaf_name(self, index: int) -> str:
+        """``k`` or ``caches[1][0]``: the state value a flat index is (part of)."""
+        if not self.specs:
+            return self.info.names[index]
+        for name, spec in zip(self.info.names, self.specs):
+            if index < spec.num_leaves:
+                example = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+                paths = [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(example)[0]]
+                return name + paths[index]
+            index -= spec.num_leaves
+        raise IndexError(index)
 
     def split(self, inputs):
         """``(keep, counter, state, free tensors, module tensors)`` from the op's flat inputs."""
@@ -127,9 +166,10 @@ class GrownLoop:
                 stack.enter_context(_reparametrize_module(module, values))
             yield
 
-    def step_once(self, counter, state, free):
-        """One iteration: ``(keep going, counter, state)`` after it."""
+    def step_once(self, counter, flat, free):
+        """One iteration: ``(keep going, counter, flat state)`` after it."""
         info = self.info
+        state = self.unflatten(flat)
         params = list(state) + list(free)
         params = [p.clone() if isinstance(p, torch.Tensor) and n in info.mutated else p
                   for n, p in zip(info.params, params)]
@@ -139,11 +179,12 @@ class GrownLoop:
             counter = counter + self.step
         else:
             new = tuple(self.body_fn(*params[: len(info.params)]))
-        new = tuple(_as_tensor_like(v, old) for v, old in zip(new, state))
-        return self.keep_going(counter, new, free), counter, new
+        new = tuple(v if isinstance(old, (list, tuple)) else _as_tensor_like(v, old) for v, old in zip(new, state))
+        return self.keep_going(counter, new, free), counter, tuple(self.flatten(new))
 
     def keep_going(self, counter, state, free):
-        """The loop test on ``state``: the range not exhausted, no break, the ``while`` test."""
+        """The loop test on ``state`` (values, not flat): the range not exhausted, no break, the
+        ``while`` test."""
         info, ok = self.info, None
         if self.counted:
             stop = free[-1]
@@ -160,7 +201,7 @@ class GrownLoop:
         return len(self.info.params) - len(self.info.names)
 
     def run_python(self, keep, counter, state, free):
-        """The loop, eagerly (the op's eager implementation); returns the final state."""
+        """The loop, eagerly (the op's eager implementation); flat state in and out."""
         state = tuple(state)
         while bool(keep):
             keep, counter, state = self.step_once(counter, state, free)
@@ -211,25 +252,35 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     if torch.compiler.is_dynamo_compiling():
         fail(f"{info.kind}: a loop whose state grows inside a converted branch or another data-dependent loop "
              "is not supported", info, "move the loop out of the branch or loop body")
-    for name, value in zip(info.names, state):
-        if not isinstance(value, torch.Tensor):
+    specs, flat, flat_growing = [], [], {}
+    for index, (name, value) in enumerate(zip(info.names, state)):
+        leaves, spec = pytree.tree_flatten(value)
+        if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
             fail(f"{info.kind}: loop variable {name!r} ({type(value).__name__}) is carried by a loop whose state grows",
-                 info, "carry tensors only in a loop that grows a tensor (stack lists after it)")
+                 info, "carry tensors (or lists and tuples of tensors) only in a loop that grows a tensor")
+        axes = growing.get(index, ())
+        for leaf in range(len(leaves)):
+            leaf_axes = axes.get(leaf, ()) if isinstance(axes, dict) else axes
+            if leaf_axes:
+                flat_growing[len(flat) + leaf] = tuple(leaf_axes)
+        specs.append(spec)
+        flat.extend(leaves)
+    trees = any(not isinstance(v, torch.Tensor) for v in state)
     free = list(free) + ([as_int64(rng.stop)] if rng is not None else [])
-    inputs, spec = _free_inputs(free, state)
+    inputs, spec = _free_inputs(free, flat)
     modules = _modules(free)
     module_tensors = [t for module, names in modules for t in _tensors_of(module, names)]
     key = f"grown_loop_{next(_KEYS)}"
     session = _session()
-    loop = GrownLoop(key, info, body_fn, test_fn, rng.step if rng is not None else None, spec, growing, modules,
-                     item_from_rows, strategy(), session)
+    loop = GrownLoop(key, info, body_fn, test_fn, rng.step if rng is not None else None, spec, flat_growing, modules,
+                     item_from_rows, strategy(), session, specs if trees else None)
     counter = as_int64(rng.start) if rng is not None else None
-    entry_free = loop.free_values(inputs, list(state) + inputs)
+    entry_free = loop.free_values(inputs, flat + inputs)
     keep = loop.keep_going(counter, tuple(state), entry_free)
     LOOPS[key] = loop
-    flat = [keep] + ([counter] if counter is not None else []) + [dense(t) for t in state] + inputs + module_tensors
-    final = grown_loop_op(flat, key)
-    grows = ", ".join(f"{info.names[i]} (axis {', '.join(map(str, axes))})" for i, axes in sorted(growing.items()))
+    operands = [keep] + ([counter] if counter is not None else []) + [dense(t) for t in flat] + inputs + module_tensors
+    final = loop.unflatten(grown_loop_op(operands, key))
+    grows = ", ".join(f"{loop.leaf_name(i)} (axis {', '.join(map(str, axes))})" for i, axes in sorted(flat_growing.items()))
     record(info, f"{info.kind}-to-while_loop", f"ONNX Loop whose carried values grow: {grows}; carries "
            f"{', '.join(info.names)}", lowering="ONNX Loop around the exported body (carried shapes change)",
            carried=list(info.names), grows=grows)

@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.appender import Appender, Replay, varies
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
@@ -285,9 +286,34 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
             fail(f"{info.kind}: loop variable {name!r} changes shape from {tuple(before.shape)} to "
                  f"{tuple(after_t.shape)}" + (" (grown without bound)" if grown else ""), info,
                  "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it")
+    elif may_grow and _tensor_tree(before) and _tensor_tree(after):  # a KV cache per layer: a list of tensors
+        return _check_tree_carry(name, before, after, info)
     elif not isinstance(before, Appender) and after is not before and not (is_number(before) and before == after):
         fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop",
              info, "carry tensors only")
+
+
+def _tensor_tree(value) -> bool:
+    """A list or tuple (nested) whose leaves are all tensors."""
+    if not isinstance(value, (list, tuple)):
+        return False
+    leaves = pytree.tree_leaves(value)
+    return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+
+
+def _check_tree_carry(name, before, after, info) -> dict | None:
+    """``{leaf: axes}`` of the growing leaves of a carried list of tensors (None: none grows,
+    and the list cannot be carried by ``while_loop``, which refuses it as before)."""
+    leaves_before, spec_before = pytree.tree_flatten(before)
+    leaves_after, spec_after = pytree.tree_flatten(after)
+    if spec_before != spec_after:
+        return None
+    axes = {}
+    for leaf, (b, a) in enumerate(zip(leaves_before, leaves_after)):
+        grown = _check_carry(f"{name}{pytree.keystr(pytree.tree_flatten_with_path(before)[0][leaf][0])}", b, a, info, True)
+        if grown:
+            axes[leaf] = grown
+    return axes or None
 
 
 class _Layout:
