@@ -31,14 +31,31 @@ from fxport.quiet import quiet_torch
 OP = torch.ops.fxport.grown_loop.default
 
 
+def _loop_nodes(program) -> list:
+    return [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
+            for node in module.graph.nodes if node.op == "call_function" and node.target is OP]
+
+
+def capture_loop_bodies(program: torch.export.ExportedProgram, rewrite=None) -> None:
+    """Capture the body of every loop whose state grows in ``program`` (and in those bodies),
+    passing each through ``rewrite`` (the rewrite stage's graph passes and rules), so that they
+    see the body like every other graph; :func:`loop_translations` uses what is captured here.
+    """
+    for node in _loop_nodes(program):
+        loop = growing.LOOPS[node.args[1]]
+        if getattr(loop, "program", None) is None:
+            body = _capture_body(loop, node)
+            capture_loop_bodies(body, rewrite)
+            loop.program = rewrite(body) if rewrite is not None else body
+
+
 def loop_translations(program: torch.export.ExportedProgram, opset: int | None, table: dict | None) -> dict:
     """``{fxport::grown_loop: translation}`` when ``program`` holds loops whose state grows, else ``{}``.
 
     Exports and translates every such loop's body first (raising a one-line error at the
     loop's line when that fails); the translation only assembles the ``Loop`` nodes.
     """
-    nodes = [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
-             for node in module.graph.nodes if node.op == "call_function" and node.target is OP]
+    nodes = _loop_nodes(program)
     if not nodes:
         return {}
     bodies = {node.args[1]: _body_model(growing.LOOPS[node.args[1]], node, opset, table) for node in nodes}
@@ -52,6 +69,24 @@ def loop_translations(program: torch.export.ExportedProgram, opset: int | None, 
 def _body_model(loop, node, opset, table):
     """The body of ``loop`` as an onnx_ir model: inputs (counter, state, free tensors, weights),
     outputs (keep going, counter, state)."""
+    program = getattr(loop, "program", None) or _capture_body(loop, node)
+    nested = {**(table or {}), **loop_translations(program, opset, table)}
+    try:
+        with quiet_torch(), torch.no_grad():
+            onnx_program = torch.onnx.export(program, dynamo=True, opset_version=opset,
+                                             custom_translation_table=nested or None, optimize=False, verbose=False)
+    except Exception as exc:
+        raise LoweringError(f"the ONNX exporter failed on the body of the loop at {loop.info.location}: "
+                            f"{_summary(exc)}", hint="run with --debug for the full trace") from exc
+    import onnx_ir.passes.common as passes
+
+    model = onnx_program.model
+    passes.InlinePass()(model)
+    return model
+
+
+def _capture_body(loop, node) -> torch.export.ExportedProgram:
+    """``torch.export`` of one iteration of ``loop`` (the :class:`_Body`), sizes as described above."""
     from torch.fx.experimental import _config as shape_config
 
     vals = [arg.meta["val"] for arg in node.args[0]]
@@ -76,19 +111,7 @@ def _body_model(loop, node, opset, table):
     except Exception as exc:
         raise _refusal(loop, f"its body could not be captured on its own ({_summary(exc)})") from exc
     _check_still_dynamic(loop, program, offset)
-    nested = {**(table or {}), **loop_translations(program, opset, table)}
-    try:
-        with quiet_torch(), torch.no_grad():
-            onnx_program = torch.onnx.export(program, dynamo=True, opset_version=opset,
-                                             custom_translation_table=nested or None, optimize=False, verbose=False)
-    except Exception as exc:
-        raise LoweringError(f"the ONNX exporter failed on the body of the loop at {loop.info.location}: "
-                            f"{_summary(exc)}", hint="run with --debug for the full trace") from exc
-    import onnx_ir.passes.common as passes
-
-    model = onnx_program.model
-    passes.InlinePass()(model)
-    return model
+    return program
 
 
 class _Body(torch.nn.Module):

@@ -31,6 +31,7 @@ from fxport.conversion import Conversion
 from fxport.domain import input_domains
 from fxport.errors import VerificationError
 from fxport.exercise import exercise_control_flow
+from fxport.grown_loops import capture_loop_bodies
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
 from fxport.load import register_output_dataclasses, run_eager
@@ -74,6 +75,7 @@ def rewrite_graphs(job: Conversion) -> None:
     graph of the captured aten program: top level, cond branches, loop and scan bodies."""
     job.program = job.ruleset.apply_graph_rules(job.program, job.rewrites,
                                                 control_flow=job.options.converts_control_flow is not None)
+    capture_loop_bodies(job.program, lambda body: job.ruleset.apply_graph_rules(body, job.rewrites))  # growing loops
     if job.options.keep_artifacts:
         job.artifacts["exported_program_after"] = job.program
 

@@ -205,3 +205,21 @@ class GreedyLayerCaches(nn.Module):
             finished = finished | (nxt == EOS)
             step = step + 1
         return out
+
+
+class ItemPredicateInGrowingLoop(nn.Module):
+    """A growing loop whose body branches on ``.item()`` compared with a constant that float32
+    would round to 1.0: the body must get the graph pass ``item-predicate-to-tensor`` too."""
+
+    def forward(self, x, n):
+        out = x[:1]
+        i = torch.zeros((), dtype=torch.long)
+        while i < n:
+            last = out[-1]
+            if last.sum().item() > 0.99999999:
+                nxt = last * 0.5
+            else:
+                nxt = last + 0.25
+            out = torch.cat([out, nxt[None]])
+            i = i + 1
+        return out

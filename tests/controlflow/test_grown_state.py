@@ -208,3 +208,22 @@ def test_a_list_of_key_value_caches_per_layer_grows_in_one_loop():
               for max_new in (0, 1, 2, m.MAX_NEW)]
     assert_same_tokens(model, exported, inputs)
     assert {1, 2, 3, m.MAX_NEW} <= {model(*args).shape[1] for args in inputs}
+
+
+def test_graph_passes_run_on_the_body_of_a_growing_loop():
+    """``if last.sum().item() > 0.99999999`` in the body: exact at a row summing to 1.0 (float32
+    rounds the constant to 1.0, Python does not), so the body got ``item-predicate-to-tensor``."""
+    model = m.ItemPredicateInGrowingLoop().eval()
+    exported = export_to_ort(model, (torch.tensor([[0.25, 0.25]]), torch.tensor(3)))
+    assert exported.ops.get("Loop") == 1
+    assert "item-predicate-to-tensor" in {r.rule for r in exported.records} | {r.rule for r in _all_rewrites(model)}
+    for row, trips in [([0.5, 0.5], 3), ([0.25, 0.25], 4), ([1.0, 0.0], 0), ([2.0, 0.0], 1), ([0.5, 0.5], 2)]:
+        args = (torch.tensor([row]), torch.tensor(trips))
+        np.testing.assert_array_equal(run_ort(exported, args)[0], model(*args).numpy())
+
+
+def _all_rewrites(model):
+    from fxport.pipeline import run
+
+    job = run(model, (torch.tensor([[0.25, 0.25]]), torch.tensor(3)), until="rewrite", verify=False)
+    return job.rewrites

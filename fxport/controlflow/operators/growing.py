@@ -86,6 +86,7 @@ class GrownLoop:
     strategy: str = "auto"
     disabled: frozenset = frozenset()
     specs: list | None = None  # one pytree spec per state value (None: every value a tensor)
+    program: object = None  # the body's ExportedProgram once captured (fxport/grown_loops.py)
 
     @property
     def counted(self) -> bool:
