@@ -223,3 +223,38 @@ class ItemPredicateInGrowingLoop(nn.Module):
             out = torch.cat([out, nxt[None]])
             i = i + 1
         return out
+
+
+class SampleTopK(nn.Module):
+    """Sampling among the top 3 tokens with Gumbel-like noise given as an input, one row per step."""
+
+    def __init__(self, seed: int = 0, countdown: bool = False):
+        super().__init__()
+        self.lm = TinyLM(seed, countdown=countdown)
+
+    def forward(self, tokens, noise):
+        finished = torch.zeros(tokens.shape[0], dtype=torch.bool)
+        for step in range(noise.shape[1]):
+            top, idx = self.lm(tokens)[:, -1].topk(3, -1)
+            choice = (torch.log_softmax(top, -1) + noise[:, step]).argmax(-1)
+            nxt = torch.where(finished, torch.full_like(choice, EOS), idx.gather(1, choice[:, None])[:, 0])
+            tokens = torch.cat([tokens, nxt[:, None]], 1)
+            finished = finished | (nxt == EOS)
+            if finished.all():
+                break
+        return tokens
+
+
+class GrowsAlongTwoAxes(nn.Module):
+    """F.pad along one axis, torch.stack onto a history along another, two steps per iteration
+    of the history, in a while loop on a tensor condition."""
+
+    def forward(self, x, n):
+        hist = x[None]
+        i = torch.zeros((), dtype=torch.long)
+        while i < n:
+            x = torch.nn.functional.pad(x, (0, 1), value=0.5) * 0.5
+            rows = torch.stack([x[:, : hist.shape[2]], x[:, -hist.shape[2]:]])
+            hist = torch.cat([hist, rows], 0)
+            i = i + 1
+        return x, hist

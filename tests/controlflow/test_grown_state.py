@@ -227,3 +227,29 @@ def _all_rewrites(model):
 
     job = run(model, (torch.tensor([[0.25, 0.25]]), torch.tensor(3)), until="rewrite", verify=False)
     return job.rewrites
+
+
+def test_pad_and_stack_grow_two_tensors_along_different_axes():
+    model = m.GrowsAlongTwoAxes().eval()
+    exported = export_to_ort(model, (torch.rand(2, 3), torch.tensor(2)), dynamic_shapes=({0: B, 1: L}, None))
+    (record,) = [r for r in exported.records if r.rule == "while-to-while_loop"]
+    assert "hist (axis 0), x (axis 1)" in record.detail and exported.ops.get("Loop") == 1
+    for shape, trips in [((1, 1), 0), ((2, 3), 1), ((3, 2), 2), ((1, 4), 5)]:
+        args = (torch.rand(*shape), torch.tensor(trips))
+        for got, want in zip(run_ort(exported, args), model(*args)):
+            assert got.shape == tuple(want.shape)
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_top_k_sampling_with_the_noise_as_an_input_equals_eager():
+    """Steps = the noise's second dimension (dynamic): 0, 1, 5, 6 steps, batches 1..4."""
+    model = m.SampleTopK(seed=2).eval()
+    g = torch.Generator().manual_seed(0)
+    steps = torch.export.Dim("steps")
+    exported = export_to_ort(model, (torch.tensor([[5, 4, 3], [2, 9, 8]]), torch.rand(2, 4, 3, generator=g)),
+                             dynamic_shapes=({0: B, 1: L}, {0: B, 1: steps}))
+    assert exported.ops.get("Loop") == 1
+    inputs = [(torch.randint(0, m.VOCAB, (b, n), generator=g), -torch.log(-torch.log(torch.rand(b, s, 3, generator=g))))
+              for b, n, s in [(1, 1, 5), (3, 2, 1), (2, 7, 6), (4, 3, 0)]]
+    assert_same_tokens(model, exported, inputs)
