@@ -206,17 +206,28 @@ def _loop_node(model, loop, inputs):
 
 
 def _prefix_names(graph, prefix: str) -> None:
-    """Value and node names of ``graph`` (and its subgraphs) prefixed: unique in the outer graph."""
+    """Value and node names of ``graph`` (and its subgraphs) prefixed: unique in the outer graph,
+    and so are the names of its symbolic dimensions."""
     import onnx_ir as ir
 
     for each in [graph, *(g for n in ir.traversal.RecursiveGraphIterator(graph) for a in n.attributes.values()
                           if a.type == ir.AttributeType.GRAPH for g in [a.value])]:
         for value in list(each.inputs) + list(each.initializers.values()):
-            if value.name:
-                value.name = f"{prefix}_{value.name}"
+            _prefix_value(value, prefix)
         for node in each:
             if node.name:
                 node.name = f"{prefix}_{node.name}"
             for value in node.outputs:
-                if value.name:
-                    value.name = f"{prefix}_{value.name}"
+                _prefix_value(value, prefix)
+
+
+def _prefix_value(value, prefix: str) -> None:
+    """The value's name and its symbolic dimensions (the body's own ``s0`` is not the enclosing
+    graph's ``s0``) prefixed."""
+    import onnx_ir as ir
+
+    if value.name:
+        value.name = f"{prefix}_{value.name}"
+    if value.shape is not None and any(isinstance(d, ir.SymbolicDim) and d.value for d in value.shape):
+        value.shape = ir.Shape([ir.SymbolicDim(f"{prefix}_{d.value}") if isinstance(d, ir.SymbolicDim) and d.value
+                                else d for d in value.shape])

@@ -40,7 +40,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
-from fxport.controlflow.operators.state import record, strategy
+from fxport.controlflow.operators.state import disabled, record, strategy
 from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense, is_symbolic
 
 #: key → the loop; the lower stage reads it to build the ONNX ``Loop`` of each op call.
@@ -272,9 +272,8 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     modules = _modules(free)
     module_tensors = [t for module, names in modules for t in _tensors_of(module, names)]
     key = f"grown_loop_{next(_KEYS)}"
-    session = _session()
     loop = GrownLoop(key, info, body_fn, test_fn, rng.step if rng is not None else None, spec, flat_growing, modules,
-                     item_from_rows, strategy(), session, specs if trees else None)
+                     item_from_rows, strategy(), disabled(), specs if trees else None)
     counter = as_int64(rng.start) if rng is not None else None
     entry_free = loop.free_values(inputs, flat + inputs)
     keep = loop.keep_going(counter, tuple(state), entry_free)
@@ -286,12 +285,6 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
            f"{', '.join(info.names)}", lowering="ONNX Loop around the exported body (carried shapes change)",
            carried=list(info.names), grows=grows)
     return tuple(final)
-
-
-def _session():
-    from fxport.controlflow.operators import state
-
-    return state._SESSION[-1].disabled if state._SESSION else frozenset()
 
 
 def _free_inputs(free, state):
