@@ -166,8 +166,18 @@ def measure(variant: str, config: dict, folder: str, batch: int, repeats: int) -
         run()
         times.append(time.perf_counter() - start)
     seconds = sorted(times)[len(times) // 2]
-    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": _peak_rss_mb(),
             "shape": list(first.shape), "checksum": int(first.sum())}
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS (``VmHWM``: reset by exec, unlike ``ru_maxrss``, which a child
+    started by ``subprocess`` inherits from the parent it was forked from)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _python_loop(session, names, tokens, count, width, new):
