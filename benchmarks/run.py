@@ -22,7 +22,7 @@ import time
 import warnings
 
 from benchmarks import attention_latency, controlflow_latency, convert_time, cuda_latency, ort_latency, scaling
-from benchmarks import large_model, ort_fusions, startup
+from benchmarks import decoding, large_model, ort_fusions, startup
 from benchmarks.common import machine_info, print_section
 
 SECTIONS = {
@@ -35,11 +35,12 @@ SECTIONS = {
     "scaling": scaling.run,
     "cuda_latency": cuda_latency.run,
     "large_model": large_model.run,
+    "decoding": decoding.run,
 }
 
 #: Sections run only when named with --only (large_model needs > 2 GB of memory); a full run keeps
 #: their last results in the document.
-OPT_IN = {"large_model": large_model.TITLE}
+OPT_IN = {"large_model": large_model.TITLE, "decoding": decoding.TITLE}
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "benchmarks.md")
 

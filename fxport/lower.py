@@ -26,6 +26,7 @@ import torch
 
 from fxport.coverage import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
+from fxport.grown_loops import loop_translations
 from fxport.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
 from fxport.choices import optimize_level
 from fxport.quiet import quiet_torch
@@ -60,6 +61,8 @@ def lower(
     """
     counts = node_counts if node_counts is not None else {}
     level = optimize_level(optimize)
+    # loops whose state grows: their bodies are exported first (fxport/grown_loops.py)
+    translation_table = {**(translation_table or {}), **loop_translations(program, opset, translation_table)}
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
         with quiet_torch(), torch.no_grad():
             onnx_program = torch.onnx.export(

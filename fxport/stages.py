@@ -32,6 +32,7 @@ from fxport.domain import input_domains
 from fxport.eager import Signature, register_output_dataclasses, run_eager
 from fxport.errors import VerificationError
 from fxport.exercise import exercise_control_flow
+from fxport.grown_loops import capture_loop_bodies
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
 from fxport.lower import lower, name_dynamic_axes
@@ -81,6 +82,7 @@ def rewrite_graphs(job: Conversion) -> None:
     graph of the captured aten program: top level, cond branches, loop and scan bodies."""
     job.program = job.ruleset.apply_graph_rules(job.program, job.rewrites,
                                                 control_flow=job.options.converts_control_flow is not None)
+    capture_loop_bodies(job.program, lambda body: job.ruleset.apply_graph_rules(body, job.rewrites))  # growing loops
     if job.options.keep_artifacts:
         job.artifacts["exported_program_after"] = job.program
 

@@ -276,9 +276,18 @@ class CarriedDtypeChanges(nn.Module):
 
 class GrowsByConcatenation(nn.Module):
     def forward(self, x, n):
-        for _ in range(int(n)):  # error-line
+        for _ in range(int(n)):
             x = torch.cat([x, x])
         return x
+
+
+class GrowsAndAppends(nn.Module):
+    def forward(self, x, n):
+        parts = []
+        for _ in range(int(n)):  # error-line
+            x = torch.cat([x, x])
+            parts.append(x.sum(0))
+        return x, torch.stack(parts)
 
 
 class DefinedOnlyInLoop(nn.Module):

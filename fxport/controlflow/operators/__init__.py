@@ -23,6 +23,7 @@ module             what it does
 ``conditionals``   ``if_stmt``/``ifexp``: Python, ``where`` or ``cond``
 ``loops``          ``while_stmt``/``for_stmt``/``range_``/``int_``
 ``loop_lowering``  a data-dependent loop → ``while_loop``
+``growing``        a loop whose carried state grows → one ``fxport::grown_loop`` op call
 ``appender``       lists grown in a data-dependent loop; ``stack``/``cat``
 ``calls``          ``call``: the converted version of a user function
 ``indexing``       ``getitem``/``setitem`` with a traced index

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from fxport.controlflow.operators.values import is_traced, scalar
+from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
 from fxport.errors import ControlFlowError, here
 
 
@@ -70,12 +70,28 @@ def getitem(value, index):
     return result
 
 
+def _one_traced_axis(target, index) -> int | None:
+    """The axis of ``target[:, ..., t]``'s one traced 0-d index (or symbolic size, which torch
+    would specialise) when every other part is ``:``."""
+    if not isinstance(target, torch.Tensor) or not isinstance(index, tuple):
+        return None
+    traced = [i for i, part in enumerate(index)
+              if _is_traced_index(part) or isinstance(part, torch.SymInt) and is_symbolic(part)]
+    plain = all(part == slice(None) for i, part in enumerate(index) if i not in traced)
+    return traced[0] if len(traced) == 1 and plain and len(index) <= target.dim() else None
+
+
 def setitem(target, index, value):
     """``target[index] = value``; with a traced 0-d index the tensor is updated functionally."""
     if isinstance(target, torch.Tensor) and _is_traced_index(index):
         position = _position(index, target.shape[0])
         value = scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
         return torch.index_put(target, (position,), value.unsqueeze(0) if value.dim() else value)
+    axis = _one_traced_axis(target, index)
+    if axis is not None:  # out[:, t] = v: the same along the indexed axis moved to the front
+        position = index[axis] if isinstance(index[axis], torch.Tensor) else scalar(index[axis])
+        moved = setitem(target.movedim(axis, 0), position, value)
+        return moved.movedim(0, axis)
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
         raise ControlFlowError(
             f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",

@@ -21,9 +21,11 @@ Example::
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.appender import Appender, Replay, varies
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.growing import grown_loop
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.rule_names import rule_name
@@ -52,7 +54,11 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     check_side_effects(info, kind)
     names = info.names
     state = _loop_entry_state(state, info, rng)
-    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows)
+    growing = {}
+    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing)
+    if growing:  # an ONNX Loop whose carried values change shape (operators/growing.py)
+        return grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
+                          item_from_rows=item_from_rows, growing=growing)
     loop = _Loop(info, free, body_fn, test_fn, rng, item_from_rows)
     values = _finish_appenders(loop.run(state), state, info, loop)
     two_pass = any(isinstance(v, Appender) and v.mode == "count" for v in values)
@@ -174,11 +180,13 @@ def _loop_entry_state(state, info, rng):
     return tuple(checked)
 
 
-def _promote_numbers(state, free, info, rng, body_fn, item_from_rows):
+def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=None):
     """Carried Python numbers → 0-d tensors of the dtype the body gives them; size appenders.
 
     Runs the body once outside the loop (a probe; its ops are dead code and get removed) to
-    learn the dtypes, shapes and list elements the loop produces, and to check them.
+    learn the dtypes, shapes and list elements the loop produces, and to check them. A tensor
+    that grows (same rank, other sizes) is noted in ``growing`` (state index → axes) instead of
+    refused when ``growing`` is given.
     """
     promoted = [_number_to_tensor(v) for v in state]
     probe_in = [
@@ -203,7 +211,9 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows):
         if isinstance(before, torch.Tensor) and is_number(original):
             after_t = after if isinstance(after, torch.Tensor) else scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
-        _check_carry(name, before, after, info)
+        axes = _check_carry(name, before, after, info, growing is not None and not info.appended)
+        if axes:
+            growing[len(final)] = axes
         final.append(before)
     return tuple(final)
 
@@ -255,7 +265,9 @@ def _allocate(appender: Appender, probed, rng, info):
     return Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
 
 
-def _check_carry(name, before, after, info):
+def _check_carry(name, before, after, info, may_grow: bool = False):
+    """Refuse a carried value whose type changes; with ``may_grow``, return the axes along
+    which a tensor of one rank changes size (a loop whose state grows)."""
     if isinstance(before, torch.Tensor):
         if isinstance(after, Undefined) or after is None:
             fail(f"{info.kind}: loop variable {name!r} has no value after an iteration", info,
@@ -266,12 +278,43 @@ def _check_carry(name, before, after, info):
                  info, f"cast {name!r} to one dtype before the loop")
         if after_t.dim() != before.dim() or not all(same_size(a, b) for a, b in zip(after_t.shape, before.shape)):
             grown = after_t.dim() == before.dim()
+            if grown and may_grow:
+                return tuple(i for i, (a, b) in enumerate(zip(after_t.shape, before.shape)) if not same_size(a, b))
+            if grown and info.appended:  # a growing loop carries tensors only (operators/growing.py)
+                fail(f"{info.kind}: loop variable {name!r} grows from {tuple(before.shape)} to {tuple(after_t.shape)} "
+                     f"in a loop that also appends to list {info.appended[0]!r}", info,
+                     f"grow {info.appended[0]!r} with torch.cat too, or append to lists only")
             fail(f"{info.kind}: loop variable {name!r} changes shape from {tuple(before.shape)} to "
                  f"{tuple(after_t.shape)}" + (" (grown without bound)" if grown else ""), info,
                  "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it")
+    elif may_grow and _tensor_tree(before) and _tensor_tree(after):  # a KV cache per layer: a list of tensors
+        return _check_tree_carry(name, before, after, info)
     elif not isinstance(before, Appender) and after is not before and not (is_number(before) and before == after):
         fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop",
              info, "carry tensors only")
+
+
+def _tensor_tree(value) -> bool:
+    """A list or tuple (nested) whose leaves are all tensors."""
+    if not isinstance(value, (list, tuple)):
+        return False
+    leaves = pytree.tree_leaves(value)
+    return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+
+
+def _check_tree_carry(name, before, after, info) -> dict | None:
+    """``{leaf: axes}`` of the growing leaves of a carried list of tensors (None: none grows,
+    and the list cannot be carried by ``while_loop``, which refuses it as before)."""
+    leaves_before, spec_before = pytree.tree_flatten(before)
+    leaves_after, spec_after = pytree.tree_flatten(after)
+    if spec_before != spec_after:
+        return None
+    axes = {}
+    for leaf, (b, a) in enumerate(zip(leaves_before, leaves_after)):
+        grown = _check_carry(f"{name}{pytree.keystr(pytree.tree_flatten_with_path(before)[0][leaf][0])}", b, a, info, True)
+        if grown:
+            axes[leaf] = grown
+    return axes or None
 
 
 class _Layout:

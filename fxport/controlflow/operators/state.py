@@ -72,6 +72,11 @@ def strategy() -> str:
     return _SESSION[-1].strategy if _SESSION else "auto"
 
 
+def disabled() -> frozenset:
+    """The conversions the current session disabled."""
+    return _SESSION[-1].disabled if _SESSION else frozenset()
+
+
 def is_disabled(rule: str) -> bool:
     """True when the current session disabled the conversion named ``rule``."""
     return bool(_SESSION) and rule in _SESSION[-1].disabled
