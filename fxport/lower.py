@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Callable
 
@@ -60,6 +61,7 @@ def lower(
     """
     counts = node_counts if node_counts is not None else {}
     level = optimize_level(optimize)
+    translation_table = {**SYMBOLIC_TRANSLATIONS, **(translation_table or {})}
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
         with quiet_torch(), torch.no_grad():
             onnx_program = torch.onnx.export(
@@ -94,6 +96,20 @@ def lower(
         return load_weights_into(model, stage.home(model))
     finally:
         stage.cleanup()
+
+
+def _round_symbolic(number, ndigits=None):
+    """``round(n)`` of a symbolic size (ExportDB's dynamic_shape_round): ONNX ``Round`` rounds
+    half to even, as Python does."""
+    from onnxscript import opset18 as op
+
+    if ndigits is not None:
+        raise NotImplementedError("round(x, ndigits) of a symbolic number")
+    return op.Cast(op.Round(op.Cast(number, to=onnx.TensorProto.DOUBLE)), to=onnx.TensorProto.INT64)
+
+
+SYMBOLIC_TRANSLATIONS: dict[Callable, Callable] = {builtins.round: _round_symbolic}
+"""Python builtins on symbolic numbers that the exporter (torch 2.13) has no translation for."""
 
 
 def fuse_ort(model, fusions: dict[str, int] | None = None, translation_table: dict | None = None):
