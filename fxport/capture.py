@@ -40,11 +40,13 @@ from fxport.dynamic_dims import (
     watch_range_narrowing,
 )
 from fxport.errors import ConversionError
+from fxport.frames import chain_stops_at_caller
 from fxport.frames import exception_chain as _exception_chain
 from fxport.load import InputSet
 from fxport.quiet import quiet_torch
 
 
+@chain_stops_at_caller
 def capture(
     module: torch.nn.Module,
     inputs: InputSet,
