@@ -33,6 +33,7 @@ from typing import Any, Callable
 import torch
 
 from fxport.domain import InputDomain
+from fxport.eager_limits import SEARCH_TRIPS, EagerRunStopped, time_limit
 from fxport.errors import ConversionError, SourceLocation
 from fxport.load import InputSet, run_eager
 from fxport.report import AppliedRewrite
@@ -103,12 +104,16 @@ class ExerciseReport:
     constructs: list[ConstructCoverage]
     found_sets: list[InputSet] = dataclasses.field(default_factory=list)
     overflowed: list[str] = dataclasses.field(default_factory=list)  # variations eager overflowed on
+    stopped: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # bound hit → variations
 
     def warnings(self) -> list[str]:
-        """One line per construct with an outcome no input set reached."""
+        """One line per variation whose eager run was stopped, then per construct with an
+        outcome no input set reached."""
         skipped = (f" ({', '.join(self.overflowed)} overflowed to inf/NaN in eager PyTorch and were not used)"
                    if self.overflowed else "")
-        return [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
+        stopped = [f"coverage search: {bound} on {', '.join(names)} (the model may never finish on these "
+                   "values); not used" for bound, names in self.stopped.items()]
+        return stopped + [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
                 f"input set{skipped}: that part of the ONNX model is unverified; add input sets that reach it "
                 "with --inputs-fn (or verify_inputs=)" for c in self.constructs if c.missing()]
 
@@ -130,6 +135,7 @@ def exercise_control_flow(
     install the conversion exactly as the capture did.
     """
     from fxport.controlflow import convert_control_flow
+    from fxport.controlflow.operators import trip_limit as runtime_trip_limit
 
     constructs = _converted_constructs(records)
     if not constructs:
@@ -151,8 +157,12 @@ def exercise_control_flow(
             if candidate is None:
                 continue
             try:
-                outcomes, outputs = _observe_run(model, candidate)
+                with runtime_trip_limit(SEARCH_TRIPS), time_limit():
+                    outcomes, outputs = _observe_run(model, candidate)
             except ConversionError:  # eager rejects these values (out of the model's domain)
+                continue
+            except EagerRunStopped as stop:  # the model may never finish on these values
+                report.stopped.setdefault(stop.describe(), []).append(f"'{candidate.name}'")
                 continue
             if always_finite and not all_finite(outputs):  # overflowed: outside the values the model handles
                 report.overflowed.append(name)
