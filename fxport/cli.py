@@ -227,13 +227,12 @@ def convert(
         mode.progress("load", "start")
         mode.progress("load", "importing torch and the exporter")
         from fxport.load import load_model
-        from fxport.options import Options
+        from fxport.options import Options, check_opset
         from fxport.pipeline import convert as convert_model
 
         mode.progress("load", f"loading {target}")
 
-        if opset is not None and not 7 <= opset <= 30:
-            raise UsageError(f"--opset {opset} is out of range", hint="use an opset between 7 and 30, e.g. 18")
+        check_opset(opset)  # before loading: a usage error costs nothing
         loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets

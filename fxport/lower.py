@@ -78,6 +78,10 @@ def lower(
                 counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc
+    written = onnx_program.model.opset_imports.get("")
+    if opset is not None and written != opset:  # the exporter falls back to its own opset silently
+        raise LoweringError(f"the exporter could not convert this model to opset {opset} (it wrote opset {written})",
+                            hint=f"use --opset {written}, or leave --opset out")
     if level == "ort":
         onnx_program.model = fuse_ort(onnx_program.model, fusions, translation_table)
         counts["ort"] = count_ir_nodes(onnx_program.model)

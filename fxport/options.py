@@ -86,6 +86,7 @@ class Options:
         object.__setattr__(self, "optimize", optimize_level(self.optimize))
         check_precision(self.precision, self.calibration, self.min_cosine)
         check_tolerances(self.atol, self.rtol)
+        check_opset(self.opset)
 
     def replace(self, **changes: Any) -> "Options":
         """A copy with ``changes`` applied (checked like a new value)."""
@@ -115,6 +116,27 @@ def options_from(options: Options | None, overrides: dict[str, Any]) -> Options:
                         f"(known: {', '.join(sorted(Options.field_names()))})")
     base = options if options is not None else Options()
     return base.replace(**overrides) if overrides else base
+
+
+#: The lowest opset fxport writes: torch's dynamo exporter translates at opset 18 and converts
+#: down to 17; asked for less, it wrote opset 18 without a word (torch 2.13).
+MIN_OPSET, MAX_OPSET = 17, 30
+
+
+def check_opset(opset: int | None) -> None:
+    """An opset fxport can write (a usage error naming the range otherwise).
+
+    >>> check_opset(13)
+    Traceback (most recent call last):
+    fxport.errors.UsageError: --opset 13 is below 17, the lowest opset the dynamo exporter writes; use --opset 17 or later, or leave it out (opset 18)
+    """
+    if opset is None:
+        return
+    if opset < MIN_OPSET:
+        raise UsageError(f"--opset {opset} is below {MIN_OPSET}, the lowest opset the dynamo exporter writes",
+                         hint=f"use --opset {MIN_OPSET} or later, or leave it out (opset 18)")
+    if opset > MAX_OPSET:
+        raise UsageError(f"--opset {opset} is out of range", hint=f"use an opset between {MIN_OPSET} and {MAX_OPSET}, e.g. 18")
 
 
 def check_tolerances(atol: float | None, rtol: float | None) -> None:

@@ -1,0 +1,25 @@
+"""What a newcomer running the CLI found (issue 25 items 8-16): options honoured or refused,
+files checked before converting, messages and reports that say what happened."""
+
+import pytest
+import torch
+
+import fxport
+from fxport.errors import UsageError
+from tests.conftest import run_cli
+
+
+@pytest.mark.parametrize("opset", ["13", "16"])
+def test_an_opset_the_exporter_cannot_write_is_a_usage_error(opset):
+    result = run_cli("convert", "tests/models/basic.py:Scale", "--opset", opset)
+    assert result.returncode == 2, result.stderr
+    assert f"--opset {opset} is below 17" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_opset_is_honoured_or_refused_by_the_api_too():
+    with pytest.raises(UsageError, match="--opset 13 is below 17"):
+        fxport.convert(torch.nn.ReLU(), (torch.randn(2, 3),), opset=13)
+    result = fxport.convert(torch.nn.LayerNorm(3).eval(), (torch.randn(2, 3),), opset=17, verify=False)
+    assert result.opset == 17
+    assert {o.version for o in result.model.opset_import if o.domain == ""} == {17}
