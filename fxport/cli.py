@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fxport import __version__, choices
-from fxport.errors import ConversionError, UsageError
+from fxport.errors import ConversionError, OutputWriteError, UsageError
 from fxport.shapes import shape_text
 
 # Start-up budget (``fxport --help`` ≤ 0.3 s): nothing here imports torch, onnx or onnxruntime;
@@ -227,12 +227,16 @@ def convert(
         mode.progress("load", "start")
         mode.progress("load", "importing torch and the exporter")
         from fxport.load import load_model
+        from fxport.files import check_writable
         from fxport.options import Options, check_opset
         from fxport.pipeline import convert as convert_model
 
         mode.progress("load", f"loading {target}")
 
         check_opset(opset)  # before loading: a usage error costs nothing
+        for path in (output, report):  # before converting, not after minutes of it
+            if path is not None:
+                check_writable(path)
         loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets
@@ -254,8 +258,9 @@ def convert(
         return result
 
     def report_failure(exc: ConversionError) -> None:
-        if report is not None and not isinstance(exc, UsageError):
-            write_report(json.dumps({"ok": False, **exc.to_dict()}, indent=2), report)
+        if report is not None and not isinstance(exc, (UsageError, OutputWriteError)):
+            with contextlib.suppress(OutputWriteError):  # the error printed is the run's own
+                write_report(json.dumps({"ok": False, **exc.to_dict()}, indent=2), report)
 
     result = run_guarded(mode, action, on_error=report_failure)
     if mode.as_json:

@@ -23,3 +23,14 @@ def test_opset_is_honoured_or_refused_by_the_api_too():
     result = fxport.convert(torch.nn.LayerNorm(3).eval(), (torch.randn(2, 3),), opset=17, verify=False)
     assert result.opset == 17
     assert {o.version for o in result.model.opset_import if o.domain == ""} == {17}
+
+
+def test_an_unwritable_report_path_is_refused_before_converting(tmp_path):
+    out = tmp_path / "net.onnx"
+    out.write_bytes(b"a good model")
+    result = run_cli("convert", "tests/models/basic.py:Scale", "-o", str(out), "--report", str(tmp_path / "no" / "r.json"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot write {tmp_path / 'no' / 'r.json'}: directory {tmp_path / 'no'} does not exist; "
+        "create the directory or choose another path"]
+    assert "capture" not in result.stdout and out.read_bytes() == b"a good model"
