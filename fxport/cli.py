@@ -434,8 +434,14 @@ def verification_table(rows) -> Table:
         else:
             verdict = "[green]pass[/green]" if row.passed else f"[red]FAIL[/red] {', '.join(row.mismatched_outputs)}"
         table.add_row(escape(row.name), shapes, row.provider.replace("ExecutionProvider", ""),
-                      f"{row.max_abs_error:.2e}", f"{row.max_rel_error:.2e}", f"{row.cosine_similarity:.6f}", verdict)
+                      _measured(row.max_abs_error, ".2e"), _measured(row.max_rel_error, ".2e"),
+                      _measured(row.cosine_similarity, ".6f"), verdict)
     return table
+
+
+def _measured(value: float, spec: str) -> str:
+    """A table cell: the value, or a dash where nothing was measured (a skipped row)."""
+    return "[dim]-[/dim]" if value != value else format(value, spec)
 
 
 def main() -> None:

@@ -34,3 +34,27 @@ def test_an_unwritable_report_path_is_refused_before_converting(tmp_path):
         f"error: cannot write {tmp_path / 'no' / 'r.json'}: directory {tmp_path / 'no'} does not exist; "
         "create the directory or choose another path"]
     assert "capture" not in result.stdout and out.read_bytes() == b"a good model"
+
+
+def test_report_says_ok_and_skipped_rows_are_neither_failures_nor_nan_strings(tmp_path):
+    import json
+
+    from rich.console import Console
+
+    from fxport.cli import verification_table
+    from fxport.inputs import InputSet
+    from fxport.verify import skipped_row
+
+    report = tmp_path / "r.json"
+    result = run_cli("convert", "tests/models/basic.py:Scale", "--report", str(report), "-q")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(report.read_text())
+    assert data["ok"] is True and data["verified"] is True
+    row = skipped_row(InputSet((torch.zeros(0, 4),), {}, "size[batch=0]"), "CPU", "skipped: eager rejects these inputs")
+    as_json = row.to_dict()
+    assert as_json["skipped"] is True and as_json["max_abs_error"] is None and as_json["cosine_similarity"] is None
+    assert "nan" not in json.dumps(as_json).lower()
+    console = Console(width=200, record=True)
+    console.print(verification_table([row]))
+    line = next(text for text in console.export_text().splitlines() if "size[batch=0]" in text)
+    assert "nan" not in line and "FAIL" not in line and "skipped: eager rejects" in line
