@@ -28,6 +28,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import re
 from typing import Any, Callable
 
 import torch
@@ -73,17 +75,25 @@ class ConstructCoverage:
         if not self.is_loop:
             return [f"{side} side" for side in (True, False) if side not in self.outcomes]
         wanted = []
-        if 0 not in self.outcomes:
+        if 0 not in self.outcomes and self.can_run_zero_times():
             wanted.append("0 iterations")
         if not any(trips >= 2 for trips in self.outcomes):
             wanted.append("2+ iterations")
         return wanted
 
+    def can_run_zero_times(self) -> bool:
+        """False for ``while True:`` (``while 1:``): it leaves only through a break, after its
+        first iteration."""
+        if self.kind != "while":
+            return True
+        line = linecache.getline(self.location.filename, self.location.lineno).strip()
+        return not re.fullmatch(r"while\s*\(?\s*(True|1)\s*\)?\s*:.*", line)
+
     def reached_by(self, outcomes: set) -> bool:
         """True when ``outcomes`` holds something this construct still misses."""
         if not self.is_loop:
             return bool(outcomes - self.outcomes)
-        return (0 in outcomes and 0 not in self.outcomes) or (
+        return (0 in outcomes and 0 not in self.outcomes and self.can_run_zero_times()) or (
             any(t >= 2 for t in outcomes) and not any(t >= 2 for t in self.outcomes))
 
     def describe(self) -> str:
@@ -109,7 +119,7 @@ class ExerciseReport:
     def warnings(self) -> list[str]:
         """One line per variation whose eager run was stopped, then per construct with an
         outcome no input set reached."""
-        skipped = (f" ({', '.join(self.overflowed)} overflowed to inf/NaN in eager PyTorch and were not used)"
+        skipped = (f" ({', '.join(self.overflowed)} gave inf/NaN in eager PyTorch and were not used)"
                    if self.overflowed else "")
         stopped = [f"coverage search: {bound} on {', '.join(names)} (the model may never finish on these "
                    "values); not used" for bound, names in self.stopped.items()]
