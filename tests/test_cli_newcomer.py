@@ -58,3 +58,24 @@ def test_report_says_ok_and_skipped_rows_are_neither_failures_nor_nan_strings(tm
     console.print(verification_table([row]))
     line = next(text for text in console.export_text().splitlines() if "size[batch=0]" in text)
     assert "nan" not in line and "FAIL" not in line and "skipped: eager rejects" in line
+
+
+class ReadsTraining(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if self.training else x
+
+
+@pytest.mark.parametrize("make, warned", [
+    (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), False),
+    (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.1)), True),
+    (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)), True),
+    (ReadsTraining, True),
+])
+def test_train_mode_warning_only_where_eval_mode_changes_something(make, warned):
+    from fxport.pipeline import module_left_as_it_was
+
+    model, notes = make(), []
+    with module_left_as_it_was(model, notes):
+        assert not model.training
+    assert model.training
+    assert any("train mode" in note for note in notes) == warned, notes
