@@ -28,6 +28,7 @@ from fxport.capture_failures import (
     SUGGESTED_CONSTANT,
     classify_capture_failure,
     location_named_in_message,
+    source_unavailable,
     traced_location_from_exception,
     why_oblivious_failed,
 )
@@ -105,11 +106,13 @@ def capture(
                 if notes is not None:
                     notes.extend(narrowing_notes(program, grown=example is not inputs))
                 return program
-    _raise_classified(failure)
+    _raise_classified(failure, module)
 
 
-def _raise_classified(exc: Exception) -> None:
+def _raise_classified(exc: Exception, module: torch.nn.Module | None = None) -> None:
     error = classify_capture_failure(exc)
+    if error.where is None and module is not None:  # no line to show: code without source?
+        error = source_unavailable(module) or error
     if error in _exception_chain(exc):  # fxport's own error that torch wrapped: no second cause
         raise error from None
     raise error from exc
