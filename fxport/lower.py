@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Callable
+from typing import Any, Callable
 
 import onnx
 import torch
@@ -193,7 +193,35 @@ def explain_lowering_failure(exc, program, translation_table, opset) -> Exceptio
         return UnsupportedOpsError([(m.op, m.location) for m in missing],
                                    skeleton=rule_skeleton(missing))
     summary = _exporter_summary(exc)
+    failing = _failing_rule(exc, translation_table)
+    if failing is not None:
+        target, name, where = failing
+        return LoweringError(f"the op rule {name!r} for {target} failed: {summary}", where=where,
+                             hint="fix the rule (its ONNX op names and their inputs), or --disable it (`fxport rules` lists rule names)")
     return LoweringError(f"the ONNX exporter failed: {summary}", hint="run with --debug for the full trace")
+
+
+def _failing_rule(exc: BaseException, translation_table) -> tuple[str, str, Any] | None:
+    """(target, rule name, its file:line) of a user's op rule whose body raised during lowering."""
+    import traceback
+
+    from fxport.frames import SourceLocation, exception_chain
+
+    codes = {}
+    for op, translation in (translation_table or {}).items():
+        for cell in getattr(translation, "__closure__", None) or ():
+            inner = cell.cell_contents
+            if callable(inner) and hasattr(inner, "__code__") and getattr(inner, "__name__", "") == translation.__name__:
+                target = (f"{op.namespace}::{op._opname}" + ("" if op._overloadname == "default" else f".{op._overloadname}")
+                          if hasattr(op, "_overloadname") else str(op))
+                codes[inner.__code__] = (target, inner.__name__)
+    found = None
+    for error in exception_chain(exc):
+        for frame, lineno in traceback.walk_tb(error.__traceback__):
+            if frame.f_code in codes:
+                target, name = codes[frame.f_code]
+                found = (target, name, SourceLocation(frame.f_code.co_filename, lineno, name))
+    return found
 
 
 def _exporter_summary(exc: BaseException) -> str:

@@ -39,3 +39,31 @@ def test_a_model_defined_by_exec_gets_a_located_error_not_a_generic_one():
     message = str(info.value)
     assert "cannot convert Net.forward: its source code is not available" in message
     assert "at <string>:3" in message and "define the model in a .py file" in message and "\n" not in message
+
+
+def test_a_broken_op_rule_is_named_at_its_line(tmp_path):
+    """A typo'd ONNX op in a rule body (issue 25 item 15): the error names the rule and its line."""
+    from fxport.errors import LoweringError
+
+    rules = tmp_path / "my_rules.py"
+    rules.write_text("import fxport\nfrom onnxscript import opset18 as op\n\n\n"
+                     "@fxport.onnx_op('aten::special_zeta')\ndef zeta(self, other):\n    return op.Abzz(self)\n")
+
+    class Zeta(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.zeta(x, x)
+
+    with pytest.raises(LoweringError) as info:
+        fxport.convert(Zeta(), (torch.rand(3) + 1,), rules=[str(rules)], verify=False)
+    message = str(info.value)
+    assert "the op rule 'zeta' for aten::special_zeta failed: SchemaError: No schema registered for 'Abzz'" in message
+    assert "my_rules.py:7" in message and "fix the rule" in message
+
+
+def test_unsupported_ops_json_has_the_line_its_message_names():
+    from fxport.errors import SourceLocation, UnsupportedOpsError
+
+    error = UnsupportedOpsError([("aten::i0", SourceLocation("/m/net.py", 12, "forward")), ("aten::zeta", None)])
+    data = error.to_dict()
+    assert data["where"] == SourceLocation("/m/net.py", 12, "forward").to_dict()
+    assert [op["op"] for op in data["ops"]] == ["aten::i0", "aten::zeta"] and data["ops"][1]["where"] is None
