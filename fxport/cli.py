@@ -101,6 +101,7 @@ class OutputMode:
         self.live_enabled = not self.quiet and sys.stdout.isatty() and sys.stderr.isatty()
         self.status = StatusLine()
         self.started = time.perf_counter()
+        self.current_stage = "loading"  # the last stage that started (a Ctrl-C names it)
 
     @contextlib.contextmanager
     def running(self):
@@ -109,14 +110,16 @@ class OutputMode:
         with contextlib.ExitStack() as stack:
             if self.as_json:
                 stack.enter_context(contextlib.redirect_stdout(sys.stderr))
-            if self.live_enabled:
-                stack.enter_context(Live(self.status, console=stderr, transient=True, refresh_per_second=8))
+            if self.live_enabled:  # its own console on the terminal: torch's quiet blocks redirect sys.stderr
+                live_console = Console(file=sys.stderr, stderr=True, soft_wrap=True)
+                stack.enter_context(Live(self.status, console=live_console, transient=True, refresh_per_second=8))
             yield
 
     def progress(self, stage: str, state: str) -> None:
         """The pipeline's progress callback: ``state`` is start, done, or what the stage is doing."""
         if state == "start":
             self.started = time.perf_counter()
+            self.current_stage = stage
             self.status.set(stage)
         elif state == "done":
             if self.live_enabled:
@@ -153,7 +156,11 @@ def run_guarded(mode: OutputMode, action, on_error=None):
                              "rules.py\n", highlight=False)
                 stderr.print(escape(skeleton), highlight=False)
         raise typer.Exit(exc.exit_code)
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:  # say where it stopped; the outputs are written atomically, so none is partial
+        stderr.print(f"[bold red]interrupted[/bold red] during {mode.current_stage} "
+                     f"({time.perf_counter() - mode.started:.1f}s into it)", highlight=False)
+        raise typer.Exit(130)
+    except (typer.Exit, typer.Abort):
         raise
     except Exception as exc:  # a bug in fxport or a library: still one line unless --debug
         if mode.debug:

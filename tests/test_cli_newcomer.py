@@ -79,3 +79,25 @@ def test_train_mode_warning_only_where_eval_mode_changes_something(make, warned)
         assert not model.training
     assert model.training
     assert any("train mode" in note for note in notes) == warned, notes
+
+
+def test_ctrl_c_names_the_stage_it_interrupted():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    code = ("import signal, runpy, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "sys.argv = ['fxport', 'convert', 'tests/models/basic.py:Scale']; runpy.run_module('fxport', run_name='__main__')")
+    env = dict(os.environ, PYTHONPATH=REPO)
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(8)  # into loading or capture
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("interrupted during ") and "s into it)" in line and "Traceback" not in err
