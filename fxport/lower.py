@@ -263,3 +263,68 @@ def _value_infos(graph: onnx.GraphProto):
         yield from each.input
         yield from each.output
         yield from each.value_info
+
+
+def return_names(function) -> list[str] | None:
+    """The names ``function`` returns, when every ``return`` gives the same plain names:
+    ``return logits, hidden`` → ``["logits", "hidden"]``; None otherwise (an expression, a dict,
+    no source).
+
+    >>> def forward(self, x):
+    ...     hidden = x * 2
+    ...     return hidden, x
+    >>> return_names(forward)
+    ['hidden', 'x']
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    definition = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if definition is None:
+        return None
+    found = set()
+    for node in _own_returns(definition):
+        values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+        if not all(isinstance(v, ast.Name) for v in values):
+            return None
+        found.add(tuple(v.id for v in values))
+    return list(found.pop()) if len(found) == 1 else None
+
+
+def _own_returns(node):
+    """The ``return`` statements of a function definition, not of functions nested in it."""
+    import ast
+
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(child, ast.Return):
+            yield child
+        yield from _own_returns(child)
+
+
+def name_outputs(model: onnx.ModelProto, module) -> None:
+    """Rename the graph outputs (``clone_2``, ``add_31``) after what ``forward`` returns, in place,
+    where that is known (:func:`return_names`) and the names are free in the graph."""
+    names = return_names(type(module).forward) if module is not None else None
+    outputs = model.graph.output
+    if not names or len(names) != len(outputs) or len(set(names)) != len(names):
+        return
+    taken = {name for node in iter_nodes(model.graph) for name in (*node.input, *node.output)}
+    taken |= {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    renames = {out.name: new for out, new in zip(outputs, names) if out.name != new}
+    if any(new in taken for new in renames.values()) or len(renames) != len({o.name for o in outputs if o.name in renames}):
+        return
+    for node in iter_nodes(model.graph):
+        for field in (node.input, node.output):
+            for i, name in enumerate(field):
+                if name in renames:
+                    field[i] = renames[name]
+    for value in (*outputs, *model.graph.value_info):
+        if value.name in renames:
+            value.name = renames[value.name]

@@ -34,7 +34,7 @@ from fxport.exercise import exercise_control_flow
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
 from fxport.load import register_output_dataclasses, run_eager
-from fxport.lower import lower, name_dynamic_axes
+from fxport.lower import lower, name_dynamic_axes, name_outputs
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
 from fxport.verify import generate_input_sets
@@ -88,6 +88,7 @@ def lower_to_onnx(job: Conversion) -> None:
     job.ruleset.record_op_rules_fired(job.onnx_model, job.rewrites)
     job.axis_names = dynamic_axes_by_input(job.model, job.example, job.dynamic_shapes)
     name_dynamic_axes(job.onnx_model, job.axis_names)
+    name_outputs(job.onnx_model, job.model)  # after forward's return where known, not clone_2
     record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
 
 
