@@ -103,7 +103,31 @@ def verify_outputs(job: Conversion) -> None:
     """ONNX Runtime against eager on the example, generated sets in the model's domain, the caller's."""
     job.domains, job.bounds = input_domains(job.program, job.example), dynamic_dim_bounds(job.program)
     job.generated = generate_input_sets(job.example, job.axis_names, bounds=job.bounds, domains=job.domains)
-    job.verification = verify_at_precision(job.model, runnable(job), job.input_sets, **verify_options(job))
+    try:
+        job.verification = verify_at_precision(job.model, runnable(job), job.input_sets, **verify_options(job))
+    except VerificationError as exc:
+        _point_at_user_rules(exc, job)
+        raise
+
+
+def _point_at_user_rules(exc: VerificationError, job: Conversion) -> None:
+    """A mismatch where the user's own rules rewrote the model: the hint names them first
+    (their maths is the likeliest cause), not "report the model"."""
+    from fxport.rules.base import BUILTIN_PRIORITY
+
+    mine = []
+    for record in job.rewrites:
+        try:
+            rule = job.ruleset.get(record.rule)
+        except KeyError:
+            continue
+        described = f"{rule.name} ({rule.defined_at})" if rule.defined_at else rule.name
+        if rule.priority != BUILTIN_PRIORITY and rule.tier != "control-flow" and described not in mine:
+            mine.append(described)
+    if mine and exc.hint and "report the model" in exc.hint:
+        exc.hint = (f"your rule{'s' if len(mine) > 1 else ''} {', '.join(mine)} rewrote this model: check "
+                    f"{'their' if len(mine) > 1 else 'its'} maths first (--disable it to compare), then report the model")
+        exc.args = (exc.message,)
 
 
 def exercise_converted_control_flow(job: Conversion) -> None:

@@ -67,3 +67,20 @@ def test_unsupported_ops_json_has_the_line_its_message_names():
     data = error.to_dict()
     assert data["where"] == SourceLocation("/m/net.py", 12, "forward").to_dict()
     assert [op["op"] for op in data["ops"]] == ["aten::i0", "aten::zeta"] and data["ops"][1]["where"] is None
+
+
+def test_a_mismatch_after_a_users_rule_points_at_the_rule(tmp_path):
+    """A rule with wrong maths (issue 25 item 15): the hint names the user's rule, not 'report the model' alone."""
+    from fxport.errors import VerificationError
+
+    rules = tmp_path / "my_rules.py"
+    rules.write_text("import fxport\nfrom onnxscript import opset18 as op\n\n\n"
+                     "@fxport.onnx_op('aten::special_zeta')\ndef zeta(self, other):\n    return op.Add(self, other)\n")
+
+    class Zeta(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.zeta(x, x)
+
+    with pytest.raises(VerificationError) as info:
+        fxport.convert(Zeta(), (torch.rand(3) + 2,), rules=[str(rules)])
+    assert "your rule aten::special_zeta (" in str(info.value) and "my_rules.py:5) rewrote this model" in str(info.value)
