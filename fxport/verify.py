@@ -125,6 +125,8 @@ class OnnxRunner:
         import onnxruntime as ort
 
         options = ort.RunOptions()
+        if limit is not None:
+            options.log_severity_level = 4  # a stopped run's "Exiting due to terminate flag" is ours to report
         try:
             with terminated_after(options, limit):
                 outputs = self.session.run(None, feed, options)
