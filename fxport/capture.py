@@ -28,6 +28,7 @@ from fxport.capture_failures import (
     SUGGESTED_CONSTANT,
     classify_capture_failure,
     location_named_in_message,
+    source_unavailable,
     traced_location_from_exception,
     why_oblivious_failed,
 )
@@ -40,12 +41,14 @@ from fxport.dynamic_dims import (
     watch_range_narrowing,
 )
 from fxport.errors import ConversionError
+from fxport.frames import chain_stops_at_caller
 from fxport.frames import exception_chain as _exception_chain
 from fxport.eager import Signature
 from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
 
 
+@chain_stops_at_caller
 def capture(
     module: torch.nn.Module,
     inputs: InputSet,
@@ -109,11 +112,13 @@ def capture(
                 if notes is not None:
                     notes.extend(narrowing_notes(program, grown=example is not inputs))
                 return program
-    _raise_classified(failure)
+    _raise_classified(failure, module)
 
 
-def _raise_classified(exc: Exception) -> None:
+def _raise_classified(exc: Exception, module: torch.nn.Module | None = None) -> None:
     error = classify_capture_failure(exc)
+    if error.where is None and module is not None:  # no line to show: code without source?
+        error = source_unavailable(module) or error
     if error in _exception_chain(exc):  # fxport's own error that torch wrapped: no second cause
         raise error from None
     raise error from exc

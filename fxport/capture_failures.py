@@ -206,3 +206,23 @@ def _is_other_library(filename: str) -> bool:
         return False
     package = parts[(parts.index("site-packages") if "site-packages" in parts else parts.index("dist-packages")) + 1]
     return package not in ("torch", "fxport", "onnxscript", "onnx", "onnx_ir", "sympy", "functorch", "typing_extensions")
+
+
+def source_unavailable(module) -> ConversionError | None:
+    """For a capture failure with no line to show: the error naming a forward of ``module`` (or of
+    a submodule) defined where fxport cannot read its source (the REPL, stdin, ``exec``), so its
+    control flow could not be converted; None when every forward has a source file."""
+    from fxport.errors import ControlFlowError, SourceLocation
+
+    for sub in module.modules():
+        code = getattr(getattr(type(sub), "forward", None), "__code__", None)
+        if code is None or not code.co_filename.startswith("<") or code.co_filename.startswith("<frozen"):
+            continue
+        name = f"{type(sub).__name__}.forward"
+        return ControlFlowError(
+            f"cannot convert {name}: its source code is not available (defined in {code.co_filename}: the REPL, "
+            "stdin or exec), so its data-dependent control flow was not converted and torch.export cannot capture it",
+            where=SourceLocation(code.co_filename, code.co_firstlineno, name),
+            hint="define the model in a .py file and convert file.py:Name",
+        )
+    return None

@@ -73,6 +73,27 @@ def check_precision(precision: str, calibration: Any = None, min_cosine: float |
         raise _usage_error(f"--min-cosine {min_cosine} is outside [0, 1]", "use e.g. 0.99")
 
 
+#: The lowest opset fxport writes: torch's dynamo exporter translates at opset 18 and converts
+#: down to 17; asked for less, it wrote opset 18 without a word (torch 2.13).
+MIN_OPSET, MAX_OPSET = 17, 30
+
+
+def check_opset(opset: int | None) -> None:
+    """An opset fxport can write (a usage error naming the range otherwise).
+
+    >>> check_opset(13)
+    Traceback (most recent call last):
+    fxport.errors.UsageError: --opset 13 is below 17, the lowest opset the dynamo exporter writes; use --opset 17 or later, or leave it out (opset 18)
+    """
+    if opset is None:
+        return
+    if opset < MIN_OPSET:
+        raise _usage_error(f"--opset {opset} is below {MIN_OPSET}, the lowest opset the dynamo exporter writes",
+                           f"use --opset {MIN_OPSET} or later, or leave it out (opset 18)")
+    if opset > MAX_OPSET:
+        raise _usage_error(f"--opset {opset} is out of range", f"use an opset between {MIN_OPSET} and {MAX_OPSET}, e.g. 18")
+
+
 def check_tolerances(atol: float | None, rtol: float | None) -> None:
     """Tolerances are finite non-negative numbers (a usage error naming the flag otherwise)."""
     for flag, value in (("--atol", atol), ("--rtol", rtol)):

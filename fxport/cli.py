@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fxport import __version__, choices
-from fxport.errors import ConversionError, UsageError
+from fxport.errors import ConversionError, OutputWriteError, UsageError
 from fxport.shapes import shape_text
 
 # Start-up budget (``fxport --help`` ≤ 0.3 s): nothing here imports torch, onnx or onnxruntime;
@@ -101,6 +101,7 @@ class OutputMode:
         self.live_enabled = not self.quiet and sys.stdout.isatty() and sys.stderr.isatty()
         self.status = StatusLine()
         self.started = time.perf_counter()
+        self.current_stage = "loading"  # the last stage that started (a Ctrl-C names it)
 
     @contextlib.contextmanager
     def running(self):
@@ -109,14 +110,16 @@ class OutputMode:
         with contextlib.ExitStack() as stack:
             if self.as_json:
                 stack.enter_context(contextlib.redirect_stdout(sys.stderr))
-            if self.live_enabled:
-                stack.enter_context(Live(self.status, console=stderr, transient=True, refresh_per_second=8))
+            if self.live_enabled:  # its own console on the terminal: torch's quiet blocks redirect sys.stderr
+                live_console = Console(file=sys.stderr, stderr=True, soft_wrap=True)
+                stack.enter_context(Live(self.status, console=live_console, transient=True, refresh_per_second=8))
             yield
 
     def progress(self, stage: str, state: str) -> None:
         """The pipeline's progress callback: ``state`` is start, done, or what the stage is doing."""
         if state == "start":
             self.started = time.perf_counter()
+            self.current_stage = stage
             self.status.set(stage)
         elif state == "done":
             if self.live_enabled:
@@ -153,7 +156,11 @@ def run_guarded(mode: OutputMode, action, on_error=None):
                              "rules.py\n", highlight=False)
                 stderr.print(escape(skeleton), highlight=False)
         raise typer.Exit(exc.exit_code)
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:  # say where it stopped; the outputs are written atomically, so none is partial
+        stderr.print(f"[bold red]interrupted[/bold red] during {mode.current_stage} "
+                     f"({time.perf_counter() - mode.started:.1f}s into it)", highlight=False)
+        raise typer.Exit(130)
+    except (typer.Exit, typer.Abort):
         raise
     except Exception as exc:  # a bug in fxport or a library: still one line unless --debug
         if mode.debug:
@@ -227,13 +234,16 @@ def convert(
         mode.progress("load", "start")
         mode.progress("load", "importing torch and the exporter")
         from fxport.load import load_model
-        from fxport.options import Options
+        from fxport.files import check_writable
+        from fxport.options import Options, check_opset
         from fxport.pipeline import convert as convert_model
 
         mode.progress("load", f"loading {target}")
 
-        if opset is not None and not 7 <= opset <= 30:
-            raise UsageError(f"--opset {opset} is out of range", hint="use an opset between 7 and 30, e.g. 18")
+        check_opset(opset)  # before loading: a usage error costs nothing
+        for path in (output, report):  # before converting, not after minutes of it
+            if path is not None:
+                check_writable(path)
         loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets
@@ -255,8 +265,9 @@ def convert(
         return result
 
     def report_failure(exc: ConversionError) -> None:
-        if report is not None and not isinstance(exc, UsageError):
-            write_report(json.dumps({"ok": False, **exc.to_dict()}, indent=2), report)
+        if report is not None and not isinstance(exc, (UsageError, OutputWriteError)):
+            with contextlib.suppress(OutputWriteError):  # the error printed is the run's own
+                write_report(json.dumps({"ok": False, **exc.to_dict()}, indent=2), report)
 
     result = run_guarded(mode, action, on_error=report_failure)
     if mode.as_json:
@@ -432,8 +443,14 @@ def verification_table(rows) -> Table:
         if row.onnx_error is not None:
             verdict += escape(f" (vs float64: onnx {row.onnx_error:.2g}, eager {row.eager_error:.2g})")
         table.add_row(escape(row.name), shapes, row.provider.replace("ExecutionProvider", ""),
-                      f"{row.max_abs_error:.2e}", f"{row.max_rel_error:.2e}", f"{row.cosine_similarity:.6f}", verdict)
+                      _measured(row.max_abs_error, ".2e"), _measured(row.max_rel_error, ".2e"),
+                      _measured(row.cosine_similarity, ".6f"), verdict)
     return table
+
+
+def _measured(value: float, spec: str) -> str:
+    """A table cell: the value, or a dash where nothing was measured (a skipped row)."""
+    return "[dim]-[/dim]" if value != value else format(value, spec)
 
 
 def main() -> None:

@@ -143,6 +143,15 @@ class UnsupportedOpsError(ConversionError):
             or "write an @fxport.onnx_op rule for each (see `fxport ops TARGET` for skeletons)",
         )
 
+    def to_dict(self) -> dict:
+        """As :meth:`ConversionError.to_dict`; ``where`` is the first op's line (the message names
+        each op's), ``ops`` every op with its line."""
+        data = super().to_dict()
+        first = next((where for _, where in self.ops if where is not None), None)
+        data["where"] = first.to_dict() if first else None
+        data["ops"] = [{"op": op, "where": where.to_dict() if where else None} for op, where in self.ops]
+        return data
+
 
 class LoweringError(ConversionError):
     """The dynamo exporter failed to translate the captured graph to ONNX."""

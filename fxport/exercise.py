@@ -28,12 +28,15 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import re
 from typing import Any, Callable
 
 import torch
 
 from fxport.controlflow.operators.rule_names import conversion_named
 from fxport.domain import InputDomain
+from fxport.eager_limits import SEARCH_TRIPS, EagerRunStopped, time_limit
 from fxport.errors import ConversionError, SourceLocation
 from fxport.eager import run_eager
 from fxport.inputs import InputSet
@@ -74,17 +77,25 @@ class ConstructCoverage:
         if not self.is_loop:
             return [f"{side} side" for side in (True, False) if side not in self.outcomes]
         wanted = []
-        if 0 not in self.outcomes:
+        if 0 not in self.outcomes and self.can_run_zero_times():
             wanted.append("0 iterations")
         if not any(trips >= 2 for trips in self.outcomes):
             wanted.append("2+ iterations")
         return wanted
 
+    def can_run_zero_times(self) -> bool:
+        """False for ``while True:`` (``while 1:``): it leaves only through a break, after its
+        first iteration."""
+        if self.kind != "while":
+            return True
+        line = linecache.getline(self.location.filename, self.location.lineno).strip()
+        return not re.fullmatch(r"while\s*\(?\s*(True|1)\s*\)?\s*:.*", line)
+
     def reached_by(self, outcomes: set) -> bool:
         """True when ``outcomes`` holds something this construct still misses."""
         if not self.is_loop:
             return bool(outcomes - self.outcomes)
-        return (0 in outcomes and 0 not in self.outcomes) or (
+        return (0 in outcomes and 0 not in self.outcomes and self.can_run_zero_times()) or (
             any(t >= 2 for t in outcomes) and not any(t >= 2 for t in self.outcomes))
 
     def describe(self) -> str:
@@ -105,12 +116,16 @@ class ExerciseReport:
     constructs: list[ConstructCoverage]
     found_sets: list[InputSet] = dataclasses.field(default_factory=list)
     overflowed: list[str] = dataclasses.field(default_factory=list)  # variations eager overflowed on
+    stopped: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # bound hit → variations
 
     def warnings(self) -> list[str]:
-        """One line per construct with an outcome no input set reached."""
-        skipped = (f" ({', '.join(self.overflowed)} overflowed to inf/NaN in eager PyTorch and were not used)"
+        """One line per variation whose eager run was stopped, then per construct with an
+        outcome no input set reached."""
+        skipped = (f" ({', '.join(self.overflowed)} gave inf/NaN in eager PyTorch and were not used)"
                    if self.overflowed else "")
-        return [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
+        stopped = [f"coverage search: {bound} on {', '.join(names)} (the model may never finish on these "
+                   "values); not used" for bound, names in self.stopped.items()]
+        return stopped + [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
                 f"input set{skipped}: that part of the ONNX model is unverified; add input sets that reach it "
                 "with --inputs-fn (or verify_inputs=)" for c in self.constructs if c.missing()]
 
@@ -132,6 +147,7 @@ def exercise_control_flow(
     install the conversion exactly as the capture did.
     """
     from fxport.controlflow import convert_control_flow
+    from fxport.controlflow.operators import trip_limit as runtime_trip_limit
 
     constructs = _converted_constructs(records)
     if not constructs:
@@ -153,8 +169,12 @@ def exercise_control_flow(
             if candidate is None:
                 continue
             try:
-                outcomes, outputs = _observe_run(model, candidate)
+                with runtime_trip_limit(SEARCH_TRIPS), time_limit():
+                    outcomes, outputs = _observe_run(model, candidate)
             except ConversionError:  # eager rejects these values (out of the model's domain)
+                continue
+            except EagerRunStopped as stop:  # the model may never finish on these values
+                report.stopped.setdefault(stop.describe(), []).append(f"'{candidate.name}'")
                 continue
             if always_finite and not all_finite(outputs):  # overflowed: outside the values the model handles
                 report.overflowed.append(name)

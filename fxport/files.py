@@ -37,6 +37,29 @@ def write_text_atomically(text: str, path: str | os.PathLike) -> str:
     return write_bytes_atomically(text.encode("utf-8"), path)
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise the :class:`OutputWriteError` a later write to ``path`` would raise, now (before
+    minutes of conversion): it is no directory, and its directory exists and takes a new file.
+
+    >>> check_writable("/nonexistent-dir/report.json")
+    Traceback (most recent call last):
+    fxport.errors.OutputWriteError: cannot write /nonexistent-dir/report.json: directory /nonexistent-dir does not exist; create the directory or choose another path
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise OutputWriteError(f"cannot write {path}: it is a directory", hint="give a file name")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputWriteError(f"cannot write {path}: directory {directory} does not exist",
+                               hint="create the directory or choose another path")
+    try:
+        fd, temp_path = tempfile.mkstemp(prefix=".fxport-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write {path}: {exc.strerror}", hint="choose a writable path") from exc
+    os.close(fd)
+    os.unlink(temp_path)
+
+
 def write_bytes_atomically(data: bytes, path: str | os.PathLike) -> str:
     """Write ``data`` to ``path`` through a temporary file in its directory and a rename."""
     path = os.fspath(path)

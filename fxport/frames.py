@@ -19,7 +19,9 @@ Example::
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import functools
 import os
 import re
 import sys
@@ -99,13 +101,53 @@ def is_user_file(filename: str | None) -> bool:
 
 # --- live frames and exceptions -----------------------------------------------------------
 
+_OUTSIDE: contextvars.ContextVar[frozenset] = contextvars.ContextVar("fxport_outside_exceptions", default=frozenset())
+
+
 def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from (``__cause__``, else ``__context__``), outermost first."""
-    seen: set[int] = set()
+    """``exc`` and the exceptions it was raised from (``__cause__``, else ``__context__``), outermost first.
+
+    Inside a call wrapped in :func:`chain_stops_at_caller`, the walk stops at the exceptions
+    the caller was handling when it called (``convert`` in an ``except ConversionError:``).
+    """
+    seen: set[int] = set(_OUTSIDE.get())
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         yield exc
         exc = exc.__cause__ or exc.__context__
+
+
+def chain_stops_at_caller(function):
+    """Decorator: within ``function``, :func:`exception_chain` ignores the exceptions its caller
+    was handling (they become every new exception's ``__context__``, and are not this call's).
+
+    Example::
+
+        >>> @chain_stops_at_caller
+        ... def inner():
+        ...     try:
+        ...         raise ValueError("new")
+        ...     except ValueError as exc:
+        ...         return [str(e) for e in exception_chain(exc)]
+        >>> try:
+        ...     raise KeyError("earlier")
+        ... except KeyError:
+        ...     inner()
+        ['new']
+    """
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        outside, handling = set(_OUTSIDE.get()), sys.exc_info()[1]
+        while handling is not None and id(handling) not in outside:
+            outside.add(id(handling))
+            handling = handling.__cause__ or handling.__context__
+        token = _OUTSIDE.set(frozenset(outside))
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _OUTSIDE.reset(token)
+
+    return wrapper
 
 
 def user_location_from_traceback(tb: TracebackType | None) -> SourceLocation | None:

@@ -18,8 +18,9 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import re
-from typing import Callable
+from typing import Any, Callable
 
 import onnx
 import torch
@@ -61,8 +62,9 @@ def lower(
     """
     counts = node_counts if node_counts is not None else {}
     level = optimize_level(optimize)
+    translation_table = {**SYMBOLIC_TRANSLATIONS, **(translation_table or {})}
     # loops whose state grows: their bodies are exported first (fxport/grown_loops.py)
-    translation_table = {**(translation_table or {}), **loop_translations(program, opset, translation_table)}
+    translation_table = {**translation_table, **loop_translations(program, opset, translation_table)}
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
         with quiet_torch(), torch.no_grad():
             onnx_program = torch.onnx.export(
@@ -79,6 +81,10 @@ def lower(
                 counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc
+    written = onnx_program.model.opset_imports.get("")
+    if opset is not None and written != opset:  # the exporter falls back to its own opset silently
+        raise LoweringError(f"the exporter could not convert this model to opset {opset} (it wrote opset {written})",
+                            hint=f"use --opset {written}, or leave --opset out")
     if level == "ort":
         onnx_program.model = fuse_ort(onnx_program.model, fusions, translation_table)
         counts["ort"] = count_ir_nodes(onnx_program.model)
@@ -97,6 +103,20 @@ def lower(
         return load_weights_into(model, stage.home(model))
     finally:
         stage.cleanup()
+
+
+def _round_symbolic(number, ndigits=None):
+    """``round(n)`` of a symbolic size (ExportDB's dynamic_shape_round): ONNX ``Round`` rounds
+    half to even, as Python does."""
+    from onnxscript import opset18 as op
+
+    if ndigits is not None:
+        raise NotImplementedError("round(x, ndigits) of a symbolic number")
+    return op.Cast(op.Round(op.Cast(number, to=onnx.TensorProto.DOUBLE)), to=onnx.TensorProto.INT64)
+
+
+SYMBOLIC_TRANSLATIONS: dict[Callable, Callable] = {builtins.round: _round_symbolic}
+"""Python builtins on symbolic numbers that the exporter (torch 2.13) has no translation for."""
 
 
 def fuse_ort(model, fusions: dict[str, int] | None = None, translation_table: dict | None = None):
@@ -176,7 +196,35 @@ def explain_lowering_failure(exc, program, translation_table, opset) -> Exceptio
         return UnsupportedOpsError([(m.op, m.location) for m in missing],
                                    skeleton=rule_skeleton(missing))
     summary = _exporter_summary(exc)
+    failing = _failing_rule(exc, translation_table)
+    if failing is not None:
+        target, name, where = failing
+        return LoweringError(f"the op rule {name!r} for {target} failed: {summary}", where=where,
+                             hint="fix the rule (its ONNX op names and their inputs), or --disable it (`fxport rules` lists rule names)")
     return LoweringError(f"the ONNX exporter failed: {summary}", hint="run with --debug for the full trace")
+
+
+def _failing_rule(exc: BaseException, translation_table) -> tuple[str, str, Any] | None:
+    """(target, rule name, its file:line) of a user's op rule whose body raised during lowering."""
+    import traceback
+
+    from fxport.frames import SourceLocation, exception_chain
+
+    codes = {}
+    for op, translation in (translation_table or {}).items():
+        for cell in getattr(translation, "__closure__", None) or ():
+            inner = cell.cell_contents
+            if callable(inner) and hasattr(inner, "__code__") and getattr(inner, "__name__", "") == translation.__name__:
+                target = (f"{op.namespace}::{op._opname}" + ("" if op._overloadname == "default" else f".{op._overloadname}")
+                          if hasattr(op, "_overloadname") else str(op))
+                codes[inner.__code__] = (target, inner.__name__)
+    found = None
+    for error in exception_chain(exc):
+        for frame, lineno in traceback.walk_tb(error.__traceback__):
+            if frame.f_code in codes:
+                target, name = codes[frame.f_code]
+                found = (target, name, SourceLocation(frame.f_code.co_filename, lineno, name))
+    return found
 
 
 def _exporter_summary(exc: BaseException) -> str:
@@ -218,3 +266,68 @@ def _value_infos(graph: onnx.GraphProto):
         yield from each.input
         yield from each.output
         yield from each.value_info
+
+
+def return_names(function) -> list[str] | None:
+    """The names ``function`` returns, when every ``return`` gives the same plain names:
+    ``return logits, hidden`` → ``["logits", "hidden"]``; None otherwise (an expression, a dict,
+    no source).
+
+    >>> def forward(self, x):
+    ...     hidden = x * 2
+    ...     return hidden, x
+    >>> return_names(forward)
+    ['hidden', 'x']
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    definition = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if definition is None:
+        return None
+    found = set()
+    for node in _own_returns(definition):
+        values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+        if not all(isinstance(v, ast.Name) for v in values):
+            return None
+        found.add(tuple(v.id for v in values))
+    return list(found.pop()) if len(found) == 1 else None
+
+
+def _own_returns(node):
+    """The ``return`` statements of a function definition, not of functions nested in it."""
+    import ast
+
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(child, ast.Return):
+            yield child
+        yield from _own_returns(child)
+
+
+def name_outputs(model: onnx.ModelProto, module) -> None:
+    """Rename the graph outputs (``clone_2``, ``add_31``) after what ``forward`` returns, in place,
+    where that is known (:func:`return_names`) and the names are free in the graph."""
+    names = return_names(type(module).forward) if module is not None else None
+    outputs = model.graph.output
+    if not names or len(names) != len(outputs) or len(set(names)) != len(names):
+        return
+    taken = {name for node in iter_nodes(model.graph) for name in (*node.input, *node.output)}
+    taken |= {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    renames = {out.name: new for out, new in zip(outputs, names) if out.name != new}
+    if any(new in taken for new in renames.values()) or len(renames) != len({o.name for o in outputs if o.name in renames}):
+        return
+    for node in iter_nodes(model.graph):
+        for field in (node.input, node.output):
+            for i, name in enumerate(field):
+                if name in renames:
+                    field[i] = renames[name]
+    for value in (*outputs, *model.graph.value_info):
+        if value.name in renames:
+            value.name = renames[value.name]

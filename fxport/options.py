@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fxport.choices import check_precision, check_tolerances, optimize_level
+from fxport.choices import check_opset, check_precision, check_tolerances, optimize_level
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +87,7 @@ class Options:
         object.__setattr__(self, "optimize", optimize_level(self.optimize))
         check_precision(self.precision, self.calibration, self.min_cosine)
         check_tolerances(self.atol, self.rtol)
+        check_opset(self.opset)
 
     def replace(self, **changes: Any) -> "Options":
         """A copy with ``changes`` applied (checked like a new value)."""

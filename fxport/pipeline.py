@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from typing import Any, Iterator
 
@@ -181,16 +182,38 @@ def failure_keeps_progress(job: Conversion) -> Iterator[None]:
         raise
 
 
+_MODE_DEPENDENT = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm,
+                   torch.nn.modules.instancenorm._InstanceNorm, torch.nn.RNNBase, torch.nn.MultiheadAttention)
+
+
+def _train_mode_matters(model: torch.nn.Module) -> bool:
+    """True when some submodule in train mode computes differently in eval mode: dropout,
+    batch/instance norm, recurrent or attention layers (their dropout), or a forward that reads
+    ``self.training``. A plain fresh module (train mode by default) gets no warning."""
+    for module in model.modules():
+        if not module.training:
+            continue
+        if isinstance(module, _MODE_DEPENDENT):
+            return True
+        forward = getattr(type(module), "forward", None)
+        try:
+            if forward is not None and "training" in inspect.getsource(forward):
+                return True
+        except (OSError, TypeError):
+            continue
+    return False
+
+
 @contextlib.contextmanager
 def module_left_as_it_was(model: torch.nn.Module, warnings_out: list[str]) -> Iterator[None]:
     """Run the block with every submodule in eval mode, restoring each one's flag afterwards."""
     training = {name: m.training for name, m in model.named_modules()}
-    if any(training.values()):
+    if any(training.values()) and _train_mode_matters(model):
         warnings_out.append(
             f"{type(model).__name__} is in train mode; exported and verified in eval mode "
             "(dropout off, batch-norm running statistics), and switched back afterwards"
         )
-        model.eval()
+    model.eval()
     try:
         yield
     finally:

@@ -15,13 +15,34 @@ from typing import Iterator
 
 @contextlib.contextmanager
 def quiet_torch() -> Iterator[None]:
-    """Run the block with log records up to WARNING, Python warnings, stdout and stderr suppressed."""
+    """Run the block with log records up to WARNING, torch's own log records of any level
+    (``E… torch/export/_trace.py:1323] always_classified is unsupported.`` for a capture attempt
+    fxport retries: its handler holds the real stderr), Python warnings, stdout and stderr
+    suppressed."""
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
+    handlers = _torch_handlers()
+    for handler in handlers:
+        handler.addFilter(_drop)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
+        for handler in handlers:
+            handler.removeFilter(_drop)
         logging.disable(previous)
+
+
+def _torch_handlers() -> list[logging.Handler]:
+    """The handlers torch's logging set up (on ``torch`` and on its child loggers, which do not
+    propagate)."""
+    loggers = [logging.getLogger("torch")] + [
+        logger for name, logger in list(logging.root.manager.loggerDict.items())
+        if name.startswith("torch.") and isinstance(logger, logging.Logger)]
+    return list({id(h): h for logger in loggers for h in logger.handlers}.values())
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False

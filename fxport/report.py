@@ -70,8 +70,19 @@ class VerificationRow:
     eager_error: float | None = None
     onnx_error: float | None = None
 
+    @property
+    def skipped(self) -> bool:
+        """A generated input set that did not run (eager rejects it, or a bound stopped it): no
+        comparison, so no errors; it does not fail verification."""
+        return self.note.startswith("skipped")
+
     def to_dict(self) -> dict:
-        return _jsonable(dataclasses.asdict(self))
+        """JSON-ready; errors that were not measured (a skipped row) are ``null``, not ``"nan"``."""
+        data = dataclasses.asdict(self)
+        for key in ("max_abs_error", "max_rel_error", "cosine_similarity"):
+            if data[key] != data[key]:
+                data[key] = None
+        return _jsonable({**data, "skipped": self.skipped})
 
 
 @dataclasses.dataclass
@@ -126,6 +137,7 @@ class ConversionResult:
 
     def to_dict(self) -> dict:
         return {
+            "ok": True,
             "output_path": self.output_path,
             "opset": self.opset,
             "verified": self.verified,

@@ -35,7 +35,7 @@ from fxport.exercise import exercise_control_flow
 from fxport.grown_loops import capture_loop_bodies
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
-from fxport.lower import lower, name_dynamic_axes
+from fxport.lower import lower, name_dynamic_axes, name_outputs
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
 from fxport.verify import generate_input_sets
@@ -98,6 +98,7 @@ def lower_to_onnx(job: Conversion) -> None:
     job.axis_names = dynamic_axes_by_input(job.signature, job.example, job.dynamic_shapes)
     if options.rewrites:  # without rewrites (fxport diff's stock baseline) the file stays as the exporter wrote it
         name_dynamic_axes(job.onnx_model, job.axis_names)
+        name_outputs(job.onnx_model, job.model)  # after forward's return where known, not clone_2
         record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
 
 
@@ -112,7 +113,31 @@ def verify_outputs(job: Conversion) -> None:
     """ONNX Runtime against eager on the example, generated sets in the model's domain, the caller's."""
     job.domains, job.bounds = input_domains(job.program, job.example), dynamic_dim_bounds(job.program)
     job.generated = generate_input_sets(job.example, job.axis_names, bounds=job.bounds, domains=job.domains)
-    job.verification = verify_at_precision(job.model, runnable(job), job.input_sets, **verify_options(job))
+    try:
+        job.verification = verify_at_precision(job.model, runnable(job), job.input_sets, **verify_options(job))
+    except VerificationError as exc:
+        _point_at_user_rules(exc, job)
+        raise
+
+
+def _point_at_user_rules(exc: VerificationError, job: Conversion) -> None:
+    """A mismatch where the user's own rules rewrote the model: the hint names them first
+    (their maths is the likeliest cause), not "report the model"."""
+    from fxport.rules.base import BUILTIN_PRIORITY
+
+    mine = []
+    for record in job.rewrites:
+        try:
+            rule = job.ruleset.get(record.rule)
+        except KeyError:
+            continue
+        described = f"{rule.name} ({rule.defined_at})" if rule.defined_at else rule.name
+        if rule.priority != BUILTIN_PRIORITY and rule.tier != "control-flow" and described not in mine:
+            mine.append(described)
+    if mine and exc.hint and "report the model" in exc.hint:
+        exc.hint = (f"your rule{'s' if len(mine) > 1 else ''} {', '.join(mine)} rewrote this model: check "
+                    f"{'their' if len(mine) > 1 else 'its'} maths first (--disable it to compare), then report the model")
+        exc.args = (exc.message,)
 
 
 def exercise_converted_control_flow(job: Conversion) -> None:

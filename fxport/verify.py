@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -49,6 +50,7 @@ from fxport.compare import (  # noqa: F401 - re-exported
 from fxport.compare import to_numpy as _to_numpy
 from fxport.domain import InputDomain
 from fxport.reference import Float64Reference
+from fxport.eager_limits import SECONDS, EagerRunStopped, terminated_after, time_limit
 from fxport.errors import ConversionError, EagerRunError, VerificationError
 from fxport.errors import first_line as _first_line
 # Generating input sets lives in fxport.input_sets; these names stay importable from here.
@@ -105,7 +107,8 @@ class OnnxRunner:
         self.input_dtypes = [_ORT_FLOAT_TYPES.get(i.type) for i in self.session.get_inputs()]
         self.provider = self.session.get_providers()[0]
 
-    def run(self, inputs: InputSet) -> list[np.ndarray]:
+    def run(self, inputs: InputSet, limit: float | None = None) -> list[np.ndarray]:
+        """ONNX Runtime's outputs; ``limit``: seconds after which the run is stopped (an error)."""
         tensors = [t.detach().cpu() for t in inputs.tensors()]
         if len(tensors) != len(self.input_names):
             raise VerificationError(
@@ -122,9 +125,19 @@ class OnnxRunner:
                 )
         feed = {name: _to_numpy(_as_input_dtype(t, dtype))
                 for name, t, dtype in zip(self.input_names, tensors, self.input_dtypes)}
+        import onnxruntime as ort
+
+        options = ort.RunOptions()
+        if limit is not None:
+            options.log_severity_level = 4  # a stopped run's "Exiting due to terminate flag" is ours to report
         try:
-            outputs = self.session.run(None, feed)
+            with terminated_after(options, limit):
+                outputs = self.session.run(None, feed, options)
         except Exception as exc:
+            if options.terminate:
+                raise VerificationError(f"ONNX Runtime ran past {limit:g} s on the {inputs.name} inputs, "
+                                        "where eager PyTorch finished",
+                                        hint="check the model's loops on these values") from exc
             raise VerificationError(
                 f"ONNX Runtime failed on the {inputs.name} inputs: {_first_line(exc)}",
                 hint="run with --debug; the exported graph may not support these sizes",
@@ -296,7 +309,13 @@ def verify_model(
         if on_input_set is not None:
             on_input_set(prepared.name)
         try:
-            rows.append(verify_one(module_on_device, runner, on_device, acceptance, reference))
+            rows.append(verify_one(module_on_device, runner, on_device, acceptance, reference,
+                                   bounded=id(inputs) in generated))
+        except EagerRunStopped as stop:  # a generated set the model may never finish on
+            rows.append(skipped_row(prepared, runner.provider, f"skipped: {stop.describe()}"))
+            if notes is not None:
+                notes.append(f"verification: {stop.describe()} on the generated input set '{prepared.name}' "
+                             "(the model may never finish on these values); not used")
         except EagerRunError as exc:
             if id(inputs) not in generated and not optional_reference:
                 raise
@@ -364,16 +383,19 @@ def _judged_by_noise(acceptance: Acceptance) -> bool:
 
 
 def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
-               acceptance: Acceptance = Acceptance(),
-               reference: Float64Reference | None = None) -> VerificationRow:
+               acceptance: Acceptance = Acceptance(), reference: Float64Reference | None = None,
+               bounded: bool = False) -> VerificationRow:
     """Eager against ONNX Runtime on one input set; when fixed tolerances fail and ``reference``
-    is given, the float64 run judges whether the difference is float32 noise."""
+    is given, the float64 run judges whether the difference is float32 noise. ``bounded``: inputs
+    fxport made up, both runs limited in time (fxport/eager_limits.py)."""
     shapes = inputs.shapes()
-    expected = run_eager(module, inputs)  # run_eager runs on a copy of the inputs
-    actual = runner.run(inputs)
+    with time_limit() if bounded else contextlib.nullcontext():
+        expected = run_eager(module, inputs)  # run_eager runs on a copy of the inputs
+    actual = runner.run(inputs, limit=SECONDS if bounded else None)
     result = compare(expected, actual, acceptance)
     if not result.passed and reference is not None:
-        truth = reference.run(inputs)
+        with time_limit() if bounded else contextlib.nullcontext():
+            truth = reference.run(inputs)
         if truth is not None:
             result = judge_against_reference(expected, actual, truth.outputs, acceptance, truth.noise)
     noise = result.noise

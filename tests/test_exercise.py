@@ -88,7 +88,7 @@ def test_a_search_set_that_overflows_in_eager_is_not_used():
     result = fxport.convert(ReachedOnlyByOverflow(), ReachedOnlyByOverflow.example_args)
     assert not any(row.name.startswith("search: ") for row in result.verification)
     (warning,) = [w for w in result.warnings if "never reached" in w]
-    assert "True side" in warning and "values ×10, values ×100 overflowed to inf/NaN" in warning
+    assert "True side" in warning and "values ×10, values ×100 gave inf/NaN" in warning
     assert op_counts(result.model).get("Where", 0) + op_counts(result.model).get("If", 0) >= 1
     x = torch.full((4, 3), 7.0)  # exp(70) = 2.5e30: the true side, finite
     torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), ReachedOnlyByOverflow()(x))

@@ -21,6 +21,7 @@ module             what it does
 ``failures``       refusals, also raised from inside bodies dynamo traces
 ``logical``        ``and_``/``or_``/``not_``
 ``conditionals``   ``if_stmt``/``ifexp``: Python, ``where`` or ``cond``
+``size_one``       ``if x.shape[1] == 1:``: that branch sees the size as a static 1
 ``loops``          ``while_stmt``/``for_stmt``/``range_``/``int_``
 ``loop_lowering``  a data-dependent loop → ``while_loop``
 ``growing``        a loop whose carried state grows → one ``fxport::grown_loop`` op call
@@ -53,7 +54,7 @@ from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, setitem
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo
 from fxport.controlflow.operators.logical import and_, not_, or_
-from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, while_stmt
+from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, trip_limit, while_stmt
 from fxport.controlflow.operators.numbers import float_, tolist
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
@@ -94,6 +95,7 @@ __all__ = [
     "setitem",
     "stack",
     "tolist",
+    "trip_limit",
     "use_converter",
     "while_stmt",
 ]

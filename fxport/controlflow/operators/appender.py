@@ -47,7 +47,8 @@ class Appender:
 
     def __init__(self, name: str, initial: list, buf=None, length=None, *, mode: str | None = None,
                  axis: int | None = None, replay: "Replay | None" = None):
-        self.name, self.initial, self.data, self.length = name, initial, buf, length
+        self.name, self.initial = name, initial
+        self._cell = [buf, length]  # see `data`
         self.mode = mode or ("probe" if buf is None else "rows")
         self.axis, self.replay = axis, replay
         self.location = None  # the loop's (refusals from inside its body point there)
@@ -55,6 +56,25 @@ class Appender:
         self.tail: list = []
         self.exact = False
         self.finished = False
+
+    @property
+    def data(self):
+        """The buffer or size sums. Kept in a list cell, not an attribute: torch 2.13's dynamo
+        drops attribute writes made after a nested while_loop in a traced body (an append after
+        an inner loop was lost), while list item writes survive."""
+        return self._cell[0]
+
+    @data.setter
+    def data(self, value):
+        self._cell[0] = value
+
+    @property
+    def length(self):
+        return self._cell[1]
+
+    @length.setter
+    def length(self, value):
+        self._cell[1] = value
 
     @property
     def buf(self):

@@ -29,6 +29,7 @@ import torch.utils._pytree as pytree
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.rule_names import rule_name
+from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.targets import Missing
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note, record, strategy
 from fxport.controlflow.operators.values import (
@@ -72,6 +73,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     pred = predicate(pred, info)
     _check_defined_in_both(args, info)
     _check_appends(args, info)
+    true_fn, false_fn = specialised(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
     if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
     if nested:

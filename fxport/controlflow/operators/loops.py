@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import torch
@@ -29,7 +30,28 @@ from fxport.controlflow.operators.loop_lowering import tensor_loop
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
 from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced
+from fxport.eager_limits import EagerRunStopped
 from fxport.errors import ControlFlowError
+
+_TRIP_LIMIT: list[int | None] = [None]
+
+
+@contextlib.contextmanager
+def trip_limit(trips: int):
+    """Loops run as Python (eagerly) stop with :class:`~fxport.eager_limits.EagerRunStopped`
+    after ``trips`` iterations (the coverage search's inputs; fxport/eager_limits.py)."""
+    previous, _TRIP_LIMIT[0] = _TRIP_LIMIT[0], trips
+    try:
+        yield
+    finally:
+        _TRIP_LIMIT[0] = previous
+
+
+def _count_trip(trips: int, info) -> int:
+    limit = _TRIP_LIMIT[0]
+    if limit is not None and trips >= limit:
+        raise EagerRunStopped(f"the {info.kind} loop ran past {limit} iterations", info.location)
+    return trips + 1
 
 
 class TensorRange:
@@ -93,7 +115,7 @@ def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info):
             note(info, trips)
             return state
         state = tuple(body_fn(*state, *free))
-        trips += 1
+        trips = _count_trip(trips, info)
 
 
 def for_stmt(iterable, body_fn: Callable, args: tuple, info):
@@ -122,7 +144,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
             if flag:
                 break
         state = tuple(body_fn(item, *state, *free))
-        trips += 1
+        trips = _count_trip(trips, info)
     note(info, trips)
     return state
 

@@ -1,0 +1,25 @@
+"""``while True: ... break`` cannot run 0 times (issue 25 item 7): coverage does not search for
+it, so --strict-coverage can pass."""
+
+import torch
+
+import fxport
+
+
+class DoubleUntilLarge(torch.nn.Module):
+    def forward(self, x):
+        while True:
+            x = x * 2
+            if x.abs().sum() > 10:
+                break
+        return x
+
+
+def test_while_true_is_not_asked_for_zero_iterations():
+    model = DoubleUntilLarge().eval()
+    result = fxport.convert(model, (torch.full((3,), 0.5),), strict_coverage=True)
+    assert result.verified
+    (loop,) = [c for c in result.coverage if c["kind"] == "while"]
+    assert loop["missing"] == [] and 0 not in loop["outcomes"]
+    assert not any("never reached" in w for w in result.warnings), result.warnings
+    assert "Loop" in result.op_counts()
