@@ -49,9 +49,9 @@ def batched_nms_onnx(boxes, scores, idxs, iou_threshold: float):
     """Per-class NMS with ONNX NonMaxSuppression; indices by decreasing score."""
     count = op.Shape(boxes, start=0, end=1)
     # torchvision's coordinate trick: boxes + idx * (max coordinate + 1), when numel <= 4000
-    max_coordinate = op.ReduceMax(op.Concat(op.Reshape(boxes, ints(-1)),
-                                            op.CastLike(op.Constant(value_floats=[0.0]), boxes),
-                                            axis=0), keepdims=0)
+    max_coordinate = op.ReduceMax(op.Concat(op.Reshape(boxes, ints(-1)),  # -inf: no boxes
+                                            op.CastLike(op.Constant(value_floats=[float("-inf")]),
+                                                        boxes), axis=0), keepdims=0)
     offsets = op.Mul(op.CastLike(idxs, boxes), op.Add(max_coordinate, const_like(1.0, boxes)))
     shifted = op.Add(boxes, op.Unsqueeze(offsets, ints(1)))
     small = op.LessOrEqual(op.Mul(count, ints(4)), ints(_TRICK_MAX_NUMEL))
@@ -91,6 +91,12 @@ if "torchvision" in sys.modules:
                   priority=fxport.BUILTIN_PRIORITY)
     def batched_nms_call(boxes, scores, idxs, iou_threshold):
         """torchvision's batched_nms as one op (no Python questions on the box count)."""
+        return _BATCHED_NMS(boxes, scores, idxs, float(iou_threshold))
+
+    @fxport.patch("torchvision.ops.batched_nms", name="batched-nms-to-onnx-nms-public",
+                  priority=fxport.BUILTIN_PRIORITY)
+    def public_batched_nms_call(boxes, scores, idxs, iou_threshold):
+        """torchvision.ops.batched_nms (the package's name for it) as one op."""
         return _BATCHED_NMS(boxes, scores, idxs, float(iou_threshold))
 
     @fxport.patch("torchvision.ops.poolers._multiscale_roi_align",
