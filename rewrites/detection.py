@@ -162,3 +162,10 @@ if "torchvision" in sys.modules:
         return torch.stack([
             torch.nn.functional.pad(image, (0, width - image.shape[-1], 0, height - image.shape[-2]))
             for image in images])
+
+    @fxport.patch("torchvision.models.detection._utils._topk_min", name="detection-topk-min-symbolic",
+                  priority=fxport.BUILTIN_PRIORITY)
+    def topk_min(input, orig_kval, axis):
+        """min(k, size) as a symbolic min: the size may be data-dependent (scores kept by a
+        threshold), where Python's min asks a question torch.export cannot answer."""
+        return torch.sym_min(orig_kval, input.size(axis))
