@@ -11,9 +11,10 @@ box. :func:`align_tied_rows` pairs such rows before the comparison:
 - its *rows* are the outputs in the same container of the output structure (one image's
   dict or tuple) whose first dimension has the key's length;
 - a *tie block* is a run of neighbouring key values within the tolerance of each other; inside
-  a block an ONNX row may stand for an eager row when every output of the row agrees within
-  the tolerance (integers exactly). Rows never move out of their block, so a wrong order
-  (ascending for descending, an off-by-one shift) still fails.
+  a block each eager row is paired with the ONNX row closest to it (every output of the row,
+  in units of the tolerance; integers must be equal), then compared as usual. Rows never move
+  out of their block, so a wrong order (ascending for descending, an off-by-one shift) still
+  fails, and a paired row that differs still fails.
 
 What it cannot pair: a tie that changes *which* rows exist (two equal-score boxes of which NMS
 keeps the first, or the last place of a top-k); those still fail.
@@ -148,11 +149,9 @@ def _align_group(eager: list[torch.Tensor], indices: list[int], onnx: list[np.nd
     order = list(range(length))
     moved = 0
     for block in _tie_blocks(want[rows.index(key)], limits(eager[key].dtype)):
-        pairing = _pair_rows(block, want, got, tolerances)
-        if pairing is not None:
-            for eager_row, onnx_row in pairing.items():
-                order[eager_row] = onnx_row
-            moved += sum(1 for e, o in pairing.items() if e != o)
+        for eager_row, onnx_row in _pair_rows(block, want, got, tolerances).items():
+            order[eager_row] = onnx_row
+            moved += eager_row != onnx_row
     if not moved:
         return None
     for k, values in zip(rows, got):
@@ -190,31 +189,34 @@ def _tie_blocks(key: np.ndarray, limit: tuple[float, float]) -> list[list[int]]:
 
 
 def _pair_rows(block: list[int], want: list[np.ndarray], got: list[np.ndarray],
-               tolerances: list) -> dict[int, int] | None:
-    """eager row → ONNX row inside ``block``, every row output agreeing (bipartite matching,
-    same position tried first); None when some eager row has no partner."""
-    def agree(e: int, o: int) -> bool:
-        for w, g, tol in zip(want, got, tolerances):
-            if tol is None:
-                if not np.array_equal(w[e], g[o]):
-                    return False
-            elif not np.allclose(g[o].astype(np.float64), w[e], atol=tol[0], rtol=tol[1], equal_nan=True):
-                return False
-        return True
+               tolerances: list) -> dict[int, int]:
+    """eager row → ONNX row inside ``block``: the pairs that differ least (in units of the
+    tolerance; integers must be equal), cheapest first; eager's order where it already fits.
+    Pairing only decides which rows to compare; the comparison after it judges them."""
+    cost = {(e, o): _distance(e, o, want, got, tolerances) for e in block for o in block}
+    if all(cost[e, e] <= 1.0 for e in block):
+        return {e: e for e in block}
+    pairs: dict[int, int] = {}
+    for (e, o) in sorted(cost, key=lambda pair: (cost[pair], pair[0] != pair[1])):
+        if e not in pairs and o not in pairs.values():
+            pairs[e] = o
+    return pairs
 
-    options = {e: [o for o in sorted(block, key=lambda o: o != e) if agree(e, o)] for e in block}
-    partner: dict[int, int] = {}  # onnx row → eager row
 
-    def place(e: int, visited: set[int]) -> bool:
-        for o in options[e]:
-            if o in visited:
-                continue
-            visited.add(o)
-            if o not in partner or place(partner[o], visited):
-                partner[o] = e
-                return True
-        return False
-
-    if not all(place(e, set()) for e in block):
-        return None
-    return {e: o for o, e in partner.items()}
+def _distance(e: int, o: int, want: list[np.ndarray], got: list[np.ndarray], tolerances: list) -> float:
+    worst = 0.0
+    for w, g, tol in zip(want, got, tolerances):
+        if tol is None:
+            if not np.array_equal(w[e], g[o]):
+                return float("inf")
+            continue
+        a, b = w[e], g[o].astype(np.float64)
+        same_nan = np.isnan(a) == np.isnan(b)
+        if not same_nan.all():
+            return float("inf")
+        finite = np.isfinite(a) & np.isfinite(b)
+        if not np.array_equal(a[~finite & ~np.isnan(a)], b[~finite & ~np.isnan(b)]):
+            return float("inf")
+        if finite.any():
+            worst = max(worst, float((np.abs(a[finite] - b[finite]) / (tol[0] + tol[1] * np.abs(a[finite]))).max()))
+    return worst

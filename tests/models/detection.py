@@ -10,8 +10,12 @@ random weights still give detections to compare (a threshold of 0.05 keeps none 
 
 import torch
 from torch import nn
+from torch.export import Dim
 
-IMAGE_DIMS = {"image0": {1: "height0", 2: "width0"}, "image1": {1: "height1", 2: "width1"}}
+#: Images of 32 to 512 pixels a side: smaller ones (a picture 2 pixels tall) are no input for a
+#: detector, and on them many boxes tie exactly (zero padding everywhere).
+IMAGE_DIMS = {f"image{i}": {1: Dim(f"height{i}", min=32, max=512), 2: Dim(f"width{i}", min=32, max=512)}
+              for i in range(2)}
 
 
 def seeded(build, **kwargs):
