@@ -137,5 +137,5 @@ class FlowRAFT(nn.Module):
 
     def example_inputs(self):
         generator = torch.Generator().manual_seed(1)
-        return (torch.rand(2, 3, 64, 96, generator=generator) * 2 - 1,
-                torch.rand(2, 3, 64, 96, generator=generator) * 2 - 1)
+        return (torch.rand(2, 3, 128, 160, generator=generator) * 2 - 1,
+                torch.rand(2, 3, 128, 160, generator=generator) * 2 - 1)

@@ -1,0 +1,48 @@
+"""torchvision detection, video and optical-flow models convert and verify end to end
+(tests/models/detection.py; docs/vision-models.md, "Detection, video, optical flow").
+
+Each run compares eager PyTorch with ONNX Runtime on the example, fresh values and other image
+sizes per image (the verify stage); these tests check that it ran on detections that exist,
+at other sizes than the example, through the rules that make it possible.
+"""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+import torch
+
+from fxport.report import count_ops
+from tests.conftest import run_cli
+
+pytest.importorskip("torchvision")
+
+
+def passed_rows(report: dict) -> list[dict]:
+    return [row for row in report["verification"] if not row["note"].startswith("skipped")]
+
+
+@pytest.mark.slow
+def test_faster_rcnn_converts_from_the_cli_with_its_own_size_per_image(tmp_path):
+    from tests.models.detection import FasterRCNN
+
+    out = tmp_path / "frcnn.onnx"
+    done = run_cli("convert", "tests/models/detection.py:FasterRCNN", "-o", str(out), "--json",
+                   timeout=1800)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    rows = passed_rows(report)
+    assert all(row["passed"] for row in rows)
+    example_shapes = rows[0]["input_shapes"]
+    assert sum(row["input_shapes"] != example_shapes for row in rows) >= 5  # other sizes ran
+    rules = {rewrite["rule"] for rewrite in report["rewrites"]}
+    assert {"batched-nms-to-onnx-nms", "multiscale-roi-align-symbolic", "detection-resize-symbolic",
+            "detection-batch-symbolic", "fxport_vision::batched_nms"} <= rules
+    ops = count_ops(onnx.load(str(out)).graph)
+    assert ops.get("NonMaxSuppression", 0) >= 2 and ops.get("RoiAlign", 0) >= 1
+    model = FasterRCNN()
+    with torch.no_grad():
+        detections = model(*model.example_inputs())
+    assert all(len(d["boxes"]) == 20 for d in detections)  # compared detections, not empty lists
