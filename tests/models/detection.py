@@ -121,8 +121,10 @@ class VideoR3D(nn.Module):
 class FlowRAFT(nn.Module):
     """raft_small: two frames (batch, 3, H, W), H and W multiples of 8, batch dynamic."""
 
-    example_dynamic_shapes = {"image1": {0: "batch", 2: "height", 3: "width"},
-                              "image2": {0: "batch", 2: "height", 3: "width"}}
+    _batch, _h8, _w8 = Dim("batch"), Dim("h8", min=16, max=64), Dim("w8", min=16, max=64)
+    #: height and width: multiples of 8 from 128 (RAFT's minimum) to 512
+    example_dynamic_shapes = {"image1": {0: _batch, 2: 8 * _h8, 3: 8 * _w8},
+                              "image2": {0: _batch, 2: 8 * _h8, 3: 8 * _w8}}
 
     def __init__(self, num_flow_updates: int = 3):
         super().__init__()
