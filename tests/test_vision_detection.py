@@ -46,3 +46,35 @@ def test_faster_rcnn_converts_from_the_cli_with_its_own_size_per_image(tmp_path)
     with torch.no_grad():
         detections = model(*model.example_inputs())
     assert all(len(d["boxes"]) == 20 for d in detections)  # compared detections, not empty lists
+
+
+def convert_target(name: str, tmp_path):
+    """fxport.convert on a target of tests/models/detection.py, as the API user calls it."""
+    import fxport
+    from tests.models import detection
+
+    model = getattr(detection, name)()
+    return fxport.convert(model, model.example_inputs(), dynamic_shapes=model.example_dynamic_shapes,
+                          output=str(tmp_path / f"{name}.onnx"))
+
+
+@pytest.mark.slow
+def test_r3d_18_converts_with_a_dynamic_clip_length(tmp_path):
+    result = convert_target("VideoR3D", tmp_path)
+    rows = [row for row in result.verification if not row.note.startswith("skipped")]
+    assert all(row.passed for row in rows)
+    frames = {row.input_shapes[0][2] for row in rows}
+    assert {1, 2, 8} <= frames and max(frames) > 8  # clips shorter and longer than the example
+    assert {row.input_shapes[0][0] for row in rows} >= {0, 1, 2}  # and other batch sizes
+
+
+@pytest.mark.slow
+def test_raft_small_converts_with_a_dynamic_batch_and_sizes_in_multiples_of_8(tmp_path):
+    result = convert_target("FlowRAFT", tmp_path)
+    rows = [row for row in result.verification if not row.note.startswith("skipped")]
+    assert all(row.passed for row in rows)
+    shapes = [row.input_shapes[0] for row in rows]
+    assert {shape[0] for shape in shapes} >= {1, 2, 3}  # batch 2 in the example, others verified
+    assert all(shape[2] % 8 == 0 and shape[3] % 8 == 0 for shape in shapes)
+    assert len({(shape[2], shape[3]) for shape in shapes}) >= 3
+    assert "raft-split-frames" in {rewrite.rule for rewrite in result.rewrites}
