@@ -29,8 +29,10 @@ def test_faster_rcnn_converts_from_the_cli_with_its_own_size_per_image(tmp_path)
     from tests.models.detection import FasterRCNN
 
     out = tmp_path / "frcnn.onnx"
+    # boxes are in pixels: 0.01 px absolute; the dtype default (1e-4 + 1e-3·|x|) refuses float32's
+    # own noise on coordinates near 0 (eager float32 vs float64: 2e-3 px on these random weights)
     done = run_cli("convert", "tests/models/detection.py:FasterRCNN", "-o", str(out), "--json",
-                   timeout=1800)
+                   "--atol", "0.01", timeout=1800)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(done.stdout)
     rows = passed_rows(report)
