@@ -3,9 +3,9 @@
 Faster R-CNN, Mask R-CNN, Keypoint R-CNN, RetinaNet, FCOS, SSD and SSDlite end in
 data-dependent library code: score thresholds and ``remove_small_boxes`` keep a data-dependent
 number of boxes, batched NMS keeps fewer, and the RoI heads pool features of those boxes.
-torch.export traces that code with data-dependent (unbacked) sizes except at three places that
-ask a Python question about such a size; these patch rules answer them without changing what
-is computed (each equals torchvision's function on every input):
+torch.export traces that code with data-dependent (unbacked) sizes except where it asks a Python
+question about such a size or about image sizes; these patch rules answer them without
+changing what is computed (each equals torchvision's function on every input):
 
 - ``torchvision.ops.boxes.batched_nms`` asks ``boxes.numel() > 4000`` to pick between a
   per-class loop and the coordinate-offset trick, and the trick asks ``numel() == 0``. The
@@ -23,6 +23,13 @@ is computed (each equals torchvision's function on every input):
   along their static dimension (``unflatten``), which is what the branch does whenever it
   runs; with no boxes it gives (0, K, 4) where torchvision gives (0, 4K), and every
   torchvision caller reshapes both to the same (0, 4).
+- ``_topk_min`` takes ``min(k, size)`` in Python; the patch uses ``torch.sym_min``.
+- ``GeneralizedRCNNTransform`` compares image sizes in Python (``min(h, w)`` in
+  ``_resize_image_and_masks``, ``max`` over the images in ``batch_images``), which bakes the
+  example's aspect ratio and the larger image into the file; the patches compute the scale and
+  the padded size with ``torch.sym_min`` / ``torch.sym_max`` (padding rounded up with
+  ``(s + d - 1) // d``: the exporter lowers ``//`` of a negative size with ONNX ``Div``, which
+  truncates).
 
 The rules exist once torchvision is imported in the process (fxport collects its built-ins
 again when it appears, ``OPTIONAL_OP_LIBRARIES``). docs/vision-models.md shows the models.
