@@ -37,7 +37,8 @@ def nms_case(n: int, classes: int, seed: int):
 NMS_DIMS = {"boxes": {0: "n"}, "scores": {0: "n"}, "idxs": {0: "n"}}
 
 
-@pytest.mark.parametrize("module", [BatchedNMS(), BoxesBatchedNMS()], ids=["ops", "ops.boxes"])
+@pytest.mark.parametrize("module", [pytest.param(BatchedNMS(), marks=pytest.mark.slow), BoxesBatchedNMS()],
+                         ids=["ops", "ops.boxes"])
 def test_batched_nms_equals_eager_for_every_box_count_and_both_of_torchvisions_strategies(module):
     # 0, 1, 2 boxes; 300 (torchvision offsets boxes per class); 1200 (it runs NMS per class)
     cases = [nms_case(n, classes, seed) for seed, (n, classes) in
