@@ -5,7 +5,8 @@ judge outputs here, with one set of criteria (:class:`Acceptance`): eager output
 the way the exporter flattens them (:func:`flatten_outputs`); shapes and the output count must
 agree; integer and bool outputs must be equal; float outputs must satisfy ``|onnx - eager| ≤
 atol + rtol·|eager|`` on finite values with dtype-aware default tolerances (:data:`TOLERANCES`),
-and NaN / +inf / -inf must sit at the same positions; or, for quantised models, the cosine
+and NaN / +inf / -inf must sit at the same positions (rows of outputs a sort orders are paired
+first where their keys tie, :mod:`fxport.ties`); or, for quantised models, the cosine
 similarity must reach ``min_cosine`` (shapes and NaN/inf positions still agreeing).
 
 Example::
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 from fxport.capture import number_as_tensor
+from fxport.ties import align_tied_rows
 
 #: (absolute, relative) tolerance per output dtype.
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -55,6 +57,14 @@ class Acceptance:
     min_cosine: float | None = None
     atol: float | None = None
     rtol: float | None = None
+    #: flat indices of the outputs a sort orders (their tied rows may be paired, fxport/ties.py);
+    #: None: any sorted 1-D float output may be such a key (no program to ask).
+    sort_keys: frozenset[int] | None = None
+
+    def limits(self, dtype: torch.dtype) -> tuple[float, float]:
+        """(atol, rtol) for float outputs of ``dtype`` under this acceptance."""
+        atol, rtol = TOLERANCES.get(self.tolerance_dtype or dtype, TOLERANCES[torch.float32])
+        return (atol if self.atol is None else self.atol, rtol if self.rtol is None else self.rtol)
 
 
 @dataclasses.dataclass
@@ -78,6 +88,10 @@ class Comparison:
     outputs: list[OutputComparison]
     cosine: float
     noise: "NoiseJudgement | None" = None
+    #: how outputs were paired before comparing (tied sort keys, fxport/ties.py).
+    notes: list[str] = dataclasses.field(default_factory=list)
+    #: the ONNX outputs as compared (after that pairing); None when not recorded.
+    compared: list[np.ndarray] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -108,13 +122,21 @@ def compare(eager_outputs: Any, onnx_outputs: Sequence[Any], acceptance: Accepta
     expected = flatten_outputs(eager_outputs)
     actual = [np.asarray(value) for value in onnx_outputs]
     outputs, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype, acceptance.atol, acceptance.rtol)
+    notes: list[str] = []
+    if not all(c.passed for c in outputs) and acceptance.min_cosine is None:
+        paired = align_tied_rows(eager_outputs, actual, acceptance.limits, acceptance.sort_keys)
+        if paired.notes:
+            actual = [np.asarray(value) for value in paired.outputs]
+            outputs, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype,
+                                              acceptance.atol, acceptance.rtol)
+            notes = paired.notes
     if acceptance.min_cosine is not None:
         good_cosine = cosine >= acceptance.min_cosine
         outputs = [dataclasses.replace(c, passed=c.structural_ok and good_cosine,
                                        detail=c.detail if not c.structural_ok or good_cosine
                                        else f"{c.name}: cosine {cosine:.4f} < {acceptance.min_cosine}")
                    for c in outputs]
-    return Comparison(outputs, cosine)
+    return Comparison(outputs, cosine, notes=notes, compared=actual)
 
 
 #: A float output whose fixed tolerances fail still passes when its distance to the float64
@@ -170,7 +192,7 @@ def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], referenc
     """
     fixed = compare(expected, onnx_outputs, acceptance)
     expected_flat, reference_flat = flatten_outputs(expected), flatten_outputs(reference)
-    actual = [np.asarray(value) for value in onnx_outputs]
+    actual = fixed.compared if fixed.compared is not None else [np.asarray(value) for value in onnx_outputs]
     if len(expected_flat) != len(reference_flat) or len(actual) != len(expected_flat):
         return fixed
     outputs, eager_errors, onnx_errors = [], [0.0], [0.0]
@@ -184,7 +206,8 @@ def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], referenc
         eager_errors.append(eager_error)
         onnx_errors.append(onnx_error)
         outputs.append(dataclasses.replace(row, passed=detail == "", structural_ok=True, detail=detail))
-    return Comparison(outputs, fixed.cosine, NoiseJudgement(max(eager_errors), max(onnx_errors)))
+    return Comparison(outputs, fixed.cosine, NoiseJudgement(max(eager_errors), max(onnx_errors)),
+                      notes=fixed.notes, compared=actual)
 
 
 def _judge_one(name: str, want: torch.Tensor, got: np.ndarray, reference: torch.Tensor,

@@ -38,6 +38,7 @@ from fxport.files import write_atomically
 from fxport.lower import lower, name_dynamic_axes, name_outputs
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
+from fxport.ties import sorted_output_indices
 from fxport.verify import generate_input_sets
 
 
@@ -220,6 +221,7 @@ def verify_options(job: Conversion) -> dict[str, Any]:
         if job.staging.home(job.float_model) else job.float_model, min_cosine=options.min_cosine,
         device=job.device, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
         generated_sets=job.generated, notes=job.warnings, atol=options.atol, rtol=options.rtol,
+        sort_keys=sorted_output_indices(job.program) if job.program is not None else None,
         on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
     )
 

@@ -213,6 +213,7 @@ def verify_model(
     rtol: float | None = None,
     on_input_set: Callable[[str], None] | None = None,
     generated_sets: list[InputSet] | None = None,
+    sort_keys: frozenset[int] | None = None,
 ) -> list[VerificationRow]:
     """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
 
@@ -225,9 +226,10 @@ def verify_model(
     ``rtol`` replace the dtype tolerances of float outputs; ``on_input_set(name)`` is called
     before each input set runs (the CLI's live status line). ``generated_sets``: the
     :func:`generate_input_sets` result when the caller already drew it (the pipeline reuses it
-    for the coverage pass); None draws them here.
+    for the coverage pass); None draws them here. ``sort_keys``: flat indices of the outputs a
+    sort orders (:func:`fxport.ties.sorted_output_indices`), whose tied rows may be paired.
     """
-    acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol)
+    acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol, sort_keys=sort_keys)
     runner = OnnxRunner(model, device)
     candidates = list(input_sets)
     if generate:
@@ -346,4 +348,5 @@ def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
         mismatched_outputs=result.mismatched,
         eager_error=noise.eager_error if noise else None,
         onnx_error=noise.onnx_error if noise else None,
+        note="; ".join(result.notes),
     )

@@ -221,7 +221,7 @@ def load_rule_file(path: str | os.PathLike) -> types.ModuleType:
 #: Libraries whose custom ops built-in rules translate once the library is imported (their ops
 #: do not exist before): the built-ins are collected again when one of them appears, so a
 #: process that used fxport before importing transformers still gets the MoE rule.
-OPTIONAL_OP_LIBRARIES = ("transformers",)
+OPTIONAL_OP_LIBRARIES = ("transformers", "torchvision")
 
 _builtin_cache: dict[frozenset, list[Rule]] = {}
 

@@ -1,0 +1,178 @@
+"""torchvision detection models: post-processing captured whole, NMS lowered to ONNX NMS.
+
+Faster R-CNN, Mask R-CNN, Keypoint R-CNN, RetinaNet, FCOS, SSD and SSDlite end in
+data-dependent library code: score thresholds and ``remove_small_boxes`` keep a data-dependent
+number of boxes, batched NMS keeps fewer, and the RoI heads pool features of those boxes.
+torch.export traces that code with data-dependent (unbacked) sizes except where it asks a Python
+question about such a size or about image sizes; these patch rules answer them without
+changing what is computed (each equals torchvision's function on every input):
+
+- ``torchvision.ops.boxes.batched_nms`` asks ``boxes.numel() > 4000`` to pick between a
+  per-class loop and the coordinate-offset trick, and the trick asks ``numel() == 0``. The
+  patch calls ``fxport_vision::batched_nms``, a custom op that runs torchvision's function in
+  eager mode and is translated (op rule below) to one ONNX ``NonMaxSuppression`` over a
+  class × box score matrix, i.e. NMS per class like the loop; below torchvision's size
+  threshold the boxes are first offset per class exactly as the trick offsets them, so the IoU
+  arithmetic is the one eager does either way. Kept indices are ordered by decreasing score
+  (``TopK``); boxes with equal scores may come out in another order than eager's.
+- ``torchvision.ops.poolers._multiscale_roi_align`` takes ``len(rois)`` as a Python int; the
+  patch reads ``rois.shape[0]`` (a symbolic size) and scatters each level's ``roi_align``
+  result with ``index_put`` as torchvision does. ``roi_align`` itself is translated by
+  torch.onnx (ONNX ``RoiAlign``).
+- ``BoxCoder.decode`` reshapes with ``if box_sum > 0``; the patch reshapes the decoded boxes
+  along their static dimension (``unflatten``), which is what the branch does whenever it
+  runs; with no boxes it gives (0, K, 4) where torchvision gives (0, 4K), and every
+  torchvision caller reshapes both to the same (0, 4).
+- ``_topk_min`` takes ``min(k, size)`` in Python; the patch uses ``torch.sym_min``.
+- ``GeneralizedRCNNTransform`` compares image sizes in Python (``min(h, w)`` in
+  ``_resize_image_and_masks``, ``max`` over the images in ``batch_images``), which bakes the
+  example's aspect ratio and the larger image into the file; the patches compute the scale and
+  the padded size with ``torch.sym_min`` / ``torch.sym_max`` (padding rounded up with
+  ``(s + d - 1) // d``: the exporter lowers ``//`` of a negative size with ONNX ``Div``, which
+  truncates).
+
+The rules exist once torchvision is imported in the process (fxport collects its built-ins
+again when it appears, ``OPTIONAL_OP_LIBRARIES``). docs/vision-models.md shows the models.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from onnxscript import ir
+from onnxscript import opset18 as op
+
+import fxport
+from fxport.rewrites._helpers import const_like, ints
+
+_INT64_MAX = 0x7FFFFFFFFFFFFFFF
+#: torchvision's batched_nms offsets boxes per class (the "coordinate trick") up to this many
+#: coordinates on CPU and runs NMS per class above it (torchvision/ops/boxes.py).
+_TRICK_MAX_NUMEL = 4000
+
+
+def batched_nms_onnx(boxes, scores, idxs, iou_threshold: float):
+    """Per-class NMS with ONNX NonMaxSuppression; indices by decreasing score."""
+    count = op.Shape(boxes, start=0, end=1)
+    # torchvision's coordinate trick: boxes + idx * (max coordinate + 1), when numel <= 4000
+    max_coordinate = op.ReduceMax(op.Concat(op.Reshape(boxes, ints(-1)),  # -inf: no boxes
+                                            op.CastLike(op.Constant(value_floats=[float("-inf")]),
+                                                        boxes), axis=0), keepdims=0)
+    offsets = op.Mul(op.CastLike(idxs, boxes), op.Add(max_coordinate, const_like(1.0, boxes)))
+    shifted = op.Add(boxes, op.Unsqueeze(offsets, ints(1)))
+    small = op.LessOrEqual(op.Mul(count, ints(4)), ints(_TRICK_MAX_NUMEL))
+    nms_boxes = op.Where(small, shifted, boxes)
+    # one row of scores per class; boxes of other classes get -inf, below the score threshold
+    classes = op.Add(op.ReduceMax(op.Concat(op.Cast(idxs, to=ir.DataType.INT64), ints(-1),
+                                            axis=0), keepdims=0), op.Constant(value_int=1))
+    class_ids = op.Range(op.Constant(value_int=0), classes, op.Constant(value_int=1))
+    member = op.Equal(op.Unsqueeze(class_ids, ints(1)),
+                      op.Unsqueeze(op.Cast(idxs, to=ir.DataType.INT64), ints(0)))
+    float_scores = op.Cast(scores, to=ir.DataType.FLOAT)
+    class_scores = op.Where(member, op.Unsqueeze(float_scores, ints(0)),
+                            op.Constant(value_float=float("-inf")))
+    selected = op.NonMaxSuppression(
+        op.Unsqueeze(op.Cast(nms_boxes, to=ir.DataType.FLOAT), ints(0)),
+        op.Unsqueeze(class_scores, ints(0)),
+        op.Constant(value_ints=[_INT64_MAX]),
+        op.Constant(value_floats=[iou_threshold]),
+        op.Constant(value_floats=[-3.4028234663852886e38]),
+    )
+    keep = op.Reshape(op.Slice(selected, ints(2), ints(3), ints(1)), ints(-1))
+    _, order = op.TopK(op.Gather(float_scores, keep), op.Shape(keep), largest=1, sorted=1)
+    return op.Gather(keep, order)
+
+
+if "torchvision" in sys.modules:
+    from fxport.rewrites._vision_ops import batched_nms_op
+
+    _BATCHED_NMS = batched_nms_op()
+
+    @fxport.onnx_op(_BATCHED_NMS, opset=18, priority=fxport.BUILTIN_PRIORITY)
+    def batched_nms(boxes, scores, idxs, iou_threshold: float):
+        """Batched NMS (torchvision) as ONNX NonMaxSuppression per class, kept by score."""
+        return batched_nms_onnx(boxes, scores, idxs, iou_threshold)
+
+    @fxport.patch("torchvision.ops.boxes.batched_nms", name="batched-nms-to-onnx-nms",
+                  priority=fxport.BUILTIN_PRIORITY)
+    def batched_nms_call(boxes, scores, idxs, iou_threshold):
+        """torchvision's batched_nms as one op (no Python questions on the box count)."""
+        return _BATCHED_NMS(boxes, scores, idxs, float(iou_threshold))
+
+    @fxport.patch("torchvision.ops.batched_nms", name="batched-nms-to-onnx-nms-public",
+                  priority=fxport.BUILTIN_PRIORITY)
+    def public_batched_nms_call(boxes, scores, idxs, iou_threshold):
+        """torchvision.ops.batched_nms (the package's name for it) as one op."""
+        return _BATCHED_NMS(boxes, scores, idxs, float(iou_threshold))
+
+    @fxport.patch("torchvision.ops.poolers._multiscale_roi_align",
+                  name="multiscale-roi-align-symbolic", priority=fxport.BUILTIN_PRIORITY)
+    def multiscale_roi_align(x_filtered, boxes, output_size, sampling_ratio, scales, mapper):
+        """torchvision's multi-level RoIAlign with the RoI count kept symbolic."""
+        from torchvision.ops import poolers
+        from torchvision.ops.roi_align import roi_align
+
+        if scales is None or mapper is None:
+            raise ValueError("scales and mapper should not be None")
+        rois = poolers._convert_to_roi_format(boxes)
+        if len(x_filtered) == 1:
+            return roi_align(x_filtered[0], rois, output_size=output_size,
+                             spatial_scale=scales[0], sampling_ratio=sampling_ratio)
+        levels = mapper(boxes)
+        first = x_filtered[0]
+        result = torch.zeros((rois.shape[0], first.shape[1]) + tuple(output_size),
+                             dtype=first.dtype, device=first.device)
+        for level, (feature, scale) in enumerate(zip(x_filtered, scales)):
+            in_level = torch.where(levels == level)[0]
+            pooled = roi_align(feature, rois[in_level], output_size=output_size,
+                               spatial_scale=scale, sampling_ratio=sampling_ratio)
+            result = result.index_put((in_level,), pooled.to(result.dtype))
+        return result
+
+    @fxport.patch("torchvision.models.detection._utils.BoxCoder.decode",
+                  name="box-decode-symbolic", priority=fxport.BUILTIN_PRIORITY)
+    def box_decode(self, rel_codes, boxes):
+        """BoxCoder.decode without the Python branch on the (data-dependent) box count."""
+        concat_boxes = torch.cat(boxes, dim=0)
+        if rel_codes.dim() != 2:
+            rel_codes = rel_codes.reshape(concat_boxes.shape[0], -1)
+        return self.decode_single(rel_codes, concat_boxes).unflatten(1, (-1, 4))
+
+    @fxport.patch("torchvision.models.detection.transform._resize_image_and_masks",
+                  name="detection-resize-symbolic", priority=fxport.BUILTIN_PRIORITY)
+    def resize_image_and_masks(image, self_min_size, self_max_size, target=None, fixed_size=None):
+        """GeneralizedRCNNTransform's resize with the scale kept symbolic in the image size."""
+        if target is not None or fixed_size is not None:
+            return resize_image_and_masks.original(image, self_min_size, self_max_size, target,
+                                                   fixed_size)
+        height, width = image.shape[-2:]
+        scale_factor = torch.sym_min(self_min_size / torch.sym_min(height, width),
+                                     self_max_size / torch.sym_max(height, width))
+        image = torch.nn.functional.interpolate(
+            image[None], scale_factor=scale_factor, mode="bilinear", recompute_scale_factor=True,
+            align_corners=False)[0]
+        return image, target
+
+    @fxport.patch("torchvision.models.detection.transform.GeneralizedRCNNTransform.batch_images",
+                  name="detection-batch-symbolic", priority=fxport.BUILTIN_PRIORITY)
+    def batch_images(self, images, size_divisible=32):
+        """Images zero-padded to the largest size (rounded up to size_divisible) and stacked,
+        with the largest size a symbolic max instead of a Python comparison of sizes."""
+        padded_shape = list(images[0].shape)
+        for image in images[1:]:
+            padded_shape = [torch.sym_max(a, b) for a, b in zip(padded_shape, image.shape)]
+        # ceil(size / d) * d; (size + d - 1) // d, not -(-size // d): the exporter lowers // of a
+        # negative size with ONNX Div, which truncates
+        height, width = ((size + size_divisible - 1) // size_divisible * size_divisible
+                         for size in padded_shape[-2:])
+        return torch.stack([
+            torch.nn.functional.pad(image, (0, width - image.shape[-1], 0, height - image.shape[-2]))
+            for image in images])
+
+    @fxport.patch("torchvision.models.detection._utils._topk_min", name="detection-topk-min-symbolic",
+                  priority=fxport.BUILTIN_PRIORITY)
+    def topk_min(input, orig_kval, axis):
+        """min(k, size) as a symbolic min: the size may be data-dependent (scores kept by a
+        threshold), where Python's min asks a question torch.export cannot answer."""
+        return torch.sym_min(orig_kval, input.size(axis))

@@ -1,0 +1,143 @@
+"""torchvision detection, video and optical-flow models as fxport targets (weights=None, seeded).
+
+Each detection wrapper takes a fixed number of images (two), each with its own dynamic height
+and width, and returns torchvision's list of per-image dicts (boxes, scores, labels, + masks /
+keypoints). Images are resized to a small ``min_size`` and the score threshold is 0 so that
+random weights still give detections to compare (a threshold of 0.05 keeps none of them).
+
+    python3 -m fxport convert tests/models/detection.py:FasterRCNN -o frcnn.onnx
+"""
+
+import torch
+from torch import nn
+from torch.export import Dim
+
+#: Images of 32 to 512 pixels a side: smaller ones (a picture 2 pixels tall) are no input for a
+#: detector, and on them many boxes tie exactly (zero padding everywhere).
+IMAGE_DIMS = {f"image{i}": {1: Dim(f"height{i}", min=32, max=512), 2: Dim(f"width{i}", min=32, max=512)}
+              for i in range(2)}
+
+
+def seeded(build, **kwargs):
+    """The model with seeded random weights; the heads' layers (initialised with std 0.01, so
+    every score of an untrained model ties with every other) re-drawn with a wider spread, so
+    that scores, and with them NMS and the order of detections, are well defined."""
+    torch.manual_seed(0)
+    model = build(weights=None, weights_backbone=None, **kwargs).eval()
+    with torch.no_grad():
+        for layer in model.modules():
+            if isinstance(layer, (nn.Conv2d, nn.Linear)) and float(layer.weight.std()) < 0.05:
+                layer.weight.normal_(0.0, 0.5 / layer.weight[0].numel() ** 0.5 * 4)
+                if layer.bias is not None:
+                    layer.bias.normal_(0.0, 0.5)
+    return model
+
+
+class _Detector(nn.Module):
+    """Two images in, torchvision's list of per-image result dicts out."""
+
+    example_dynamic_shapes = IMAGE_DIMS
+    builder = ""
+    options: dict = {}
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models import detection
+
+        self.model = seeded(getattr(detection, self.builder), **self.options)
+        self.eval()
+
+    def forward(self, image0, image1):
+        return self.model([image0, image1])
+
+    def example_inputs(self):
+        generator = torch.Generator().manual_seed(1)
+        return (torch.rand(3, 96, 128, generator=generator), torch.rand(3, 128, 112, generator=generator))
+
+
+_SMALL = dict(min_size=128, max_size=160, box_score_thresh=0.0, box_detections_per_img=20,
+              rpn_pre_nms_top_n_test=100, rpn_post_nms_top_n_test=50)
+
+
+class FasterRCNN(_Detector):
+    builder = "fasterrcnn_mobilenet_v3_large_320_fpn"
+    options = _SMALL
+
+
+
+class SSDlite(_Detector):
+    builder = "ssdlite320_mobilenet_v3_large"
+    options = dict(score_thresh=0.0, detections_per_img=20, topk_candidates=50)
+
+
+class SSD(_Detector):
+    builder = "ssd300_vgg16"
+    options = dict(score_thresh=0.0, detections_per_img=20, topk_candidates=50)
+
+
+_ONE_STAGE = dict(min_size=128, max_size=160, score_thresh=0.0, detections_per_img=20,
+                  topk_candidates=50)
+
+
+class RetinaNet(_Detector):
+    builder = "retinanet_resnet50_fpn"
+    options = _ONE_STAGE
+
+
+class FCOS(_Detector):
+    builder = "fcos_resnet50_fpn"
+    options = _ONE_STAGE
+
+
+class MaskRCNN(_Detector):
+    builder = "maskrcnn_resnet50_fpn"
+    options = _SMALL
+
+
+class KeypointRCNN(_Detector):
+    builder = "keypointrcnn_resnet50_fpn"
+    options = _SMALL
+
+
+class VideoR3D(nn.Module):
+    """r3d_18 on a short clip (batch, 3, frames, 112, 112) with a dynamic number of frames."""
+
+    example_dynamic_shapes = {"clip": {0: "batch", 2: "frames"}}
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.video import r3d_18
+
+        torch.manual_seed(0)
+        self.model = r3d_18(weights=None).eval()
+
+    def forward(self, clip):
+        return self.model(clip)
+
+    def example_inputs(self):
+        return (torch.rand(1, 3, 8, 64, 64, generator=torch.Generator().manual_seed(1)),)
+
+
+class FlowRAFT(nn.Module):
+    """raft_small: two frames (batch, 3, H, W), H and W multiples of 8, batch dynamic."""
+
+    _batch, _h8, _w8 = Dim("batch"), Dim("h8", min=16, max=64), Dim("w8", min=16, max=64)
+    #: height and width: multiples of 8 from 128 (RAFT's minimum) to 512
+    example_dynamic_shapes = {"image1": {0: _batch, 2: 8 * _h8, 3: 8 * _w8},
+                              "image2": {0: _batch, 2: 8 * _h8, 3: 8 * _w8}}
+
+    def __init__(self, num_flow_updates: int = 3):
+        super().__init__()
+        from torchvision.models.optical_flow import raft_small
+
+        torch.manual_seed(0)
+        self.model = raft_small(weights=None).eval()
+        self.num_flow_updates = num_flow_updates
+
+    def forward(self, image1, image2):
+        return self.model(image1, image2, num_flow_updates=self.num_flow_updates)[-1]
+
+    def example_inputs(self):
+        generator = torch.Generator().manual_seed(1)
+        return (torch.rand(2, 3, 128, 160, generator=generator) * 2 - 1,
+                torch.rand(2, 3, 128, 160, generator=generator) * 2 - 1)
