@@ -211,20 +211,14 @@ def _adopt_suggested_bounds(exc, normalized, adopted: dict, oblivious: bool = Fa
         bounds[match.group(2)] = limits
     dims: dict[str, Dim] = {}
 
-    def refine(value):
-        if isinstance(value, dict):
-            return {axis: refine(v) for axis, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(refine(v) for v in value)
-        if isinstance(value, Dim) and not hasattr(value, "root") and value.__name__ in bounds:
-            if value.__name__ not in dims:
-                limits = {"min": value.min, **({"max": int(value.max)} if is_finite(value.max) else {}),
-                          **bounds[value.__name__]}
-                dims[value.__name__] = Dim(value.__name__, **limits)
-            return dims[value.__name__]
-        return value
+    def refine(dim: Dim) -> Dim:
+        if dim.__name__ not in bounds:
+            return dim
+        if dim.__name__ not in dims:
+            dims[dim.__name__] = Dim(dim.__name__, **{**_limits(dim), **bounds[dim.__name__]})
+        return dims[dim.__name__]
 
-    refined = refine(normalized)
+    refined = _map_dims(normalized, refine)
     if not dims:
         return None
     where = location_named_in_message(text) or traced_location_from_exception(exc)
@@ -249,20 +243,15 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
     dims: dict[str, Dim] = {}
     changed = []
 
-    def refine(value):
-        if isinstance(value, dict):
-            return {axis: refine(v) for axis, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(refine(v) for v in value)
-        if isinstance(value, Dim) and not hasattr(value, "root") and value.__name__ in names and value.min == 0:
-            if value.__name__ not in dims:
-                high = value.max if is_finite(value.max) else None
-                dims[value.__name__] = Dim(value.__name__, min=1, **({"max": int(high)} if high is not None else {}))
-                changed.append(value.__name__)
-            return dims[value.__name__]
-        return value
+    def refine(dim: Dim) -> Dim:
+        if dim.__name__ not in names or dim.min != 0:
+            return dim
+        if dim.__name__ not in dims:
+            dims[dim.__name__] = Dim(dim.__name__, **{**_limits(dim), "min": 1})
+            changed.append(dim.__name__)
+        return dims[dim.__name__]
 
-    refined = refine(spec)
+    refined = _map_dims(spec, refine)
     if not changed:
         return None
     where = traced_location_from_exception(exc)
@@ -298,19 +287,34 @@ def _as_dynamic_hints(exc, spec) -> Any:
     names -= {m.group(2) for m in _SUGGESTED_DIM.finditer(fixes)} | {m.group(1) for m in SUGGESTED_CONSTANT.finditer(fixes)}
     changed = []
 
-    def hint(value):
-        if isinstance(value, dict):
-            return {axis: hint(v) for axis, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(hint(v) for v in value)
-        if isinstance(value, Dim) and not hasattr(value, "root") and value.__name__ in names:
-            changed.append(value.__name__)
-            limits = {"min": value.min, **({"max": int(value.max)} if is_finite(value.max) else {})}
-            return Dim.DYNAMIC(**limits)
-        return value
+    def hint(dim: Dim) -> Any:
+        if dim.__name__ not in names:
+            return dim
+        changed.append(dim.__name__)
+        return Dim.DYNAMIC(**_limits(dim))
 
-    refined = hint(spec)
+    refined = _map_dims(spec, hint)
     return refined if changed else None
+
+
+def _map_dims(spec: Any, fn: Callable[[Dim], Any]) -> Any:
+    """``spec`` (dicts, lists, tuples of Dims) with ``fn`` applied to each named, non-derived Dim.
+
+    >>> _map_dims({"x": (Dim("b"), None)}, lambda dim: dim.__name__)
+    {'x': ('b', None)}
+    """
+    if isinstance(spec, dict):
+        return {key: _map_dims(value, fn) for key, value in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_map_dims(value, fn) for value in spec)
+    if isinstance(spec, Dim) and not hasattr(spec, "root"):
+        return fn(spec)
+    return spec
+
+
+def _limits(dim: Dim) -> dict[str, int]:
+    """A Dim's declared bounds as ``Dim(...)`` keywords (an unbounded max left out)."""
+    return {"min": dim.min, **({"max": int(dim.max)} if is_finite(dim.max) else {})}
 
 
 _GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard (.+?)\.?$", re.M)

@@ -48,30 +48,28 @@ def check_writable(path: str | os.PathLike) -> None:
     path = os.fspath(path)
     if os.path.isdir(path):
         raise OutputWriteError(f"cannot write {path}: it is a directory", hint="give a file name")
+    fd, temp_path = _temporary_beside(path)
+    os.close(fd)
+    os.unlink(temp_path)
+
+
+def _temporary_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in ``path``'s directory (``(fd, its path)``), or the OutputWriteError
+    that says why none can be made there."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise OutputWriteError(f"cannot write {path}: directory {directory} does not exist",
                                hint="create the directory or choose another path")
     try:
-        fd, temp_path = tempfile.mkstemp(prefix=".fxport-", suffix=".tmp", dir=directory)
+        return tempfile.mkstemp(prefix=".fxport-", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise OutputWriteError(f"cannot write {path}: {exc.strerror}", hint="choose a writable path") from exc
-    os.close(fd)
-    os.unlink(temp_path)
 
 
 def write_bytes_atomically(data: bytes, path: str | os.PathLike) -> str:
     """Write ``data`` to ``path`` through a temporary file in its directory and a rename."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise OutputWriteError(f"cannot write {path}: directory {directory} does not exist",
-                               hint="create the directory or choose another path")
-    try:
-        fd, temp_path = tempfile.mkstemp(prefix=".fxport-", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise OutputWriteError(f"cannot write {path}: {exc.strerror}",
-                               hint="choose a writable path") from exc
+    fd, temp_path = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
