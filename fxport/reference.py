@@ -41,7 +41,9 @@ class ReferenceRun:
 
 class Float64Reference:
     """A float64 copy of ``module``, made on first use; a model that cannot run in float64 (a
-    dtype check, an op without a float64 kernel) gives no reference (``run`` returns None)."""
+    dtype check, an op without a float64 kernel) gives no reference (``run`` returns None), and
+    neither does a model whose float64 output changes from run to run (it draws random numbers:
+    a spread of draws is no rounding noise). The caller's random state is left as it was."""
 
     #: Perturbed runs per input set.
     TRIALS = 2
@@ -59,7 +61,11 @@ class Float64Reference:
             if self._double is None:
                 self._double = copy.deepcopy(self._module).double()
             widened = inputs.map_tensors(lambda _, t: t.double() if t.dtype == torch.float32 else t)
-            exact = run_eager(self._double, widened)
+            with torch.random.fork_rng():
+                exact = run_eager(self._double, widened)
+                again = run_eager(self._double, widened)
+            if not _identical(exact, again):  # random draws: float64 is no truth for this model
+                return None
             noise = [0.0] * len(flatten_outputs(exact))
             for trial in range(self.TRIALS):
                 with RoundingNoise(seed=trial):
@@ -70,6 +76,14 @@ class Float64Reference:
         except Exception:  # noqa: BLE001 - any failure only means: no reference, fixed verdict
             self._broken = True
             return None
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Two runs gave the same outputs, bit for bit (NaN equal to NaN)."""
+    left, right = flatten_outputs(a), flatten_outputs(b)
+    return len(left) == len(right) and all(
+        x.shape == y.shape and bool(torch.equal(x, y) or (x.dtype.is_floating_point and torch.allclose(x, y, 0, 0, equal_nan=True)))
+        for x, y in zip(left, right))
 
 
 def _distance(a: torch.Tensor, b: torch.Tensor) -> float:

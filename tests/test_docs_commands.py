@@ -155,4 +155,6 @@ def test_getting_started_python_snippet_runs(workdir):
     result = namespace["result"]
     assert result.verified and (workdir / "model.onnx").is_file()
     names = [row.name for row in result.verification]
-    assert "user-1" in names and {"size[batch=0]", "size[batch=2]"} <= set(names), names
+    # batch 2 is checked by the larger set (an example over 65,536 elements grows by one: 1 -> 2)
+    assert "user-1" in names and "size[batch=0]" in names, names
+    assert any(name.startswith("larger[batch=2") for name in names), names
