@@ -89,5 +89,5 @@ def test_raft_small_converts_with_a_dynamic_batch_and_sizes_in_multiples_of_8(tm
     # docs/vision-models.md "Optical flow")
     assert {shape[0] for shape in shapes} >= {1, 2}
     assert all(shape[2] % 8 == 0 and shape[3] % 8 == 0 for shape in shapes)
-    assert len({(shape[2], shape[3]) for shape in shapes}) >= 3
+    assert len({(shape[2], shape[3]) for shape in shapes}) >= 2  # the larger set is skipped (see above)
     assert "raft-split-frames" in {rewrite.rule for rewrite in result.rewrites}
