@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from typing import Any, Callable
 
@@ -27,6 +26,7 @@ from torch.export import Dim
 from fxport.capture_failures import (
     SUGGESTED_CONSTANT,
     classify_capture_failure,
+    guards_at_sizes,
     location_named_in_message,
     source_unavailable,
     traced_location_from_exception,
@@ -83,10 +83,11 @@ def capture(
     dims = dims_by_input(signature, inputs, normalized)
     attempts = [("oblivious", inputs), ("specialised", _grown_example(inputs, dims))] if dims \
         else [("specialised", inputs)]
-    failure = None
+    failure, oblivious_left = None, bool(dims)
     bounded, bounds_adopted = normalized, {}  # the model's own bounds, learned once for every attempt
     with watch_range_narrowing() as narrowed_at:
-        for mode, example in attempts:
+        while attempts:
+            mode, example = attempts.pop(0)
             spec, adopted = bounded, dict(bounds_adopted)
             for _ in range(4):  # again with suggested bounds, without size 0, with guards left to torch
                 try:
@@ -99,10 +100,14 @@ def capture(
                     refined = _adopt_suggested_bounds(exc, spec, adopted, oblivious=mode == "oblivious")
                     if refined is not None and spec is bounded:
                         bounded, bounds_adopted = refined, dict(adopted)
+                        if mode == "specialised" and oblivious_left:  # a bound learned from the grown
+                            # example: the size-oblivious capture once more, to keep sizes 0 and 1
+                            attempts[:0], oblivious_left = [("oblivious", inputs), (mode, example)], False
+                            break
                     if refined is None and mode == "oblivious":
                         refined = _excluding_size_zero(exc, spec, adopted)
                     if refined is None:
-                        refined = _as_dynamic_hints(exc, spec)
+                        refined = _as_dynamic_hints(exc, spec, keep_bounds=mode == "oblivious")
                     spec = refined
                     if spec is None:
                         break
@@ -236,7 +241,7 @@ def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
     already (a bound like ``seq <= 512``), makes that retry pointless: it is skipped, and the
     capture goes straight to its fallback (one export less).
     """
-    names = {name for name, at_zero, at_one in _guards_at_sizes_zero_and_one(str(exc))
+    names = {name for name, (at_zero, at_one) in guards_at_sizes(str(exc), 0, 1)
              if at_zero is not True and at_one is not False}
     if not names or not isinstance(spec, (dict, list, tuple)):
         return None
@@ -266,12 +271,14 @@ _SOLVER_CRASH = "Expected op to be '==', got"
 _VIOLATED = re.compile(r"Constraints violated \(([\w, ]+)\)")
 
 
-def _as_dynamic_hints(exc, spec) -> Any:
+def _as_dynamic_hints(exc, spec, keep_bounds: bool = False) -> Any:
     """The spec with ``Dim.DYNAMIC`` (same min/max) for the named Dims whose guards torch could
     not prove over their range and had no fix to suggest for (``1 % (96*(w // 4)) != 0`` for w ≥ 64);
     None when there are none. The stock exporter declares every dimension this way: torch keeps
     the guards it can check, and a dimension the model really specialises still fails the capture.
-    The program's ranges, not the spec's, say what the file is valid for.
+    The program's ranges, not the spec's, say what the file is valid for. ``keep_bounds``: not for a
+    guard that fails at large sizes (BERT's ``min(64, seq) == seq``): a size-oblivious capture drops
+    it, the capture from the grown example words it as a bound to adopt.
 
     Example::
 
@@ -285,6 +292,8 @@ def _as_dynamic_hints(exc, spec) -> Any:
         names = set(re.findall(r"[A-Za-z_]\w*", text.split(_SOLVER_CRASH, 1)[1]))
     fixes = text.split("Suggested fixes", 1)[1] if "Suggested fixes" in text else ""
     names -= {m.group(2) for m in _SUGGESTED_DIM.finditer(fixes)} | {m.group(1) for m in SUGGESTED_CONSTANT.finditer(fixes)}
+    if keep_bounds:
+        names -= {name for name, (at_large,) in guards_at_sizes(text, 2 ** 20) if at_large is False}
     changed = []
 
     def hint(dim: Dim) -> Any:
@@ -315,31 +324,6 @@ def _map_dims(spec: Any, fn: Callable[[Dim], Any]) -> Any:
 def _limits(dim: Dim) -> dict[str, int]:
     """A Dim's declared bounds as ``Dim(...)`` keywords (an unbounded max left out)."""
     return {"min": dim.min, **({"max": int(dim.max)} if is_finite(dim.max) else {})}
-
-
-_GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard (.+?)\.?$", re.M)
-_GUARD_FUNCTIONS = {"trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "Min": min, "Max": max,
-                    "min": min, "max": max, "Abs": abs, "abs": abs}
-
-
-def _guards_at_sizes_zero_and_one(text: str) -> list[tuple[str, bool | None, bool | None]]:
-    """``(dimension name, whether its guard holds at size 0, at size 1)`` for each guard torch
-    reports; None where the guard cannot be evaluated.
-
-    Example::
-
-        >>> _guards_at_sizes_zero_and_one("Not all values of b = L['x'].size()[0] in the specified "
-        ...                               "range satisfy the generated guard L['x'].size()[0] != 1.")
-        [('b', True, False)]
-    """
-    def holds(guard: str, size: str, value: int) -> bool | None:
-        try:
-            return bool(eval(guard.replace(size, str(value)), {"__builtins__": {}}, dict(_GUARD_FUNCTIONS)))
-        except Exception:  # noqa: BLE001 - an expression we cannot evaluate
-            return None
-
-    return [(name, holds(guard, size, 0), holds(guard, size, 1))
-            for name, size, guard in (match.groups() for match in _GUARD.finditer(text))]
 
 
 def number_as_tensor(value: bool | int | float) -> torch.Tensor:

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import traceback
@@ -226,3 +227,28 @@ def source_unavailable(module) -> ConversionError | None:
             hint="define the model in a .py file and convert file.py:Name",
         )
     return None
+
+
+_GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard (.+?)\.?$", re.M)
+_GUARD_FUNCTIONS = {"trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "Min": min, "Max": max,
+                    "min": min, "max": max, "Abs": abs, "abs": abs}
+
+
+def guards_at_sizes(text: str, *sizes: int) -> list[tuple[str, tuple[bool | None, ...]]]:
+    """``(dimension name, whether its guard holds at each of sizes)`` for each guard torch's
+    constraint violation reports; None where the guard cannot be evaluated.
+
+    Example::
+
+        >>> guards_at_sizes("Not all values of b = L['x'].size()[0] in the specified "
+        ...                 "range satisfy the generated guard L['x'].size()[0] != 1.", 0, 1)
+        [('b', (True, False))]
+    """
+    def holds(guard: str, size: str, value: int) -> bool | None:
+        try:
+            return bool(eval(guard.replace(size, str(value)), {"__builtins__": {}}, dict(_GUARD_FUNCTIONS)))
+        except Exception:  # noqa: BLE001 - an expression we cannot evaluate
+            return None
+
+    return [(name, tuple(holds(guard, size, value) for value in sizes))
+            for name, size, guard in (match.groups() for match in _GUARD.finditer(text))]
