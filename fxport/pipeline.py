@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 import torch
 
+from fxport.controlflow.operators.growing import loops_made
 from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
 from fxport.external import Staging
@@ -100,7 +101,8 @@ def run(
     job = start(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, output=output,
                 verify_inputs=verify_inputs, options=options_from(options, option_overrides), progress=progress)
     produced = set(SET_UP)
-    with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging):
+    with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging), \
+            loops_made() as job.artifacts["grown_loops"]:  # held while the conversion is
         for stage in to_run:
             if stage.applies(job):
                 check_reads(stage, produced)

@@ -45,6 +45,23 @@ def test_greedy_cat_growth_is_one_loop(greedy):
     assert [r.rule for r in exported.records if "grow" in r.detail] == ["for-to-while_loop"]
 
 
+def test_a_finished_conversion_frees_its_loops():
+    """The registry of grown loops is weak: the conversion holds its loops (and through them the
+    model's weights) while it lives, and a sweep of conversions does not accumulate them."""
+    import gc
+    import fxport
+    from fxport.controlflow.operators import growing
+
+    model = m.GreedyNoCache(countdown=True).eval()
+    job = fxport.pipeline.run(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},), until="capture",
+                              verify=False)
+    made = list(job.artifacts["grown_loops"])
+    assert made and all(key in growing.LOOPS for key in made)
+    del job
+    gc.collect()
+    assert not any(key in growing.LOOPS for key in made)
+
+
 @pytest.mark.parametrize("length", [1, 2, 7])
 def test_greedy_tokens_equal_eager_where_rows_stop_at_different_steps(greedy, length):
     model, exported = greedy

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import weakref
 
 import torch
 import torch.utils._pytree as pytree
@@ -43,9 +44,37 @@ from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.state import disabled, record, strategy
 from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense, is_symbolic
 
-#: key → the loop; the lower stage reads it to build the ONNX ``Loop`` of each op call.
-LOOPS: dict[str, "GrownLoop"] = {}
+#: key → the loop; the lower stage reads it to build the ONNX ``Loop`` of each op call. Weak:
+#: the conversion that made a loop holds it (:func:`loops_made`), so a finished conversion's
+#: loops, with the modules and weights they reach, are freed with it.
+LOOPS: "weakref.WeakValueDictionary[str, GrownLoop]" = weakref.WeakValueDictionary()
 _KEYS = itertools.count()
+#: the open :func:`loops_made` scopes; loops made outside any are kept for the process
+_SCOPES: list[dict[str, "GrownLoop"]] = []
+_UNSCOPED: dict[str, "GrownLoop"] = {}
+
+
+@contextlib.contextmanager
+def loops_made():
+    """Collect (and hold) the loops made inside the block: ``{key: GrownLoop}``.
+
+    >>> with loops_made() as made:
+    ...     pass
+    >>> made
+    {}
+    """
+    made: dict[str, GrownLoop] = {}
+    _SCOPES.append(made)
+    try:
+        yield made
+    finally:
+        _SCOPES.remove(made)
+
+
+def _register(loop: "GrownLoop") -> None:
+    LOOPS[loop.key] = loop
+    for scope in _SCOPES or [_UNSCOPED]:
+        scope[loop.key] = loop
 
 
 @dataclasses.dataclass
@@ -277,7 +306,7 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     counter = as_int64(rng.start) if rng is not None else None
     entry_free = loop.free_values(inputs, flat + inputs)
     keep = loop.keep_going(counter, tuple(state), entry_free)
-    LOOPS[key] = loop
+    _register(loop)
     operands = [keep] + ([counter] if counter is not None else []) + [dense(t) for t in flat] + inputs + module_tensors
     final = loop.unflatten(grown_loop_op(operands, key))
     grows = ", ".join(f"{loop.leaf_name(i)} (axis {', '.join(map(str, axes))})" for i, axes in sorted(flat_growing.items()))
