@@ -49,6 +49,7 @@ def test_convert_with_input_specs_dynamic_and_report(tmp_path):
     assert [[4, 4], [4]] in shapes and [[2, 4], [2]] in shapes, "dims named alike vary together"
 
 
+@pytest.mark.slow
 def test_json_output_and_inputs_fn():
     static = run_cli("convert", "tests/models/basic.py:TwoInputs", "--inputs-fn",
                      "tests/models/basic.py:inputs_for_two")
@@ -93,6 +94,7 @@ def test_error_names_user_file_line_and_debug_shows_traceback():
     assert "Traceback" in debug.stderr
 
 
+@pytest.mark.slow
 def test_json_error_and_no_output_file_left(tmp_path):
     out = tmp_path / "m.onnx"
     result = run_cli("convert", "tests/models/basic.py:MissingOp", "-o", str(out), "--json")

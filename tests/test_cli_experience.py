@@ -43,6 +43,7 @@ def test_outputs_follow_the_umask_and_keep_an_overwritten_files_mode(tmp_path):
         os.umask(previous)
 
 
+@pytest.mark.slow
 def test_json_stdout_holds_only_json_when_the_model_prints(tmp_path):
     out, report = tmp_path / "m.onnx", tmp_path / "r.json"
     done = run_cli("convert", f"{CASES}:Chatty", "--json", "-o", str(out), "--report", str(report))
@@ -66,6 +67,7 @@ def test_failed_run_still_reports_every_stage_that_ran(tmp_path):
     assert not out.exists(), "a failed run writes no model"
 
 
+@pytest.mark.slow
 def test_tolerances_are_the_users_to_set_and_recorded(tmp_path):
     report = tmp_path / "r.json"
     done = run_cli("convert", f"{CASES}:Noisy", "--atol", "1.0", "--rtol", "0", "--report", str(report))
@@ -96,6 +98,7 @@ def _umask() -> int:
     return current
 
 
+@pytest.mark.slow
 def test_ops_scans_a_model_with_data_dependent_control_flow():
     """`fxport ops` captures like convert (control flow converted) instead of stopping at the if."""
     from fxport.pipeline import scan_model

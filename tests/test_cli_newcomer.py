@@ -91,11 +91,13 @@ def test_ctrl_c_names_the_stage_it_interrupted():
     from tests.conftest import REPO
 
     code = ("import signal, runpy, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "import torch, fxport.cli; print('imported', flush=True); "
             "sys.argv = ['fxport', 'convert', 'tests/models/basic.py:Scale']; runpy.run_module('fxport', run_name='__main__')")
     env = dict(os.environ, PYTHONPATH=REPO)
     process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(8)  # into loading or capture
+    assert process.stdout.readline().strip() == "imported"  # however loaded the machine is
+    time.sleep(0.5)  # into loading or capture (the conversion takes seconds more)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err

@@ -59,6 +59,7 @@ def test_an_unreached_side_is_a_warning_at_the_users_line():
     assert result.coverage[0]["missing"] == ["False side"]
 
 
+@pytest.mark.slow
 def test_strict_coverage_turns_the_warning_into_an_error_through_the_cli(tmp_path):
     out = tmp_path / "m.onnx"
     done = run_cli("convert", f"{CASES}:Unreachable", "--strict-coverage", "-o", str(out), "--json")

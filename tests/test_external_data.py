@@ -236,6 +236,7 @@ def test_verification_reads_the_staged_file_not_a_serialised_copy(tmp_path, monk
     assert all(os.path.dirname(m) != os.fspath(tmp_path) for m in seen)  # staged, then committed
 
 
+@pytest.mark.slow
 def test_cli_external_data_flag(tmp_path):
     from tests.conftest import run_cli
 

@@ -21,6 +21,7 @@ from fxport.report import VerificationRow
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "case_*.py")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", REGRESSIONS, ids=[os.path.basename(p) for p in REGRESSIONS])
 def test_kept_regression_programs(path):
     """A kept program whose fix made it convert says ``# expect: equal``: a clear error is then a regression too."""
@@ -47,6 +48,7 @@ def test_lucky_cancellation_is_found_by_rounding_noise():
     assert "float64 eager with float32 rounding noise" in outcome.message
 
 
+@pytest.mark.slow
 def test_rounding_noise_on_a_set_fxport_drew_is_not_counted_as_a_bug():
     """Well conditioned on the runner's sets, rounding noise on fxport's "random" set (float32
     eager 6.93 from float64 0.93). It once made fxport refuse, and the runner then rebuilt the

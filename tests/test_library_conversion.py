@@ -207,6 +207,7 @@ class Net(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_cli_says_which_library_code_it_converted(fakelib, tmp_path):
     root = os.path.dirname(os.path.dirname(fakelib.__file__))
     model_file = tmp_path / "net.py"

@@ -1,5 +1,6 @@
 """Graph optimisation (onnxscript optimizer via ONNXProgram.optimize) on by default, counted."""
 
+import pytest
 import torch
 
 import fxport
@@ -45,6 +46,7 @@ def test_no_optimize_keeps_the_exported_graph():
     assert_matches_eager(model, raw.model, torch.randn(2, 4))
 
 
+@pytest.mark.slow
 def test_cli_summary_shows_node_counts():
     done = run_cli("convert", "tests/models/basic.py:Scale", "--no-verify")
     assert done.returncode == 0, done.stderr

@@ -80,6 +80,7 @@ def test_gpt2_fp16_ort_is_verified_and_fused():
     assert any(row.name.endswith("vs eager fp16") for row in result.verification)
 
 
+@pytest.mark.slow
 def test_fusions_fire_inside_if_branches_and_match_eager():
     module = GatedAttention()
     result = fxport.convert(module, (torch.randn(2, 6, 32),), dynamic_shapes={"x": {0: "batch", 1: "seq"}},
@@ -132,6 +133,7 @@ def test_row_factor_rule_moves_only_a_per_row_factor():
         np.testing.assert_array_equal(after, before)
 
 
+@pytest.mark.slow
 def test_optimize_levels_and_compatibility():
     assert [optimize_level(v) for v in (True, False, "none", "generic", "ort")] == \
         ["generic", "none", "none", "generic", "ort"]
@@ -177,6 +179,7 @@ def test_cli_optimize_ort_reports_fusions_in_json_and_table(tmp_path):
     assert "ONNX Runtime fusions: row_factor_moved×2" in done.stdout and "mha2×2" in done.stdout
 
 
+@pytest.mark.slow
 def test_cli_no_optimize_is_an_alias_and_conflicts_are_usage_errors():
     done = run_cli("convert", "tests/models/basic.py:Scale", "--no-verify", "--no-optimize", "--json")
     assert done.returncode == 0, done.stderr
@@ -188,6 +191,7 @@ def test_cli_no_optimize_is_an_alias_and_conflicts_are_usage_errors():
     assert done.returncode == 2 and "--no-optimize conflicts with --optimize ort" in done.stderr
 
 
+@pytest.mark.slow
 def test_op_rule_whose_nodes_were_fused_is_still_reported():
     """The SDPA translation's nodes end up inside MultiHeadAttention; its AppliedRewrite stays, same location."""
     module = GatedAttention()

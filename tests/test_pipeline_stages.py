@@ -90,6 +90,7 @@ def test_a_new_stage_runs_in_order_without_editing_the_engine(monkeypatch):
     assert list(result.timings)[:5] == ["eager", "capture", "rewrite", "lower", "count"]
 
 
+@pytest.mark.slow
 def test_control_flow_conversions_disabled_by_their_rule_names_from_the_cli(tmp_path):
     """`--disable ifexp-to-where` makes the conditional expression a cond (If), still verified,
     in the capture and in the coverage pass alike."""

@@ -264,6 +264,7 @@ def test_precision_usage_errors(options, message):
 
 # --- CLI ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_fp16_end_to_end(tmp_path):
     path = tmp_path / "m.onnx"
     done = run_cli("convert", "tests/models/basic.py:Scale", "--precision", "fp16", "-o", str(path))
@@ -272,6 +273,7 @@ def test_cli_fp16_end_to_end(tmp_path):
     assert onnx.load(path).graph.input[0].type.tensor_type.elem_type == FLOAT16
 
 
+@pytest.mark.slow
 def test_cli_int8_static_with_calibrate_function(tmp_path):
     calib = tmp_path / "calib.py"
     # representative calibration (16 sets of 8 rows, seeded): 4 sets of 2 rows left the static

@@ -126,6 +126,7 @@ def test_generated_values_are_never_the_callers_tensors():
         assert all(a.data_ptr() != b.data_ptr() for a, b in zip(input_set.tensors(), example.tensors()))
 
 
+@pytest.mark.slow
 def test_text_model_verifies_on_padded_masks_through_the_cli(tmp_path):
     result = run_cli("convert", f"{TEXT}:MaskedPooler", "-o", str(tmp_path / "m.onnx"), "--json")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -103,6 +103,7 @@ def test_grown_list_matches_eager_on_every_trip_count(name):
     assert_matches_eager(model, exported, case.inputs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, ops", [(m.LoopInBranch, {"If": 1, "Loop": 2}), (m.LoopInLoop, {"Loop": 3})])
 def test_grown_list_nested_in_a_converted_branch_or_loop(make, ops):
     model = make()
@@ -168,6 +169,7 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
     assert f"grown_list_models.py:{line_in_source(cls.forward, '# error-line')}" in message
 
 
+@pytest.mark.slow
 def test_end_to_end_convert_verifies_a_list_grown_in_a_while_loop():
     """fxport.convert: captured, lowered, verified on generated sizes (0, 1, 2, ...) and trip counts."""
     from fxport.report import count_ops

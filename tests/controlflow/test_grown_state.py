@@ -102,6 +102,7 @@ def kv_cache():
     return model, export_to_ort(model, (prompt([5, 2], 3), torch.tensor(4)), dynamic_shapes=({0: B, 1: L}, None))
 
 
+@pytest.mark.slow
 def test_kv_cache_grown_by_cat_is_one_loop(kv_cache):
     _, exported = kv_cache
     assert exported.ops.get("Loop") == 1
@@ -109,6 +110,7 @@ def test_kv_cache_grown_by_cat_is_one_loop(kv_cache):
     assert "k (axis 1)" in record.detail and "v (axis 1)" in record.detail and "out (axis 1)" in record.detail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [1, 2, 7])
 def test_kv_cache_tokens_equal_eager_for_every_stopping_step(kv_cache, length):
     """``while step < max_new and not finished.all()``: max_new 0, 1, 2, N; rows stopping at
@@ -152,6 +154,7 @@ def test_a_loop_that_ignores_its_break_is_caught(monkeypatch):
         assert_same_tokens(model, exported, [(prompt([1, 2], 3),)])
 
 
+@pytest.mark.slow
 def test_beam_search_regrouped_and_grown_by_cat_equals_eager():
     """``beams = torch.cat([beams[idx // V], (idx % V)[:, None]], 1)``: beams and scores equal
     eager for prompts of lengths 1, 2, 4, 7 whose best beam stops after 1, 2, 4 steps or never."""
@@ -174,6 +177,7 @@ def into_buffer():
     return model, export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [1, 2, 7])
 def test_greedy_into_a_buffer_sliced_by_the_counter_equals_eager(into_buffer, length):
     """``out[:, n + step] = nxt`` and the model on ``out[:, :n + step]``; the result sliced to the
@@ -212,6 +216,7 @@ def test_cli_converts_and_verifies_decoding_loops(tmp_path, target, inputs, fn):
     assert any(n.op_type == "Loop" for n in onnx.load(out).graph.node)
 
 
+@pytest.mark.slow
 def test_a_list_of_key_value_caches_per_layer_grows_in_one_loop():
     """``caches = [(k, v) per layer]`` rebuilt each step by two blocks that cat onto their pair:
     the list's leaves are carried (four growing caches plus the tokens) by one Loop."""

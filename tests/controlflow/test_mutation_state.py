@@ -249,6 +249,7 @@ def test_a_method_reading_the_assigned_attribute_sees_the_new_value_or_is_refuse
         export_to_ort(m.AttributeReadByAMethod(), (x,))
 
 
+@pytest.mark.slow
 def test_from_the_cli_a_buffer_model_says_verified_and_a_python_counter_is_refused(tmp_path):
     import onnx
 
@@ -321,6 +322,7 @@ def test_write_through_a_fresh_view_in_a_loop_reaches_a_view_made_before_it():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow
 def test_buffer_write_on_the_untaken_side_of_a_where_never_indexes_past_the_buffer():
     """Trip count 9 returns early in eager; the where-lowered select also runs the buffer loop
     9 times, whose row index ONNX Runtime's ScatterND refused past row 5 (fuzz find)."""

@@ -5,6 +5,7 @@ The outer loop appends what an inner loop computed: torch 2.13's dynamo dropped 
 on shapes the export never saw, rows and columns 0, 1, 2 and N.
 """
 
+import pytest
 import torch
 from torch import nn
 
@@ -37,6 +38,7 @@ def _digits(rows, cols, seed):
     return (torch.randint(0, 10, (rows, cols), generator=torch.Generator().manual_seed(seed)).float(),)
 
 
+@pytest.mark.slow
 def test_nested_for_over_a_dynamic_matrix_appends_the_inner_result():
     model = RowDigits()
     exported = export_to_ort(model, _digits(3, 4, 0), ({0: D, 1: D},))

@@ -124,6 +124,7 @@ def test_cli_refuses_with_exit_code_1_and_writes_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_converts_the_issue_case_and_says_verified(tmp_path):
     out = tmp_path / "x.onnx"
     done = run_cli("convert", f"{MODELS}:WhileTryFinallyBreak", "-i", "x=2x3", "-i", "limit=scalar:int64",

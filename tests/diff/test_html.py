@@ -36,6 +36,7 @@ def test_browser_renders_onnx_diff(onnx_report):
     assert "then_branch" in dom, "the changed If body gets its own picture"
 
 
+@pytest.mark.slow
 def test_browser_paints_the_changed_region(onnx_report):
     image = screenshot_pixels(onnx_report)
     assert count_color(image, ADDED_FILL) > 200, "green added-node boxes are painted"

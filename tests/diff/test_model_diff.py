@@ -39,6 +39,7 @@ def test_stock_capture_failure_falls_back_to_the_trace(if_else_baseline):
     assert "If" not in legacy_ops and "Mul" in legacy_ops and "Sub" not in legacy_ops
 
 
+@pytest.mark.slow
 def test_cli_diff_target_json_and_terminal():
     as_json = run_cli("diff", "tests/diff/models.py:Plain", "--no-verify", "--json")
     assert as_json.returncode == 0, as_json.stderr

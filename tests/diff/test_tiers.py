@@ -23,6 +23,7 @@ def if_else(tmp_path_factory):
     return json.loads(result.stdout), str(page)
 
 
+@pytest.mark.slow
 def test_control_flow_rule_named_with_source_lines(if_else):
     data, _ = if_else
     [rewrite] = data["rewrites"]
@@ -46,6 +47,7 @@ def test_control_flow_before_is_the_trace_that_baked_the_branch(if_else):
     assert data["onnx"]["before"].startswith("torch.onnx.export(dynamo=False)")
 
 
+@pytest.mark.slow
 def test_control_flow_html_renders_in_browser(if_else):
     _, page = if_else
     dom = dump_dom(page)

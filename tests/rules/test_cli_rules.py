@@ -32,6 +32,7 @@ def test_rules_command_lists_builtins_with_tier_target_scope_doc():
     assert rows["aten::searchsorted"]["target"] == "aten::searchsorted.Tensor"
 
 
+@pytest.mark.slow
 def test_model_with_every_missing_op_converts_and_verifies_from_the_cli(tmp_path):
     out = tmp_path / "missing.onnx"
     result = run("convert", os.path.join(EXAMPLES, "missing_ops.py:MissingOps"),
