@@ -37,6 +37,7 @@ def test_readme_main_job_converts_data_dependent_control_flow(tmp_path):
     assert line_of("examples/gated_mlp.py", "if h.mean() > 0") in stock.stderr
 
 
+@pytest.mark.slow
 def test_convert_with_input_specs_dynamic_and_report(tmp_path):
     report = tmp_path / "report.json"
     result = run_cli("convert", "tests/models/basic.py:TwoInputs", "-i", "x=3x4", "-i", "ids=3:int64",
@@ -87,6 +88,7 @@ def test_errors_are_one_line_with_exit_codes(args, code, fragment):
         assert len([l for l in result.stderr.splitlines() if l.startswith("error:")]) == 1
 
 
+@pytest.mark.slow
 def test_error_names_user_file_line_and_debug_shows_traceback():
     result = run_cli("convert", "tests/models/basic.py:RaisesInForward")
     assert line_of(BASIC, "x @ torch.randn(4, 4)") in result.stderr

@@ -55,6 +55,7 @@ def test_json_stdout_holds_only_json_when_the_model_prints(tmp_path):
     assert json.loads(report.read_text())["verified"]
 
 
+@pytest.mark.slow
 def test_failed_run_still_reports_every_stage_that_ran(tmp_path):
     out, report = tmp_path / "n.onnx", tmp_path / "r.json"
     done = run_cli("convert", f"{CASES}:Noisy", "--json", "-o", str(out), "--report", str(report))

@@ -36,6 +36,7 @@ def test_an_unwritable_report_path_is_refused_before_converting(tmp_path):
     assert "capture" not in result.stdout and out.read_bytes() == b"a good model"
 
 
+@pytest.mark.slow
 def test_report_says_ok_and_skipped_rows_are_neither_failures_nor_nan_strings(tmp_path):
     import json
 

@@ -95,6 +95,7 @@ def test_fusions_fire_inside_if_branches_and_match_eager():
         assert_matches_eager(module, result.model, sign * (torch.rand(3, 5, 32) + 0.1))
 
 
+@pytest.mark.slow
 def test_empty_batch_runs_after_fusion():
     """The library reshapes with ``[0, 0, -1]``, which ORT refuses on an empty tensor; fxport resolves it."""
     module = GatedAttention()

@@ -17,8 +17,8 @@ transformers = pytest.importorskip("transformers")
 from benchmarks.real_models import build, check_file, check_inputs, convert_fxport  # noqa: E402
 
 CI_SUBSET = ["gpt2", "bert", "t5", "mixtral"]
-#: GPT-2 also runs in the README's test command; the others are marked slow and run in CI.
-SLOW = {"bert", "t5", "mixtral"}
+#: all four are marked slow and run in CI right after the README's test command
+SLOW = {"gpt2", "bert", "t5", "mixtral"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in CI_SUBSET])

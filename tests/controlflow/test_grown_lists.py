@@ -87,7 +87,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: the costlier cases (7-10 s each) run with the tests marked slow (CI), the others in the README command
+SLOW_CASES = {"two_lists_one_loop", "while_break_conditional_append", "while_cat_masked_columns_dim1",
+              "while_cat_prefixes", "while_cat_masked_rows", "for_cat_varying_rows", "while_cat_negative_dim"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES else n for n in CASES])
 def test_grown_list_matches_eager_on_every_trip_count(name):
     case = CASES[name]
     model = case.model()

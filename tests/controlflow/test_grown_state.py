@@ -39,6 +39,7 @@ def greedy():
     return model, export_to_ort(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},))
 
 
+@pytest.mark.slow
 def test_greedy_cat_growth_is_one_loop(greedy):
     model, exported = greedy
     assert exported.ops.get("Loop") == 1
@@ -62,6 +63,7 @@ def test_a_finished_conversion_frees_its_loops():
     assert not any(key in growing.LOOPS for key in made)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [1, 2, 7])
 def test_greedy_tokens_equal_eager_where_rows_stop_at_different_steps(greedy, length):
     model, exported = greedy

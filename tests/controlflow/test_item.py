@@ -64,6 +64,7 @@ def test_item_comparison_keeps_python_double_precision():
     assert any(r.rule == "item-predicate-to-tensor" for r in result.rewrites)
 
 
+@pytest.mark.slow
 def test_item_symbol_before_a_cond_with_parameters_lowers():
     model = ItemRangeThenShapeCondWithParameters().eval()
     inputs = [(torch.rand(b, 4) + shift, torch.tensor(k)) for b, shift, k in ((2, 0.0, 0), (3, -1.0, 1), (5, 0.0, 2), (2, -2.0, 3))]

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from fxport.cli import app
@@ -36,6 +37,7 @@ def test_user_rule_file_from_the_docs_converts_a_model_that_fails_without_it(tmp
     assert '"verified": true' in with_rules.stdout
 
 
+@pytest.mark.slow
 def test_testing_snippet_from_the_docs_runs(tmp_path):
     for name, code in docs_files().items():
         (tmp_path / name).write_text(code)

@@ -216,6 +216,7 @@ def test_fxport_ops_no_longer_lists_the_experts_op(tmp_path):
     assert FALLBACK in without.stdout and os.path.basename(path) in without.stdout
 
 
+@pytest.mark.slow
 def test_rule_appears_when_transformers_is_imported_after_fxport_loaded_its_rules():
     """A process that used fxport before importing transformers still gets the MoE rule."""
     import subprocess
