@@ -75,8 +75,8 @@ def test_json_output_and_inputs_fn():
         (["convert", "tests/models/basic.py:TwoInputs", "-i", "x=3xq"], 2, "bad shape"),
         (["convert", "tests/models/basic.py:Scale", "--opset", "99"], 2, "out of range"),
         (["convert", "tests/models/basic.py:Scale", "--device", "tpu"], 2, "Invalid value"),
-        (["convert", "tests/models/basic.py:MissingOp"], 1, "aten::i0"),
-        (["convert", "tests/models/basic.py:RaisesInForward"], 1, "the model raised RuntimeError"),
+        pytest.param(["convert", "tests/models/basic.py:MissingOp"], 1, "aten::i0", marks=pytest.mark.slow),
+        pytest.param(["convert", "tests/models/basic.py:RaisesInForward"], 1, "the model raised RuntimeError", marks=pytest.mark.slow),
     ],
 )
 def test_errors_are_one_line_with_exit_codes(args, code, fragment):

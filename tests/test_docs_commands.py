@@ -148,6 +148,7 @@ def test_readme_python_snippet_runs(workdir):
     assert any(row.name.startswith("size[batch=0]") for row in result.verification)
 
 
+@pytest.mark.slow
 def test_getting_started_python_snippet_runs(workdir):
     snippet = next(b for b in code_blocks("docs/getting-started.md", "python") if "fxport.convert(" in b)
     namespace: dict = {}

@@ -3,6 +3,7 @@ naming the loop."""
 
 import time
 
+import pytest
 import torch
 
 import fxport
@@ -21,6 +22,7 @@ class Newton(torch.nn.Module):
         return x
 
 
+@pytest.mark.slow
 def test_coverage_search_stops_a_loop_that_never_ends_and_names_it():
     a = torch.tensor([1.0, 2.0, 4.0, 9.0])
     start = time.monotonic()

@@ -1,7 +1,9 @@
 """External data: models over 2 GB written as MODEL.onnx + MODEL.onnx.data, atomically.
 
-Fast tests force external data on a small model (``external_data=True``); the slow test
-converts a real > 2 GiB model in a subprocess and checks its peak memory against its weights.
+Most tests force external data on a small model (``external_data=True``); one converts a real
+> 2 GiB model in a subprocess and checks its peak memory against its weights.
+
+All are marked slow (each converts and writes a model; 17 took 2 min of the README command).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ import fxport.external
 from fxport.errors import OutputWriteError, UsageError, VerificationError
 from fxport.external import PROTOBUF_LIMIT, external_data_wanted, uses_external_data
 from tests.conftest import REPO
+
+
+#: external-data files (each test converts and writes a model): run with the tests marked slow (CI),
+#: not in the README command
+pytestmark = pytest.mark.slow
 
 
 class Table(torch.nn.Module):
@@ -293,6 +300,7 @@ import json, os, sys, threading, time
 import numpy as np, onnxruntime as ort, torch
 import fxport
 from tests.test_external_data import ELSE, THEN, Table
+
 
 def rss():
     with open("/proc/self/status") as handle:

@@ -88,7 +88,7 @@ CASES = {
 
 
 #: the costlier cases (7-10 s each) run with the tests marked slow (CI), the others in the README command
-SLOW_CASES = {"two_lists_one_loop", "while_break_conditional_append", "while_cat_masked_columns_dim1",
+SLOW_CASES = {"collect_indices_int64", "two_lists_one_loop", "while_break_conditional_append", "while_cat_masked_columns_dim1",
               "while_cat_prefixes", "while_cat_masked_rows", "for_cat_varying_rows", "while_cat_negative_dim"}
 
 
@@ -121,6 +121,7 @@ def test_grown_list_nested_in_a_converted_branch_or_loop(make, ops):
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow
 def test_zero_trips_with_an_empty_list_is_empty_where_eager_raises():
     """Eager's torch.stack([]) raises; the ONNX file returns no rows (documented)."""
     model = m.WhileEmptyStart()
@@ -133,6 +134,7 @@ def test_zero_trips_with_an_empty_list_is_empty_where_eager_raises():
     assert run_ort(exported, (X, n(0)))[0].shape == (0, 4)
 
 
+@pytest.mark.slow
 def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
     """The differential test is sharp: a writer that does not advance its offset fails it."""
     from fxport.controlflow.operators.appender import Appender

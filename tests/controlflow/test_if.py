@@ -113,6 +113,7 @@ def test_dynamic_shape_predicate_is_not_specialised():
     assert "Where" in exported.ops or "If" in exported.ops
 
 
+@pytest.mark.slow
 def test_records_say_where_and_why():
     model = m.SelectSubmodule()
     exported = export_to_ort(model, (scaled(3, 1.0),), BATCH)

@@ -46,6 +46,7 @@ def test_nested_for_over_a_dynamic_matrix_appends_the_inner_result():
     assert_matches_eager(model, exported, [_digits(r, c, r * 7 + c) for r, c in ((1, 1), (2, 5), (5, 2), (4, 0), (6, 3))])
 
 
+@pytest.mark.slow
 def test_nested_for_carrying_one_value_over_both_dimensions():
     model = AllDigits()
     exported = export_to_ort(model, _digits(2, 3, 1), ({0: D, 1: D},))

@@ -86,6 +86,7 @@ def test_identical_models_diff_empty(files):
     assert diff.identical and not diff.op_deltas() and diff.summary()["same"] == 7
 
 
+@pytest.mark.slow
 def test_cli_two_files_json_is_stable(files):
     first = run_cli("diff", *files, "--json")
     second = run_cli("diff", *files, "--json")

@@ -34,6 +34,7 @@ def test_control_flow_rule_named_with_source_lines(if_else):
     assert any(name.startswith("node_where") for name in rewrite["onnx_nodes"])
 
 
+@pytest.mark.slow
 def test_control_flow_before_is_the_trace_that_baked_the_branch(if_else):
     data, _ = if_else
     capture = data["graph_stages"][0]
@@ -73,6 +74,7 @@ def test_cond_strategy_nests_both_bodies_in_graph_and_onnx():
     assert if_node in view.onnx_nodes, "the If is attributed to the rewrite"
 
 
+@pytest.mark.slow
 def test_op_rule_shows_the_untranslated_op_replaced():
     diff = diff_model(MissingOp(), MissingOp.example_args, verify=False)
     [view] = diff.rewrites

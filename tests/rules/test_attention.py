@@ -111,6 +111,7 @@ def test_stock_translation_differs_from_eager_on_fully_masked_rows(kind):
         assert np.isnan(row).all()
 
 
+@pytest.mark.slow
 def test_rank_3():
     """Unbatched (heads, L, E) inputs; the stock translation refuses rank 3."""
     module, args = make_case("bool", torch.float32, gqa=True, rank=3)

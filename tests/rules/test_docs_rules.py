@@ -22,6 +22,7 @@ def docs_files() -> dict[str, str]:
     return dict(blocks)
 
 
+@pytest.mark.slow
 def test_user_rule_file_from_the_docs_converts_a_model_that_fails_without_it(tmp_path):
     files = docs_files()
     assert {"net.py", "my_rules.py", "check_rule.py"} <= set(files)

@@ -10,6 +10,9 @@ import fxport
 import fxport.testing
 from tests.rules.cases import Apply
 
+#: NaN propagation through every rule (48 conversions): run with the tests marked slow (CI), not in the README command
+pytestmark = pytest.mark.slow
+
 NAN = float("nan")
 
 
