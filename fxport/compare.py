@@ -271,9 +271,7 @@ def compare_outputs(
             diff = float(np.abs(ref_np.astype(np.float64) - got.astype(np.float64)).max()) if ref_np.size else 0.0
             results.append(OutputComparison(name, diff, diff, equal, detail="" if equal else _unequal(name, ref_np, got)))
             continue
-        default_atol, default_rtol = TOLERANCES.get(tolerance_dtype or ref.dtype, TOLERANCES[torch.float32])
-        limit_abs = default_atol if atol is None else atol
-        limit_rel = default_rtol if rtol is None else rtol
+        limit_abs, limit_rel = Acceptance(tolerance_dtype=tolerance_dtype, atol=atol, rtol=rtol).limits(ref.dtype)
         r, g = ref_np.astype(np.float64), got.astype(np.float64)
         same_special = _same_specials(r, g)
         finite = np.isfinite(r) & np.isfinite(g)

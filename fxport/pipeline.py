@@ -102,7 +102,7 @@ def run(
                 verify_inputs=verify_inputs, options=options_from(options, option_overrides), progress=progress)
     produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging), \
-            loops_made() as job.artifacts["grown_loops"]:  # held while the conversion is
+            loops_made() as job.artifacts["grown_loops"]:  # the loops live as long as the job
         for stage in to_run:
             if stage.applies(job):
                 check_reads(stage, produced)
