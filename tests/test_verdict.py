@@ -33,7 +33,12 @@ DYNAMIC = ({0: "batch", 1: "n"}, None)
 @pytest.fixture(scope="module")
 def converted():
     model = Cancellation()
-    result = fxport.convert(model, (torch.randn(4, 1000), torch.tensor(3)), dynamic_shapes=DYNAMIC)
+    # A fixed example: on about one unseeded example in seven a correct file's reduction error
+    # exceeds the float64 judge's limit (RoundingNoise perturbs a sum's result once, not each of
+    # its 1000 additions, so it underrates reduction noise; issue 28 note). Seeded, the test
+    # checks the same verdict every run instead of flaking.
+    example = torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))
+    result = fxport.convert(model, (example, torch.tensor(3)), dynamic_shapes=DYNAMIC)
     return model, result
 
 
