@@ -276,7 +276,7 @@ def compare_outputs(
         same_special = _same_specials(r, g)
         finite = np.isfinite(r) & np.isfinite(g)
         abs_err = np.abs(r[finite] - g[finite])
-        rel_err = abs_err / np.maximum(np.abs(r[finite]), limit_abs / max(limit_rel, 1e-12))
+        rel_err = abs_err / np.maximum(np.abs(r[finite]), max(limit_abs / max(limit_rel, 1e-12), 1e-12))
         limit = limit_abs + limit_rel * np.abs(r[finite])
         close = bool(np.all(abs_err <= limit))
         max_abs = float(abs_err.max()) if abs_err.size else 0.0
