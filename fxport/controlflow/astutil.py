@@ -31,9 +31,9 @@ def rt(attr: str) -> ast.Attribute:
     return ast.Attribute(value=name(RUNTIME), attr=attr, ctx=ast.Load())
 
 
-def meta(index: int) -> ast.Subscript:
-    """``_fx_meta[index]``: the StatementInfo of one converted statement."""
-    return ast.Subscript(value=name(META), slice=ast.Constant(index), ctx=ast.Load())
+def meta(index: int) -> ast.Call:
+    """``_fx.statement(_fx_meta, index)``: the StatementInfo of one converted statement."""
+    return call(rt("statement"), name(META), ast.Constant(index))
 
 
 def call(func: ast.expr, *args: ast.expr, **kwargs: ast.expr) -> ast.Call:

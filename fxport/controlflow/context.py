@@ -103,10 +103,10 @@ class Context:
             self.parents.pop()
 
     def state_value(self, name: str, defined: set[str]) -> ast.expr:
-        """The value passed for ``name`` into an outlined block (``_fx.Undefined`` if unbound)."""
+        """The value passed for ``name`` into an outlined block (``_fx.undefined(name)`` if unbound)."""
         if name in defined:
             return astutil.name(name)
-        return astutil.call(astutil.rt("Undefined"), ast.Constant(name))
+        return astutil.call(astutil.rt("undefined"), ast.Constant(name))
 
     def free_locals(self, reads: set[str], writes: set[str], defined: set[str]) -> set[str]:
         """Local variables a block reads from the enclosing function (passed as parameters).

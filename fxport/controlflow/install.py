@@ -24,6 +24,7 @@ import torch.fx.proxy
 
 from fxport.choices import IF_STRATEGIES
 from fxport.controlflow import operators
+from fxport.controlflow.operators.containers import register_library_containers
 from fxport.controlflow.engine import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError, is_user_file
 from fxport.report import AppliedRewrite
@@ -33,6 +34,11 @@ STRATEGIES = IF_STRATEGIES  # one definition, shared with the CLI (fxport/choice
 # original function -> converted function (None: not user code, left alone); shared with the
 # call operator, which converts the user functions it meets through converted_function
 _CONVERTED: dict[Callable, Callable | None] = operators.CONVERTED
+# functions met at call sites that are not user code (called as they are). Kept apart from
+# _CONVERTED, which dynamo reads (and guards on) when it traces a call site in a cond branch or
+# loop body: a library method first met while dynamo traces such a body (a transformers cache's
+# update) would otherwise enter _CONVERTED during that trace and fail dynamo's guard on it
+_LEFT_ALONE: set = set()
 
 
 def _code_file(fn) -> str | None:
@@ -50,10 +56,12 @@ def converted_function(fn: Callable) -> Callable | None:
     """
     if fn in _CONVERTED:
         return _CONVERTED[fn]
+    if fn in _LEFT_ALONE:
+        return None
     original = fn
     fn = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
     if not _convertible(fn):
-        _CONVERTED[original] = None
+        _LEFT_ALONE.add(original)
         return None
     _CONVERTED[original] = None  # recursion guard: a recursive call site uses the original meanwhile
     converted = _build(fn)
@@ -98,7 +106,7 @@ def _build(fn: types.FunctionType) -> Callable:
     namespace: dict = {}
     exec(code, fn.__globals__, namespace)
     cells = [_cell_value(c, name) for c, name in zip(fn.__closure__ or (), result.freevars)]
-    converted = namespace[result.factory_name](operators, result.infos, *cells)
+    converted = namespace[result.factory_name](operators, operators.info.register(result.infos), *cells)
     converted.__defaults__ = fn.__defaults__
     converted.__kwdefaults__ = fn.__kwdefaults__
     converted.__wrapped_original__ = fn
@@ -208,6 +216,7 @@ def convert_control_flow(module: torch.nn.Module, strategy: str = "auto",
     if unknown:
         raise UsageError(f"unknown control-flow rule {unknown[0]!r}",
                          hint=f"use one of {', '.join(operators.CONTROL_FLOW_RULES)}")
+    register_library_containers()
     records: list[AppliedRewrite] = []
     installed: list[torch.nn.Module] = []
     try:

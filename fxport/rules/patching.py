@@ -23,9 +23,12 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import itertools
 import types
 import typing
 from typing import Any, Callable, Iterator, Sequence
+
+import torch
 
 from fxport.errors import RuleError
 from fxport.report import AppliedRewrite
@@ -145,16 +148,35 @@ def type_name(owner: Any) -> str:
     return f"{getattr(owner, '__qualname__', type(owner).__name__)!r}"
 
 
+#: key → calls of one rule's replacements while its patches are applied
+_CALLS: dict[int, int] = {}
+_COUNTER_KEYS = itertools.count()
+
+
 class _CallCounter:
-    """Counts calls of the replacements of one rule."""
+    """Counts calls of the replacements of one rule.
+
+    The count lives in a module global, keyed by an int the wrapper closes over, and is not
+    kept while dynamo traces (a ``torch.cond`` branch): dynamo can neither wrap a counter
+    object held by a closure it reached without a source nor let a branch change state
+    outside it. The calls it misses there are calls the capture around the branch makes too.
+    """
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.key = next(_COUNTER_KEYS)
+        _CALLS[self.key] = 0
+
+    @property
+    def calls(self) -> int:
+        return _CALLS.get(self.key, 0)
 
     def wrap(self, function: Callable) -> Callable:
+        key = self.key
+
         @functools.wraps(function)
         def counted(*args, **kwargs):
-            self.calls += 1
+            if not torch.compiler.is_dynamo_compiling():
+                _CALLS[key] = _CALLS.get(key, 0) + 1
             return function(*args, **kwargs)
 
         # No __wrapped__: the control-flow converter unwraps decorated user functions, and
@@ -225,6 +247,7 @@ def apply_patches(rules: Sequence[PatchRule], records: list[AppliedRewrite]) -> 
                     detail=f"replaced {rule.target} during capture ({counter.calls} call(s))",
                     data={"target": rule.target, "calls": counter.calls},
                 ))
+            _CALLS.pop(counter.key, None)
 
 
 def _install(rule: PatchRule, owner: Any, attr: str, original: Any,

@@ -1,4 +1,4 @@
-"""``assert test, message`` → ``_fx.asserts.assert_stmt(test, lambda: message, _fx_meta[i])``.
+"""``assert test, message`` → ``_fx.asserts.assert_stmt(test, lambda: message, _fx.statement(_fx_meta, i))``.
 
 The operator runs Python's assert for Python values and refuses a tensor condition while
 exporting (:mod:`fxport.controlflow.operators.asserts`). Under ``python -O`` asserts are left
@@ -12,7 +12,7 @@ Example::
     ...     return x
     >>> print(convert_function(f).source.after)
     def f(self, x):
-        _fx.asserts.assert_stmt(x.sum() > 0, lambda: 'x must sum above 0', _fx_meta[0])
+        _fx.asserts.assert_stmt(x.sum() > 0, lambda: 'x must sum above 0', _fx.statement(_fx_meta, 0))
         return x
 """
 

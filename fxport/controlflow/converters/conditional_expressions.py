@@ -1,4 +1,4 @@
-"""``a if c else b`` → ``_fx.ifexp(c, lambda: a, lambda: b, _fx_meta[i])``.
+"""``a if c else b`` → ``_fx.ifexp(c, lambda: a, lambda: b, _fx.statement(_fx_meta, i))``.
 
 Example::
 
@@ -9,7 +9,7 @@ Example::
     >>> ctx = Context(f)
     >>> IfExpConverter(ctx).apply()
     >>> ast.unparse(ctx.fdef.body[0])
-    'return _fx.ifexp(x > 0, lambda: x, lambda: -x, _fx_meta[0])'
+    'return _fx.ifexp(x > 0, lambda: x, lambda: -x, _fx.statement(_fx_meta, 0))'
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Example::
         def _fx_body_0(i, x):
             x = x + i
             return (x,)
-        x, = _fx.for_stmt(_fx.range_(n), _fx_body_0, (x,), _fx_meta[0])
+        x, = _fx.for_stmt(_fx.range_(n), _fx_body_0, (x,), _fx.statement(_fx_meta, 0))
         return x
 """
 

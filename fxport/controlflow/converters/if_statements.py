@@ -20,7 +20,7 @@ Example::
     <BLANKLINE>
         def _fx_false_0(x):
             return (x,)
-        x, = _fx.if_stmt(x.sum() > 0, _fx_true_0, _fx_false_0, (x,), _fx_meta[0])
+        x, = _fx.if_stmt(x.sum() > 0, _fx_true_0, _fx_false_0, (x,), _fx.statement(_fx_meta, 0))
         return x
 """
 

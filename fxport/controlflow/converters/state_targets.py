@@ -30,7 +30,7 @@ Example::
     <BLANKLINE>
         def _fx_false_0(_fx_v_self_running):
             return (_fx_v_self_running,)
-        _fx_v_self_running, = _fx.if_stmt(x.sum() > 0, _fx_true_0, _fx_false_0, (_fx_v_self_running,), _fx_meta[0])
+        _fx_v_self_running, = _fx.if_stmt(x.sum() > 0, _fx_true_0, _fx_false_0, (_fx_v_self_running,), _fx.statement(_fx_meta, 0))
         _fx.targets.store(self, 'running', 'attr', _fx_v_self_running, True, 'self.running')
         return x + self.running
 """

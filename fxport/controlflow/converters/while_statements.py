@@ -16,7 +16,7 @@ Example::
         def _fx_body_0(x):
             x = x * 2
             return (x,)
-        x, = _fx.while_stmt(_fx_test_0, _fx_body_0, (x,), _fx_meta[0])
+        x, = _fx.while_stmt(_fx_test_0, _fx_body_0, (x,), _fx.statement(_fx_meta, 0))
         return x
 """
 

@@ -31,6 +31,7 @@ module             what it does
 ``numbers``        ``float_``/``tolist``: numbers read from tensors in converted code
 ``contexts``       ``context``: a context manager in a body that may be traced
 ``info``           :class:`StatementInfo`, what the converter says about a statement
+``containers``     library objects (transformers caches) carried as their tensors
 ``asserts``        ``assert_stmt``: Python's assert, refused on a tensor being exported
 ``targets``        attributes, buffers, dict/list entries written in converted code
 ``rule_names``     :data:`CONVERSIONS`, the conversions by (construct, lowering)
@@ -52,13 +53,13 @@ from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, setitem
-from fxport.controlflow.operators.info import FunctionSource, StatementInfo
+from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
 from fxport.controlflow.operators.logical import and_, not_, or_
 from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, trip_limit, while_stmt
 from fxport.controlflow.operators.numbers import float_, tolist
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
-from fxport.controlflow.operators.values import Undefined
+from fxport.controlflow.operators.values import Undefined, undefined
 
 #: every operator module, imported: ``_fx.<module>.<function>`` resolves for each of them
 MODULES = tuple(_importlib.import_module(f"{__name__}.{_found.name}") for _found in _pkgutil.iter_modules(__path__))
@@ -94,8 +95,10 @@ __all__ = [
     "session",
     "setitem",
     "stack",
+    "statement",
     "tolist",
     "trip_limit",
+    "undefined",
     "use_converter",
     "while_stmt",
 ]

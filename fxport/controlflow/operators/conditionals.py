@@ -26,6 +26,15 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from fxport.controlflow.operators.containers import (
+    assigned_specs,
+    fresh_copy,
+    is_container,
+    leaves_out,
+    operand_spec,
+    rebuilt,
+    run_branch,
+)
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.rule_names import rule_name
@@ -41,6 +50,7 @@ from fxport.controlflow.operators.values import (
     is_symbolic,
     is_traced,
     predicate,
+    bound_merged_sizes,
     restore_size_relations,
     same_size,
     scalar,
@@ -165,7 +175,8 @@ def _check_defined_in_both(args: tuple, info) -> None:
 
 
 def _fresh(args: tuple, info) -> list:
-    """Branch inputs; in-place mutated tensors are cloned so the other branch sees the original."""
+    """Branch inputs; in-place mutated tensors are cloned so the other branch sees the original,
+    and a library object (a transformers cache) is rebuilt from clones of its tensors."""
     mutated = set(info.mutated)
     fresh = []
     for name, a in zip(info.params, args):
@@ -173,12 +184,15 @@ def _fresh(args: tuple, info) -> list:
             a = a.copy()
         elif isinstance(a, torch.Tensor) and name in mutated:
             a = a.clone()
+        elif is_container(a):
+            a = fresh_copy(a)
         fresh.append(a)
     return fresh
 
 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | None = None):
-    true_out, false_out = _return_value_on_both_paths(true_fn(*_fresh(args, info)), false_fn(*_fresh(args, info)), info)
+    true_out, false_out = _return_value_on_both_paths(run_branch(true_fn, _fresh(args, info), info, "true"),
+                                                      run_branch(false_fn, _fresh(args, info), info, "false"), info)
     leaves_t, spec_t = pytree.tree_flatten(true_out)
     leaves_f, spec_f = pytree.tree_flatten(false_out)
     names = _leaf_names(true_out, info)
@@ -292,19 +306,29 @@ def _select(mask, a, b):
 
 
 def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
-    tensor_slots = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-    operands = tuple(dense(args[i]) for i in tensor_slots)
+    """``torch.cond`` over the tensors among ``args``; a library object (a transformers cache,
+    :mod:`fxport.controlflow.operators.containers`) goes in as its leaves and is rebuilt inside each
+    branch, so a branch that updates it changes its own copy, never an object outside the cond."""
+    slots = [(i, operand_spec(a)) for i, a in enumerate(args) if isinstance(a, torch.Tensor) or is_container(a)]
+    operands = tuple(dense(leaf) for i, _ in slots for leaf in pytree.tree_leaves(args[i]))
     relations = size_relations(operands)
+    out_specs = assigned_specs(args, info)
 
     def branch(fn, side):
         def run(*tensors):
             restore_size_relations(tensors, relations)
-            full = list(args)
-            for slot, tensor in zip(tensor_slots, tensors):
-                full[slot] = tensor.clone() if info.params[slot] in info.mutated else tensor
-            outs = fn(*full)
+            full, tensors = list(args), list(tensors)
+            for slot, spec in slots:
+                if spec is None:
+                    tensor = tensors.pop(0)
+                    full[slot] = tensor.clone() if info.params[slot] in info.mutated else tensor
+                else:
+                    full[slot] = pytree.tree_unflatten(tensors[: spec.num_leaves], spec)
+                    del tensors[: spec.num_leaves]
+            outs = run_branch(fn, full, info, side)
             return tuple(
-                pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side), value, is_leaf=_is_none)
+                pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side),
+                                leaves_out(name, value, out_specs, info, side), is_leaf=_is_none)
                 for name, value in zip(info.names, outs)
             )
 
@@ -320,7 +344,9 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
             raise inner from None
         raise
     record(info, rule_name(info.kind, "cond"), f"cond: {reason}", lowering="torch.cond")
-    return tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
+    bound_merged_sizes(outs)
+    outs = tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
+    return rebuilt(outs, out_specs, info)
 
 
 def _is_none(value) -> bool:

@@ -1,19 +1,29 @@
-"""What the converter tells an operator about the statement it runs (the ``_fx_meta[i]`` arg).
+"""What the converter tells an operator about the statement it runs (``_fx.statement(_fx_meta, i)``).
 
 These are the only compiler-made names the operators see: the converter fills a
-:class:`StatementInfo` per converted statement (and passes the list to the generated factory),
-so the operators never import compiler names such as the return-value variable.
+:class:`StatementInfo` per converted statement, :func:`register` keeps the list of one converted
+function under a key the generated factory receives (``_fx_meta``), and converted code reads
+an entry with :func:`statement`. The operators never import compiler names such as the
+return-value variable. Reading through a function of this module, rather than through a list
+held by the converted function's closure, keeps the entry reachable when dynamo traces a
+converted function it reached through an object made inside a traced branch (a transformers
+cache rebuilt in a ``torch.cond`` branch): dynamo wraps such a function's closure without a
+source, and can wrap no StatementInfo that way, while this module's globals always have one.
 
 Example::
 
     >>> from fxport.controlflow.operators.info import StatementInfo
     >>> StatementInfo("while", None, ("i", "acc")).params     # defaults: no extra inputs
     ()
+    >>> key = register([StatementInfo("if", None, ("y",))])
+    >>> statement(key, 0).names
+    ('y',)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from fxport.errors import SourceLocation
 
@@ -46,3 +56,21 @@ class StatementInfo:
     exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
     branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)
     children: list = dataclasses.field(default_factory=list)  # statements nested in this one
+
+
+#: key → the StatementInfos of one converted function (converted functions are kept for the
+#: process, so their entries are too)
+_TABLES: dict[int, list[StatementInfo]] = {}
+_KEYS = itertools.count()
+
+
+def register(infos: list[StatementInfo]) -> int:
+    """Keep the StatementInfos of one converted function; the key its code reads them by."""
+    key = next(_KEYS)
+    _TABLES[key] = infos
+    return key
+
+
+def statement(key: int, index: int) -> StatementInfo:
+    """The StatementInfo ``index`` of the converted function registered as ``key``."""
+    return _TABLES[key][index]

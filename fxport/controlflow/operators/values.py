@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import has_static_value, statically_known_true
 
 from fxport.controlflow.operators.failures import fail
@@ -37,6 +38,13 @@ class Undefined:
         if attr.startswith("__"):
             raise AttributeError(attr)
         raise NameError(f"local variable {self.name!r} is not defined on this path")
+
+
+def undefined(name: str) -> Undefined:
+    """``Undefined(name)``, made by a function: converted code reaches the operators through a
+    closure that dynamo may see without a source (a function reached through an object made in
+    a traced branch), and from there it can call a function of this module but not a class."""
+    return Undefined(name)
 
 
 _SCALAR_TYPES = (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)
@@ -155,3 +163,50 @@ def restore_size_relations(tensors, relations) -> None:
     """Inside a traced body: ``torch._check`` the size equalities that held outside."""
     for i, axis_i, j, axis_j in relations:
         torch._check(tensors[i].shape[axis_i] == tensors[j].shape[axis_j])
+
+
+def bound_merged_sizes(outs) -> None:
+    """A size the branches give differently stays at least the smaller of their lower bounds.
+
+    Where the branches give an output different sizes (a mask that grows by one in one branch
+    and not in the other), ``torch.cond`` gives it a fresh unbacked size, which may be 0 for
+    all torch knows: ``mask[:, :1]`` after the if is then ``Min(1, u0)`` long and comparisons
+    of it stay undecided. The merged size is one of the branches' sizes, so it is at least the
+    smaller of their lower bounds (read from the cond's branch graphs), said with ``torch._check``.
+    """
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    mode = get_proxy_mode()
+    leaves = [leaf for leaf in pytree.tree_leaves(outs) if isinstance(leaf, torch.Tensor)]
+    if mode is None or not leaves:
+        return
+    node = next((n for n in reversed(mode.tracer.graph.nodes)
+                 if n.op == "call_function" and n.target is torch.ops.higher_order.cond), None)
+    if node is None:
+        return
+    results = [_branch_outputs(getattr(mode.tracer.root, arg.target, None)) for arg in node.args[1:3]]
+    if None in results or any(len(r) != len(leaves) for r in results):
+        return
+    for leaf, true_val, false_val in zip(leaves, *results):
+        for axis, size in enumerate(leaf.shape):
+            if is_symbolic(size) and axis < min(true_val.dim(), false_val.dim()):
+                _bound_below(size, (true_val.shape[axis], false_val.shape[axis]))
+
+
+def _bound_below(size, branch_sizes) -> None:
+    """A merged size is one of the branches' sizes: at least the smaller of their lower bounds
+    (see :func:`_bound_merged_sizes`)."""
+    shape_env = size.node.shape_env
+    lows = [int(s) if not isinstance(s, torch.SymInt) else shape_env.bound_sympy(s.node.expr).lower
+            for s in branch_sizes]
+    low = min(lows)
+    if low > 0 and low != float("inf"):
+        torch._check(size >= int(low))
+
+
+def _branch_outputs(branch) -> list | None:
+    if not isinstance(branch, torch.fx.GraphModule):
+        return None
+    output = next(n for n in reversed(branch.graph.nodes) if n.op == "output")
+    values = [arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None for arg in pytree.tree_leaves(output.args[0])]
+    return values if all(isinstance(v, torch.Tensor) for v in values) else None

@@ -1,0 +1,101 @@
+"""Library objects that loop and branch state may hold, made pytrees of their tensors.
+
+A converted ``if`` or loop carries tensors. A transformers ``DynamicCache`` passed from one
+step of a decoding loop to the next is an object holding one key and one value tensor per
+layer; registered as a pytree (with transformers' own export support), the converted ``if``
+carries its leaves and rebuilds the object inside each branch, and a loop whose state grows
+carries them as growing state. Nothing is imported: a library that is not loaded is skipped.
+
+Example::
+
+    >>> register_library_containers()   # idempotent; a no-op without transformers loaded
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.utils._pytree as pytree
+
+from fxport.controlflow.operators.failures import fail
+
+
+def register_library_containers() -> None:
+    """Register the loaded libraries' cache objects as pytrees (once)."""
+    if "transformers" in sys.modules:
+        _register_transformers_caches()
+
+
+def _register_transformers_caches() -> None:
+    try:
+        from transformers import DynamicCache
+        from transformers.integrations.executorch import register_dynamic_cache_export_support
+    except ImportError:  # an older or partial transformers: its caches stay plain objects
+        return
+    if DynamicCache not in pytree.SUPPORTED_NODES:
+        register_dynamic_cache_export_support()
+
+
+def is_container(value) -> bool:
+    """True for a registered library object (not a list, tuple or dict) whose leaves are tensors.
+
+    >>> is_container([1]), is_container(object())
+    (False, False)
+    """
+    if isinstance(value, (list, tuple, dict)) or type(value) not in pytree.SUPPORTED_NODES:
+        return False
+    leaves = pytree.tree_leaves(value)
+    return bool(leaves) and all(hasattr(leaf, "shape") for leaf in leaves)
+
+
+def fresh_copy(value):
+    """The object rebuilt from clones of its tensors (one per branch: a branch that updates it,
+    in place or not, leaves the other's untouched)."""
+    leaves, spec = pytree.tree_flatten(value)
+    return pytree.tree_unflatten([leaf.clone() for leaf in leaves], spec)
+
+
+def run_branch(fn, args: list, info, side: str):
+    """``fn(*args)``, refusing a branch that changes a library object the ``if`` does not assign
+    (``cache.update(k, v, 0)`` with no ``cache = ...``): the change could not leave the branch."""
+    before = {name: pytree.tree_leaves(a) for name, a in zip(info.params, args)
+              if is_container(a) and name not in info.names}
+    outs = fn(*args)
+    for name, leaves in before.items():
+        after = pytree.tree_leaves(args[info.params.index(name)])
+        if len(after) != len(leaves) or any(a is not b for a, b in zip(after, leaves)):
+            kind = type(args[info.params.index(name)]).__name__
+            fail(f"if on a tensor condition changes the {kind} {name!r} in place in its {side} branch", info,
+                 f"assign it in the branch ({name} = <the updated object>, e.g. the model's past_key_values) "
+                 "so fxport carries it, or update it outside the if")
+    return outs
+
+
+def operand_spec(value):
+    """None for a tensor; the pytree spec of a library object carried as its leaves."""
+    return None if isinstance(value, torch.Tensor) else pytree.tree_flatten(value)[1]
+
+
+def assigned_specs(args: tuple, info) -> dict:
+    """``{name: spec}`` of the library objects the ``if`` assigns and had before it."""
+    incoming = dict(zip(info.params, args))
+    return {name: pytree.tree_flatten(incoming[name])[1] for name in info.names
+            if name in incoming and is_container(incoming[name])}
+
+
+def leaves_out(name: str, value, specs: dict, info, side: str):
+    """A library object leaves a branch as the list of its leaves, rebuilt after the cond with
+    the structure it had before the ``if`` (a cache keeps its layers)."""
+    if not is_container(value):
+        return value
+    leaves = pytree.tree_leaves(value)
+    if name not in specs or len(leaves) != specs[name].num_leaves:
+        fail(f"if: {name!r} becomes a {type(value).__name__} of another structure in the {side} branch", info,
+             f"give {name!r} its layers before the if (run the first step, the prefill, before the loop)")
+    return leaves
+
+
+def rebuilt(outs: tuple, specs: dict, info) -> tuple:
+    return tuple(pytree.tree_unflatten(list(value), specs[name]) if name in specs else value
+                 for name, value in zip(info.names, outs))
