@@ -67,8 +67,9 @@ def loop_translations(program: torch.export.ExportedProgram, opset: int | None, 
 
 
 def _body_model(loop, node, opset, table):
-    """The body of ``loop`` as an onnx_ir model: inputs (counter, state, free tensors, weights),
-    outputs (keep going, counter, state)."""
+    """The body of ``loop`` as an onnx_ir model: inputs (counter, state, free tensors), the
+    modules' weights as initializers named ``modules.<i>.<name>``, outputs (keep going, counter,
+    state)."""
     program = getattr(loop, "program", None) or _capture_body(loop, node)
     nested = {**(table or {}), **loop_translations(program, opset, table)}
     try:
@@ -92,7 +93,7 @@ def _capture_body(loop, node) -> torch.export.ExportedProgram:
     vals = [arg.meta["val"] for arg in node.args[0]]
     _, counter, state, free, weights = loop.split(vals)
     carried = ([counter] if counter is not None else []) + list(state)
-    examples = [_example(v) for v in carried + list(free)] + _weights(loop)
+    examples = [_example(v) for v in carried + list(free)]
     offset = 1 if counter is not None else 0
     dynamic = []
     for index, value in enumerate(carried + list(free)):
@@ -100,7 +101,6 @@ def _capture_body(loop, node) -> torch.export.ExportedProgram:
         if offset <= index < offset + len(state):
             axes |= set(loop.growing.get(index - offset, ()))
         dynamic.append({a: torch.export.Dim.AUTO for a in sorted(axes)} or None)
-    dynamic += [None] * len(weights)
     body = _Body(loop, len(carried), len(free))
     try:
         with quiet_torch(), session(loop.strategy, [], loop.disabled), \
@@ -115,20 +115,25 @@ def _capture_body(loop, node) -> torch.export.ExportedProgram:
 
 
 class _Body(torch.nn.Module):
-    """One iteration of a grown loop as a module of flat tensors (what the body export traces)."""
+    """One iteration of a grown loop as a module of flat tensors (what the body export traces).
+
+    The modules the body calls are its submodules, so their weights are the body program's
+    parameters, as in the enclosing capture (a module called inside a ``torch.cond`` branch of
+    the body reads them as parameters; weights swapped in as inputs would reach dynamo as
+    constants it cannot lift). :func:`_loop_node` points them at the enclosing graph's weights.
+    """
 
     def __init__(self, loop, carried: int, free: int):
         super().__init__()
         self.loop, self.carried, self.free = loop, carried, free
+        self.modules_ = torch.nn.ModuleList([module for module, _ in loop.modules])
 
     def forward(self, *flat):
         loop = self.loop
-        carried, free_tensors, weights = flat[: self.carried], flat[self.carried: self.carried + self.free], \
-            flat[self.carried + self.free:]
+        carried, free_tensors = flat[: self.carried], flat[self.carried: self.carried + self.free]
         counter, state = (carried[0], carried[1:]) if loop.counted else (None, carried)
-        with loop.parameters(weights):
-            free = loop.free_values(free_tensors, list(state) + list(free_tensors))
-            keep, counter, new = loop.step_once(counter, tuple(state), free)
+        free = loop.free_values(free_tensors, list(state) + list(free_tensors))
+        keep, counter, new = loop.step_once(counter, tuple(state), free)
         return (keep,) + ((counter,) if loop.counted else ()) + tuple(new)
 
 
@@ -140,9 +145,9 @@ def _example(value: torch.Tensor) -> torch.Tensor:
     return torch.zeros(shape, dtype=value.dtype)
 
 
-def _weights(loop) -> list:
-    """The modules' own parameters and buffers (the lower stage runs outside any trace)."""
-    return [growing._lookup(module, name).detach() for module, names in loop.modules for name in names]
+def _weight_names(loop) -> list[str]:
+    """The body program's name of each weight the op passes, in the op's order."""
+    return [f"modules_.{index}.{name}" for index, (_, names) in enumerate(loop.modules) for name in names]
 
 
 def _check_still_dynamic(loop, program, offset: int) -> None:
@@ -179,8 +184,13 @@ def _loop_node(model, loop, inputs):
     graph = ir.serde.deserialize_graph(ir.serde.serialize_graph(model.graph))
     _prefix_names(graph, loop.key)
     inner = list(graph.inputs)
-    for value, outer in zip(inner[len(carried):], list(free) + list(weights)):
+    for value, outer in zip(inner[len(carried):], list(free)):
         value.replace_all_uses_with(outer)
+    outer_weights = dict(zip(_weight_names(loop), weights))
+    for name, value in list(graph.initializers.items()):  # the weights: the enclosing graph's values
+        if name in outer_weights:
+            graph.initializers.pop(name)
+            value.replace_all_uses_with(outer_weights[name])
     graph.inputs.clear()
     graph.inputs.extend([ir.Value(name=f"{loop.key}_iteration", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT64)),
                          ir.Value(name=f"{loop.key}_condition", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.BOOL))]

@@ -255,6 +255,16 @@ def liveness(stmts: Sequence[ast.stmt], live_out: set[str] = frozenset(),
     return result
 
 
+def live_in(stmts: Sequence[ast.stmt], live_out: set[str] = frozenset(),
+            break_flags: Mapping[ast.AST, str] | None = None) -> set[str]:
+    """Names ``stmts`` read before assigning them, on some path (with ``live_out`` read after).
+
+    >>> sorted(live_in(ast.parse("y = x + 1; z = y * w").body))
+    ['w', 'x']
+    """
+    return _live_in(stmts, set(live_out), break_flags or {}, Liveness())
+
+
 def _live_in(stmts, live_out: set[str], flags, result: Liveness) -> set[str]:
     live = set(live_out)
     for stmt in reversed(stmts):

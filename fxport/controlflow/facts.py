@@ -70,6 +70,7 @@ class IfFacts:
     written_in_place: frozenset[str]  # roots changed in place: y.add_(1), h[m] = 0, y += 1
     appended: frozenset[str]  # lists .append-ed to and not reassigned in the branches
     live_after: frozenset[str]
+    live_in: frozenset[str]  # names a branch reads before assigning them (with live_after read after)
     expensive: tuple[str, ...]  # why running both branches is costly or unsafe (empty: cheap)
     side_effects: tuple[SideEffect, ...]
 
@@ -162,6 +163,7 @@ def _if_facts(node: ast.If, live_after: frozenset, expensive: tuple | None) -> I
         written_in_place=frozenset(analysis.mutated(block)),
         appended=frozenset(appended_lists(block) - writes),
         live_after=live_after,
+        live_in=frozenset(analysis.live_in(node.body, live_after) | analysis.live_in(node.orelse, live_after)),
         expensive=expensive if expensive is not None else tuple(expensive_reasons(block)),
         side_effects=tuple(side_effects(block)),
     )

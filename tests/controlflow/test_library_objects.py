@@ -44,3 +44,77 @@ def test_a_cache_changed_in_place_in_a_branch_is_refused_at_its_line():
     message = str(caught.value)
     assert "changes the DynamicCache 'cache' in place" in message
     assert "library_object_models.py:38" in message and "\n" not in message
+
+
+def _prompts(batch: int, length: int, seed: int, left_pad: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, 32, (batch, length), generator=g)
+    mask = torch.ones(batch, length, dtype=torch.int64)
+    if left_pad and batch > 1:
+        mask[1, :left_pad] = 0
+        ids[1, :left_pad] = 0
+    return ids, mask
+
+
+def _stop_steps(tokens: torch.Tensor, prompt_length: int, eos: int) -> list:
+    """Per row: the step at which it produced ``eos`` (1-based), None when it never did."""
+    new = tokens[:, prompt_length:].tolist()
+    return [row.index(eos) + 1 if eos in row else None for row in new]
+
+
+def _end_token() -> int:
+    """A token the tiny model emits greedily at several different steps and not on every row."""
+    free_running = m.GreedyWithCache(eos=-1).eval()
+    ids, mask = _prompts(48, 5, seed=1)
+    with torch.no_grad():
+        new = free_running(ids, mask)[:, 5:].tolist()
+    steps = {t: {row.index(t) + 1 for row in new if t in row} for t in range(32)}
+    never = {t: sum(t not in row for row in new) for t in range(32)}
+    return max((t for t in range(2, 32) if never[t]), key=lambda t: (len(steps[t]), -abs(never[t] - 24)))
+
+
+@pytest.fixture(scope="module")
+def greedy():
+    model = m.GreedyWithCache(eos=_end_token()).eval()
+    dims = ({0: B, 1: S}, {0: B, 1: S})
+    return model, export_to_ort(model, _prompts(2, 5, seed=0), dynamic_shapes=dims)
+
+
+def _rows_stopping_at(model, steps, length: int = 4):
+    """One prompt row per step in ``steps`` whose greedy run stops there (searched by seed)."""
+    rows = {}
+    for seed in range(100, 400):
+        ids, mask = _prompts(1, length, seed)
+        with torch.no_grad():
+            stop = _stop_steps(model(ids, mask), length, model.eos)[0]
+        if stop in steps and stop not in rows:
+            rows[stop] = ids
+        if len(rows) == len(steps):
+            break
+    return [rows[s] for s in steps if s in rows]
+
+
+def test_a_greedy_loop_around_tiny_gpt2_with_a_dynamic_cache_converts_to_one_loop(greedy):
+    model, exported = greedy
+    assert exported.ops.get("Loop", 0) == 1 and exported.ops.get("If", 0) >= 1, exported.ops
+    early_rows = _rows_stopping_at(model, (1, 2, 3))
+    assert len(early_rows) >= 2, "no prompt found whose greedy run stops early"
+    cases = [_prompts(*spec) for spec in [(2, 5, 0, 0), (1, 1, 3, 0), (1, 9, 4, 0), (4, 3, 5, 2), (3, 7, 6, 4),
+                                          (8, 4, 7, 1), (5, 2, 8, 1), (6, 6, 9, 3)]]
+    cases += [(row, torch.ones_like(row)) for row in early_rows]  # the whole batch stops early: a shorter output
+    both = torch.cat(early_rows[:2])
+    cases.append((both, torch.ones_like(both)))  # rows stopping at different early steps
+    seen_stops, ended_early = set(), False
+    for ids, mask in cases:
+        batch, length = ids.shape
+        pad = int((mask == 0).sum())
+        with torch.no_grad():
+            expected = model(ids, mask)
+        got = run_ort(exported, (ids, mask))[0]
+        assert got.shape == tuple(expected.shape) and np.array_equal(got, expected.numpy()), (
+            f"batch {batch}, prompt {length}, left pad {pad}: eager {expected.tolist()} vs ONNX {got.tolist()}")
+        seen_stops.update(_stop_steps(expected, length, model.eos))
+        ended_early |= expected.shape[1] < length + m.MAX_NEW
+    assert ended_early, "no input made every row stop before the last step (the loop's early exit)"
+    early = {s for s in seen_stops if s is not None and s < m.MAX_NEW}
+    assert None in seen_stops and len(early) >= 2, f"rows stopped at {seen_stops}: the inputs do not exercise early stops"

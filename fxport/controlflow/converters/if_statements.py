@@ -50,7 +50,11 @@ class IfConverter(StatementConverter):
         outputs = tuple(sorted((modified & live_after) | appended))
         ctx.check_no_outer_writes("if", node, modified)
         free = ctx.free_locals(set(facts.reads), set(facts.writes), defined) - modified
-        params = tuple(sorted(modified)) + tuple(sorted(free))
+        # a name both branches assign before reading and nobody reads after needs no value in:
+        # passing one would hand the branch a stale value (in a loop body, the enclosing
+        # function's value, which the body's own capture cannot take as an input)
+        carried = {n for n in modified if n in outputs or n in facts.live_in or n in written_in_place}
+        params = tuple(sorted(carried)) + tuple(sorted(free))
         info = StatementInfo(
             "if",
             ctx.location(node),

@@ -40,7 +40,7 @@ from fxport.controlflow.operators.failures import check_side_effects, fail, find
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.targets import Missing
-from fxport.controlflow.operators.state import in_traced_body, is_disabled, note, record, strategy
+from fxport.controlflow.operators.state import in_traced_body, is_disabled, is_probing, note, record, strategy
 from fxport.controlflow.operators.values import (
     Undefined,
     as_bool_tensor,
@@ -131,6 +131,10 @@ def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
     outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
                      detail="where: nested in a traced cond/while_loop body (torch.onnx cannot export If inside Loop)")
+    if isinstance(outs, str) and is_probing():
+        # the probe of a loop body: branches of different sizes make the loop one whose state
+        # grows, whose body is captured on its own, where this if becomes an If (fxport/grown_loops.py)
+        return _if_cond(pred, true_fn, false_fn, args, info, outs)
     if isinstance(outs, str):
         fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,
              "make both branches produce the same shape (torch.onnx cannot export If nested in Loop)")

@@ -2,9 +2,11 @@
 
 A converted ``if`` or loop carries tensors. A transformers ``DynamicCache`` passed from one
 step of a decoding loop to the next is an object holding one key and one value tensor per
-layer; registered as a pytree (with transformers' own export support), the converted ``if``
-carries its leaves and rebuilds the object inside each branch, and a loop whose state grows
-carries them as growing state. Nothing is imported: a library that is not loaded is skipped.
+layer; registered as a pytree (its keys, then its values, as transformers' own export support
+lays them out; that registration is kept where the user made it), the converted ``if`` carries
+its leaves and rebuilds the object inside each branch, and a loop whose state grows carries
+them as growing state. A cache with layers of another kind (sliding window) is not carried.
+Nothing is imported: a library that is not loaded is skipped.
 
 Example::
 
@@ -29,12 +31,40 @@ def register_library_containers() -> None:
 
 def _register_transformers_caches() -> None:
     try:
-        from transformers import DynamicCache
-        from transformers.integrations.executorch import register_dynamic_cache_export_support
+        from transformers.cache_utils import DynamicCache, DynamicLayer
     except ImportError:  # an older or partial transformers: its caches stay plain objects
         return
-    if DynamicCache not in pytree.SUPPORTED_NODES:
-        register_dynamic_cache_export_support()
+    if DynamicCache in pytree.SUPPORTED_NODES:  # the user registered transformers' own support
+        return
+
+    def flatten(cache):
+        layers = list(cache.layers)
+        if any(type(layer) is not DynamicLayer or not layer.is_initialized for layer in layers):
+            raise ValueError("a DynamicCache with layers other than initialized DynamicLayers")
+        return [layer.keys for layer in layers] + [layer.values for layer in layers], len(layers)
+
+    def flatten_with_keys(cache):
+        values, context = flatten(cache)
+        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
+
+    def unflatten(values, count):
+        cache = DynamicCache()
+        cache.layers = [_dynamic_layer(DynamicLayer, k, v) for k, v in zip(values[:count], values[count:])]
+        return cache
+
+    pytree.register_pytree_node(DynamicCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+                                serialized_type_name="transformers.cache_utils.DynamicCache")
+
+
+def _dynamic_layer(layer_class, keys, values):
+    """An initialized layer holding ``keys`` and ``values``, made without ``update``: its lazy
+    initialisation creates ``torch.tensor([])``, which inside a traced branch is a fake constant
+    the capture refuses."""
+    layer = layer_class()
+    layer.keys, layer.values = keys, values
+    layer.dtype, layer.device = keys.dtype, keys.device
+    layer.is_initialized = True
+    return layer
 
 
 def is_container(value) -> bool:
@@ -45,7 +75,10 @@ def is_container(value) -> bool:
     """
     if isinstance(value, (list, tuple, dict)) or type(value) not in pytree.SUPPORTED_NODES:
         return False
-    leaves = pytree.tree_leaves(value)
+    try:
+        leaves = pytree.tree_leaves(value)
+    except ValueError:  # a kind of the object the registration does not cover
+        return False
     return bool(leaves) and all(hasattr(leaf, "shape") for leaf in leaves)
 
 

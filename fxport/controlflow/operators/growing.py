@@ -39,6 +39,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.nn.utils.stateless import _reparametrize_module
 
+from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.state import disabled, record, strategy
@@ -153,8 +154,11 @@ class GrownLoop:
             return self.info.names[index]
         for name, spec in zip(self.info.names, self.specs):
             if index < spec.num_leaves:
-                example = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-                paths = [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(example)[0]]
+                try:
+                    example = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+                    paths = [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(example)[0]]
+                except Exception:  # a library object (a transformers cache) is rebuilt from tensors only
+                    return f"{name}[{index}]"
                 return name + paths[index]
             index -= spec.num_leaves
         raise IndexError(index)
@@ -209,7 +213,8 @@ class GrownLoop:
             counter = counter + self.step
         else:
             new = tuple(self.body_fn(*params[: len(info.params)]))
-        new = tuple(v if isinstance(old, (list, tuple)) else _as_tensor_like(v, old) for v, old in zip(new, state))
+        new = tuple(v if isinstance(old, (list, tuple)) or is_container(old) else _as_tensor_like(v, old)
+                    for v, old in zip(new, state))
         return self.keep_going(counter, new, free), counter, tuple(self.flatten(new))
 
     def keep_going(self, counter, state, free):

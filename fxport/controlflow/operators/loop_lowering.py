@@ -24,6 +24,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.appender import Appender, Replay, varies
+from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.growing import grown_loop
 from fxport.controlflow.operators.indexing import getitem
@@ -190,7 +191,8 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
     """
     promoted = [_number_to_tensor(v) for v in state]
     probe_in = [
-        v.copy() if isinstance(v, Appender) else (v.clone() if isinstance(v, torch.Tensor) and n in info.mutated else v)
+        v.copy() if isinstance(v, Appender) else fresh_copy(v) if is_container(v) else
+        (v.clone() if isinstance(v, torch.Tensor) and n in info.mutated else v)
         for n, v in zip(info.names, promoted)
     ]
     params = tuple(probe_in) + tuple(free[: len(info.params) - len(info.names)])
@@ -295,9 +297,9 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
 
 
 def _tensor_tree(value) -> bool:
-    """A list or tuple (nested) whose leaves are all tensors."""
+    """A list or tuple (nested) of tensors, or a library object (a transformers cache)."""
     if not isinstance(value, (list, tuple)):
-        return False
+        return is_container(value)
     leaves = pytree.tree_leaves(value)
     return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
 

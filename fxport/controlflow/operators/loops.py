@@ -135,14 +135,19 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         # a data-dependent break would leave appends under a tensor condition: loop on tensors
         return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(iterable.start, iterable.stop, iterable.step))
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
-    trips = 0
+    trips, before = 0, state
     for position, item in enumerate(iterable):
         if flag_slot is not None:
             flag = state[flag_slot]
             if is_traced(flag) and not _left_as_written(info.kind):
-                return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info)
+                # the tensor loop takes over from the iteration whose break made the flag a
+                # tensor, with that iteration's entry state: its rest ran under a cond on the
+                # flag, which merges the sizes the branches give (a grown cache, a grown mask)
+                # into unrelated ones the next iterations could not compare
+                return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info)
             if flag:
                 break
+        before = state
         state = tuple(body_fn(item, *state, *free))
         trips = _count_trip(trips, info)
     note(info, trips)

@@ -121,6 +121,11 @@ def probing():
         _PROBING[0] -= 1
 
 
+def is_probing() -> bool:
+    """True while a loop body runs once outside the loop (:func:`probing`), not under dynamo."""
+    return _PROBING[0] > 0 and not torch.compiler.is_dynamo_compiling()
+
+
 def in_traced_body() -> bool:
     """True inside a body dynamo traces (cond branch, while_loop body) or a loop-body probe."""
     return torch.compiler.is_dynamo_compiling() or _PROBING[0] > 0
