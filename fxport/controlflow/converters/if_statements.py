@@ -63,7 +63,7 @@ class IfConverter(StatementConverter):
             mutated=tuple(sorted(facts.written_in_place & set(params))),
             expensive=facts.expensive,
             appended=tuple(sorted(appended)),
-            side_effects=tuple(e.what for e in facts.side_effects if e.applies(set(params), allow_append=False)),
+            side_effects=tuple(e.what for e in facts.side_effects if e.applies(set(params) | modified, allow_append=False)),
             branch_writes=(facts.writes_true, facts.writes_false),
             retval=RETVAL if RETVAL in outputs else None,
         )

@@ -143,7 +143,10 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
                 # the tensor loop takes over from the iteration whose break made the flag a
                 # tensor, with that iteration's entry state: its rest ran under a cond on the
                 # flag, which merges the sizes the branches give (a grown cache, a grown mask)
-                # into unrelated ones the next iterations could not compare
+                # into unrelated ones the next iterations could not compare. Not when the body
+                # writes in place: that iteration already changed the entry state's tensors
+                if set(info.mutated) - {info.break_flag}:
+                    return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info)
                 return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info)
             if flag:
                 break
