@@ -18,11 +18,12 @@ END_TOKEN = 51
 
 
 class GreedyGPT2(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, end_token: int = END_TOKEN, max_new_tokens: int = MAX_NEW_TOKENS):
         super().__init__()
+        self.end_token, self.max_new_tokens = end_token, max_new_tokens
         torch.manual_seed(0)
         config = GPT2Config(vocab_size=64, n_positions=128, n_embd=32, n_layer=2, n_head=2,
-                            bos_token_id=0, eos_token_id=END_TOKEN)
+                            bos_token_id=0, eos_token_id=end_token % 64)
         self.lm = GPT2LMHeadModel(config).eval()
 
     def forward(self, input_ids, attention_mask):
@@ -33,11 +34,11 @@ class GreedyGPT2(torch.nn.Module):
         cache, logits = out.past_key_values, out.logits[:, -1]
         tokens = input_ids
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool)
-        for _ in range(MAX_NEW_TOKENS):
+        for _ in range(self.max_new_tokens):
             next_token = logits.argmax(-1)
             next_token = torch.where(unfinished, next_token, torch.zeros_like(next_token))  # pad finished rows
             tokens = torch.cat([tokens, next_token[:, None]], 1)
-            unfinished = unfinished & (next_token != END_TOKEN)
+            unfinished = unfinished & (next_token != self.end_token)
             if not unfinished.any():
                 break
             attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)

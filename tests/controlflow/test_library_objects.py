@@ -12,6 +12,9 @@ pytest.importorskip("transformers")
 from fxport.errors import ControlFlowError  # noqa: E402
 from tests.controlflow import library_object_models as m  # noqa: E402
 from tests.controlflow._util import export_to_ort, run_ort  # noqa: E402
+from examples.greedy_gpt2 import GreedyGPT2  # noqa: E402  (the README's generation example)
+
+VOCAB = 64
 
 B, S = torch.export.Dim("batch"), torch.export.Dim("seq")
 DYNAMIC = ({0: B, 2: S}, {0: B, 2: S}, {0: B}, {0: B}, None)
@@ -48,7 +51,7 @@ def test_a_cache_changed_in_place_in_a_branch_is_refused_at_its_line():
 
 def _prompts(batch: int, length: int, seed: int, left_pad: int = 0):
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(2, 32, (batch, length), generator=g)
+    ids = torch.randint(2, VOCAB, (batch, length), generator=g)
     mask = torch.ones(batch, length, dtype=torch.int64)
     if left_pad and batch > 1:
         mask[1, :left_pad] = 0
@@ -64,18 +67,18 @@ def _stop_steps(tokens: torch.Tensor, prompt_length: int, eos: int) -> list:
 
 def _end_token() -> int:
     """A token the tiny model emits greedily at several different steps and not on every row."""
-    free_running = m.GreedyWithCache(eos=-1).eval()
+    free_running = GreedyGPT2(end_token=-1, max_new_tokens=6).eval()
     ids, mask = _prompts(48, 5, seed=1)
     with torch.no_grad():
         new = free_running(ids, mask)[:, 5:].tolist()
-    steps = {t: {row.index(t) + 1 for row in new if t in row} for t in range(32)}
-    never = {t: sum(t not in row for row in new) for t in range(32)}
-    return max((t for t in range(2, 32) if never[t]), key=lambda t: (len(steps[t]), -abs(never[t] - 24)))
+    steps = {t: {row.index(t) + 1 for row in new if t in row} for t in range(VOCAB)}
+    never = {t: sum(t not in row for row in new) for t in range(VOCAB)}
+    return max((t for t in range(2, VOCAB) if never[t]), key=lambda t: (len(steps[t]), -abs(never[t] - 24)))
 
 
 @pytest.fixture(scope="module")
 def greedy():
-    model = m.GreedyWithCache(eos=_end_token()).eval()
+    model = GreedyGPT2(end_token=_end_token(), max_new_tokens=6).eval()
     dims = ({0: B, 1: S}, {0: B, 1: S})
     return model, export_to_ort(model, _prompts(2, 5, seed=0), dynamic_shapes=dims)
 
@@ -83,10 +86,10 @@ def greedy():
 def _rows_stopping_at(model, steps, length: int = 4):
     """One prompt row per step in ``steps`` whose greedy run stops there (searched by seed)."""
     rows = {}
-    for seed in range(100, 400):
+    for seed in range(100, 700):
         ids, mask = _prompts(1, length, seed)
         with torch.no_grad():
-            stop = _stop_steps(model(ids, mask), length, model.eos)[0]
+            stop = _stop_steps(model(ids, mask), length, model.end_token)[0]
         if stop in steps and stop not in rows:
             rows[stop] = ids
         if len(rows) == len(steps):
@@ -95,9 +98,10 @@ def _rows_stopping_at(model, steps, length: int = 4):
 
 
 def test_a_greedy_loop_around_tiny_gpt2_with_a_dynamic_cache_converts_to_one_loop(greedy):
+    """examples/greedy_gpt2.py, with an end token found to stop rows at several steps."""
     model, exported = greedy
     assert exported.ops.get("Loop", 0) == 1 and exported.ops.get("If", 0) >= 1, exported.ops
-    early_rows = _rows_stopping_at(model, (1, 2, 3))
+    early_rows = _rows_stopping_at(model, (1, 2, 3, 4, 5))
     assert len(early_rows) >= 2, "no prompt found whose greedy run stops early"
     cases = [_prompts(*spec) for spec in [(2, 5, 0, 0), (1, 1, 3, 0), (1, 9, 4, 0), (4, 3, 5, 2), (3, 7, 6, 4),
                                           (8, 4, 7, 1), (5, 2, 8, 1), (6, 6, 9, 3)]]
@@ -113,8 +117,8 @@ def test_a_greedy_loop_around_tiny_gpt2_with_a_dynamic_cache_converts_to_one_loo
         got = run_ort(exported, (ids, mask))[0]
         assert got.shape == tuple(expected.shape) and np.array_equal(got, expected.numpy()), (
             f"batch {batch}, prompt {length}, left pad {pad}: eager {expected.tolist()} vs ONNX {got.tolist()}")
-        seen_stops.update(_stop_steps(expected, length, model.eos))
-        ended_early |= expected.shape[1] < length + m.MAX_NEW
+        seen_stops.update(_stop_steps(expected, length, model.end_token))
+        ended_early |= expected.shape[1] < length + model.max_new_tokens
     assert ended_early, "no input made every row stop before the last step (the loop's early exit)"
-    early = {s for s in seen_stops if s is not None and s < m.MAX_NEW}
+    early = {s for s in seen_stops if s is not None and s < model.max_new_tokens}
     assert None in seen_stops and len(early) >= 2, f"rows stopped at {seen_stops}: the inputs do not exercise early stops"
