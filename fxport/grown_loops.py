@@ -68,7 +68,7 @@ def loop_translations(program: torch.export.ExportedProgram, opset: int | None, 
 
 def _body_model(loop, node, opset, table):
     """The body of ``loop`` as an onnx_ir model: inputs (counter, state, free tensors), the
-    modules' weights as initializers named ``modules.<i>.<name>``, outputs (keep going, counter,
+    modules' weights as initializers named ``modules_.<i>.<name>``, outputs (keep going, counter,
     state)."""
     program = getattr(loop, "program", None) or _capture_body(loop, node)
     nested = {**(table or {}), **loop_translations(program, opset, table)}
@@ -91,7 +91,7 @@ def _capture_body(loop, node) -> torch.export.ExportedProgram:
     from torch.fx.experimental import _config as shape_config
 
     vals = [arg.meta["val"] for arg in node.args[0]]
-    _, counter, state, free, weights = loop.split(vals)
+    _, counter, state, free, _ = loop.split(vals)
     carried = ([counter] if counter is not None else []) + list(state)
     examples = [_example(v) for v in carried + list(free)]
     offset = 1 if counter is not None else 0

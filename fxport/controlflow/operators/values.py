@@ -195,7 +195,7 @@ def bound_merged_sizes(outs) -> None:
 
 def _bound_below(size, branch_sizes) -> None:
     """A merged size is one of the branches' sizes: at least the smaller of their lower bounds
-    (see :func:`_bound_merged_sizes`)."""
+    (see :func:`bound_merged_sizes`)."""
     shape_env = size.node.shape_env
     lows = [int(s) if not isinstance(s, torch.SymInt) else shape_env.bound_sympy(s.node.expr).lower
             for s in branch_sizes]
