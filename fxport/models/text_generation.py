@@ -1,0 +1,210 @@
+"""Text generation as a module fxport converts: greedy decoding around a transformers causal LM.
+
+:class:`TextGenerator` is the decoding loop transformers' ``generate()`` runs for greedy search,
+written so that fxport turns it into one ONNX ``Loop``: a prefill fills a ``DynamicCache``, then
+each step feeds the chosen token, the cache and the left-padded attention mask grown by one
+column back into the model; a row that produced an end token is padded from then on, and the
+loop stops once every row has. It takes the settings ``generate()`` takes
+(:func:`generation_settings` reads them the way ``generate()`` does: the model's
+``generation_config`` updated by keyword arguments) and gives the same ids, token for token:
+prompt followed by the generated ids, as long as the longest row ran.
+
+Used three ways: the API (below), ``fxport convert CHECKPOINT_DIR --task text-generation``
+(:func:`load_checkpoint`), and the built-in rule ``rewrites/generation.py`` that stands in for
+``model.generate(...)`` called inside a model's ``forward``.
+
+Example::
+
+    >>> import torch, fxport
+    >>> from transformers import LlamaConfig, LlamaForCausalLM
+    >>> lm = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+    ...     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).eval()
+    >>> generator = TextGenerator(lm, generation_settings(lm, max_new_tokens=8, eos_token_id=2))
+    >>> ids = generator(torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.int64))
+    >>> ids.shape[1] <= 3 + 8
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+from fxport.errors import UsageError
+
+#: generation_config attributes that carry no setting of the decoding itself.
+_BOOKKEEPING = frozenset({
+    "transformers_version", "bos_token_id", "decoder_start_token_id", "use_cache", "output_attentions",
+    "output_hidden_states", "compile_config", "disable_compile", "max_length",
+})
+#: sampling settings greedy search ignores (transformers warns and ignores them too).
+_SAMPLING_ONLY = frozenset({"temperature", "top_k", "top_p", "typical_p", "min_p", "epsilon_cutoff",
+                            "eta_cutoff", "top_h"})
+#: settings the generator implements.
+_IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id",
+                          "repetition_penalty", "do_sample", "num_beams"})
+#: ``generate()`` keyword arguments that are not generation settings and have no ONNX form.
+UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
+                         "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
+                         "custom_generate", "tokenizer", "past_key_values", "cache", "inputs_embeds",
+                         "position_ids", "generation_config")
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+    """What greedy search does, resolved: the number of new tokens, end tokens, padding, penalties.
+
+    ``eos_token_ids`` empty means no row stops early (the loop runs ``max_new_tokens`` steps);
+    ``pad_token_id`` fills the rows that stopped (transformers' default: the first end token).
+    """
+
+    max_new_tokens: int
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+    min_new_tokens: int = 0
+    repetition_penalty: float = 1.0
+
+    def describe(self) -> str:
+        """One line for reports: ``greedy, 8 new tokens, end tokens 2``."""
+        parts = ["greedy", f"{self.max_new_tokens} new tokens"]
+        parts.append(f"end tokens {', '.join(map(str, self.eos_token_ids))}" if self.eos_token_ids else "no end token")
+        if self.min_new_tokens:
+            parts.append(f"at least {self.min_new_tokens} new tokens")
+        if self.repetition_penalty != 1.0:
+            parts.append(f"repetition penalty {self.repetition_penalty:g}")
+        return ", ".join(parts)
+
+
+def generation_settings(model: torch.nn.Module, **overrides: Any) -> GenerationSettings:
+    """The settings ``model.generate(**overrides)`` would decode with, or a one-line refusal.
+
+    Reads ``model.generation_config`` updated by ``overrides`` (as ``generate()`` does); a
+    setting the generator does not implement (beam search, sampling, a logits processor, a
+    streamer, …) raises :class:`UsageError` naming it.
+
+    Example::
+
+        >>> generation_settings(lm, max_new_tokens=4, eos_token_id=[2, 3]).eos_token_ids
+        (2, 3)
+    """
+    for name in UNSUPPORTED_ARGUMENTS:
+        if overrides.get(name) is not None:
+            raise UsageError(f"generate(): {name}= has no ONNX form in fxport's generator",
+                             hint=f"call generate() without {name}=")
+    config = model.generation_config.__class__.from_dict(model.generation_config.to_dict())
+    unknown = config.update(**overrides)
+    if unknown:
+        name = sorted(unknown)[0]
+        raise UsageError(f"generate(): {name}= is not a generation setting fxport's generator knows",
+                         hint="pass only generation settings besides input_ids and attention_mask")
+    for name, value in config.to_diff_dict().items():
+        if name.startswith("_") or name in _BOOKKEEPING or name in _SAMPLING_ONLY or name in _IMPLEMENTED:
+            continue
+        raise UsageError(f"generation setting {name}={value!r} is not converted (fxport converts greedy search)",
+                         hint=f"leave {name} at its default, or export the one-step model with "
+                              "--task text-generation-step and run your own loop")
+    if config.do_sample:
+        raise UsageError("generation setting do_sample=True is not converted (fxport converts greedy search)",
+                         hint="pass do_sample=False")
+    if (config.num_beams or 1) != 1:
+        raise UsageError(f"generation setting num_beams={config.num_beams} is not converted "
+                         "(fxport converts greedy search)", hint="pass num_beams=1")
+    if config.max_new_tokens is None:
+        raise UsageError("generation needs max_new_tokens (max_length alone makes the number of new tokens "
+                         "depend on the prompt length)", hint="pass max_new_tokens=N")
+    if config.max_new_tokens < 1:
+        raise UsageError(f"max_new_tokens={config.max_new_tokens} generates nothing", hint="pass max_new_tokens ≥ 1")
+    eos = config.eos_token_id
+    eos_ids = tuple(int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []))
+    pad = config.pad_token_id
+    if isinstance(pad, (list, tuple)):
+        pad = pad[0]
+    if pad is None and eos_ids:
+        pad = eos_ids[0]  # what generate() does, with a warning
+    vocab = model.config.get_text_config().vocab_size
+    for what, ids in (("eos_token_id", eos_ids), ("pad_token_id", () if pad is None else (pad,))):
+        if any(not 0 <= t < vocab for t in ids):
+            raise UsageError(f"{what}={list(ids)} is outside the vocabulary (0..{vocab - 1})",
+                             hint=f"pass {what} inside the model's vocabulary")
+    penalty = 1.0 if config.repetition_penalty is None else float(config.repetition_penalty)
+    if penalty <= 0:
+        raise UsageError(f"repetition_penalty={penalty:g} must be positive",
+                         hint="pass repetition_penalty > 0 (1.0 is none)")
+    return GenerationSettings(
+        max_new_tokens=int(config.max_new_tokens), eos_token_ids=eos_ids, pad_token_id=pad,
+        min_new_tokens=int(config.min_new_tokens or 0), repetition_penalty=penalty,
+    )
+
+
+class TextGenerator(torch.nn.Module):
+    """Greedy search around ``lm`` (a transformers causal LM): ``(input_ids, attention_mask) → ids``.
+
+    ``attention_mask`` is left-padded (0 before each prompt, as transformers' tokenizers pad for
+    generation). The output is the prompt followed by the generated ids; it is as long as the
+    longest row ran (every row stopped, or ``max_new_tokens``); rows that stopped hold
+    ``pad_token_id``.
+    """
+
+    dynamic_shapes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+
+    def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
+        super().__init__()
+        self.lm, self.settings = lm, settings
+        vocab = lm.config.get_text_config().vocab_size
+        eos_mask = torch.zeros(vocab, dtype=torch.bool)
+        eos_mask[list(settings.eos_token_ids)] = True
+        self.register_buffer("eos_mask", eos_mask, persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        from transformers import DynamicCache
+
+        settings = self.settings
+        attention_mask = attention_mask.long()
+        position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+        out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                      past_key_values=DynamicCache(config=self.lm.config), use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1]
+        tokens = input_ids
+        padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
+        unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        position = position_ids[:, -1:]
+        generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
+        next_token = self.choose(logits, tokens, padding, unfinished, generated)
+        tokens = torch.cat([tokens, next_token[:, None]], 1)
+        unfinished = unfinished & ~self.eos_mask[next_token]
+        for _ in range(settings.max_new_tokens - 1):
+            if not unfinished.any():
+                break
+            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
+            position = position + 1
+            out = self.lm(input_ids=next_token[:, None], attention_mask=attention_mask, position_ids=position,
+                          past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1]
+            generated = generated + 1
+            next_token = self.choose(logits, tokens, padding, unfinished, generated)
+            tokens = torch.cat([tokens, next_token[:, None]], 1)
+            unfinished = unfinished & ~self.eos_mask[next_token]
+        return tokens
+
+    def choose(self, logits: torch.Tensor, tokens: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
+               generated: torch.Tensor) -> torch.Tensor:
+        """The next token of each row: the logits processors greedy search applies, then argmax;
+        rows already finished get the pad token."""
+        settings = self.settings
+        scores = logits.float()
+        if settings.repetition_penalty != 1.0:  # RepetitionPenaltyLogitsProcessor
+            vocab = scores.shape[-1]  # ids in the left padding count as seen by no one (index vocab, dropped)
+            counted = tokens.masked_fill(torch.arange(tokens.shape[1], device=tokens.device) < padding[:, None], vocab)
+            seen = torch.zeros(scores.shape[0], vocab + 1, dtype=torch.bool, device=scores.device)
+            seen = seen.scatter(1, counted, torch.ones_like(counted, dtype=torch.bool))[:, :vocab]
+            penalty = settings.repetition_penalty
+            scores = torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
+        if settings.min_new_tokens and settings.eos_token_ids:  # MinNewTokensLengthLogitsProcessor
+            scores = scores.masked_fill(self.eos_mask & (generated < settings.min_new_tokens), -math.inf)
+        next_token = scores.argmax(-1)
+        if settings.eos_token_ids:
+            next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))
+        return next_token
