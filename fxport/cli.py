@@ -204,6 +204,12 @@ def convert(
     inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
     dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], e.g. x:0=batch,2=h"),
     inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
+    task: Optional[str] = typer.Option(None, "--task", metavar="TASK", help="TARGET is a local transformers checkpoint directory; build the model for TASK: text-generation (docs/generation.md)"),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", metavar="N", help="text-generation: new tokens at most (default: the checkpoint's generation_config, else 20)"),
+    min_new_tokens: Optional[int] = typer.Option(None, "--min-new-tokens", metavar="N", help="text-generation: no end token before N new tokens"),
+    eos_token_id: List[int] = typer.Option([], "--eos-token-id", metavar="ID", help="text-generation: an end token (repeatable; default: the checkpoint's)"),
+    pad_token_id: Optional[int] = typer.Option(None, "--pad-token-id", metavar="ID", help="text-generation: the id of rows that stopped (default: the checkpoint's, else the first end token)"),
+    repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", metavar="X", help="text-generation: transformers' repetition penalty (1.0: none)"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="where to write the ONNX model"),
     opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
@@ -244,7 +250,10 @@ def convert(
         for path in (output, report):  # before converting, not after minutes of it
             if path is not None:
                 check_writable(path)
-        loaded = load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
+        generation = {"max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
+                      "eos_token_id": list(eos_token_id) or None, "pad_token_id": pad_token_id,
+                      "repetition_penalty": repetition_penalty}
+        loaded = _load(target, task, generation, inputs, dynamic, inputs_fn)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets
         options = Options(
@@ -257,7 +266,7 @@ def convert(
         )
         result = convert_model(
             loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
-            output=output, verify_inputs=[s.args if not s.kwargs else s.kwargs for s in extra] or None,
+            output=output, verify_inputs=extra or None,
             options=options, progress=mode.progress,
         )
         if report is not None:
@@ -274,6 +283,30 @@ def convert(
         stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
     elif not mode.quiet:
         print_summary(result)
+
+
+def _load(target: str, task: Optional[str], generation: dict, inputs: List[str], dynamic: List[str],
+          inputs_fn: Optional[str]):
+    """The model to convert: TARGET as a module, or built by --task from a checkpoint directory."""
+    from fxport.errors import UsageError
+
+    given = [f"--{name.replace('_', '-')}" for name, value in generation.items() if value is not None]
+    if task is None:
+        from fxport.load import load_model
+
+        if given:
+            raise UsageError(f"{given[0]} is a generation setting", hint="add --task text-generation")
+        return load_model(target, input_specs=inputs, dynamic_specs=dynamic, inputs_fn=inputs_fn)
+    if inputs or dynamic:
+        raise UsageError("--task builds its own inputs; -i and --dynamic do not apply",
+                         hint="drop -i/--dynamic, or pass --inputs-fn FILE.py:FUNC for your own prompts")
+    from fxport.load import load_inputs_fn
+    from fxport.tasks import load_task
+
+    loaded = load_task(target, task, generation)
+    if inputs_fn:
+        loaded.input_sets = load_inputs_fn(inputs_fn)
+    return loaded
 
 
 @app.command("rules")

@@ -160,20 +160,24 @@ def make_tensor(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Gen
 def to_input_sets(value: Any, origin: str) -> list[InputSet]:
     """Normalise what an inputs function or ``example_inputs()`` returned into input sets.
 
-    Accepted: a tensor, a tuple of positional inputs, a dict of keyword inputs, or a list of
-    those (several input sets; the first is the export example).
+    Accepted: a tensor, a tuple of positional inputs, a dict of keyword inputs, an
+    :class:`InputSet` (it keeps its name), or a list of those (several input sets; the first is
+    the export example).
     """
     if isinstance(value, list):
         if not value:
             raise InputSpecError(f"{origin} returned an empty list", hint="return at least one input set")
         sets = [_one_input_set(v, origin) for v in value]
         for i, s in enumerate(sets):
-            s.name = "example" if i == 0 else f"user-{i}"
+            if s.name == "example" and i > 0:  # a named InputSet keeps its name in the verification table
+                s.name = f"user-{i}"
         return sets
     return [_one_input_set(value, origin)]
 
 
 def _one_input_set(value: Any, origin: str) -> InputSet:
+    if isinstance(value, InputSet):
+        return dataclasses.replace(value, kwargs=dict(value.kwargs))
     if isinstance(value, torch.Tensor):
         return InputSet((value,))
     if isinstance(value, tuple):

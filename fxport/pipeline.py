@@ -63,7 +63,7 @@ def convert(
         args, kwargs: example inputs used for capture.
         dynamic_shapes: torch.export's format (``Dim`` objects) or ``{"x": {0: "batch"}}``.
         output: where to write the model (atomically); None keeps it in memory.
-        verify_inputs: more input sets to verify with: tuples of args or dicts of kwargs.
+        verify_inputs: more input sets to verify with: tuples of args, dicts of kwargs, or named InputSets.
         options: an :class:`~fxport.options.Options` (its attributes say what each choice does).
         progress: called as ``progress(stage, "start"|"done"|what it is doing)``.
         **option_overrides: any :class:`~fxport.options.Options` field, e.g. ``verify=False``,
@@ -131,7 +131,8 @@ def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, 
     example = InputSet.of(args, kwargs)
     extra_sets = to_input_sets(list(verify_inputs), "verify_inputs") if verify_inputs else []
     for index, input_set in enumerate(extra_sets, start=1):
-        input_set.name = f"user-{index}"
+        if input_set.name == "example":  # not named by the caller (an InputSet keeps its name)
+            input_set.name = f"user-{index}"
     device = resolve_device(options.device)
     return Conversion(
         model=model, signature=signature, example=example, options=options, extra_sets=extra_sets,

@@ -67,6 +67,12 @@ class GenerationSettings:
     min_new_tokens: int = 0
     repetition_penalty: float = 1.0
 
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments that make transformers' ``generate()`` decode the same way."""
+        return dict(max_new_tokens=self.max_new_tokens, min_new_tokens=self.min_new_tokens,
+                    eos_token_id=list(self.eos_token_ids) or None, pad_token_id=self.pad_token_id,
+                    repetition_penalty=self.repetition_penalty, do_sample=False, num_beams=1)
+
     def describe(self) -> str:
         """One line for reports: ``greedy, 8 new tokens, end tokens 2``."""
         parts = ["greedy", f"{self.max_new_tokens} new tokens"]
@@ -124,11 +130,9 @@ def generation_settings(model: torch.nn.Module, **overrides: Any) -> GenerationS
         pad = pad[0]
     if pad is None and eos_ids:
         pad = eos_ids[0]  # what generate() does, with a warning
-    vocab = model.config.get_text_config().vocab_size
     for what, ids in (("eos_token_id", eos_ids), ("pad_token_id", () if pad is None else (pad,))):
-        if any(not 0 <= t < vocab for t in ids):
-            raise UsageError(f"{what}={list(ids)} is outside the vocabulary (0..{vocab - 1})",
-                             hint=f"pass {what} inside the model's vocabulary")
+        if any(t < 0 for t in ids):
+            raise UsageError(f"{what}={list(ids)} is negative", hint=f"pass {what} ≥ 0")
     penalty = 1.0 if config.repetition_penalty is None else float(config.repetition_penalty)
     if penalty <= 0:
         raise UsageError(f"repetition_penalty={penalty:g} must be positive",
@@ -155,7 +159,7 @@ class TextGenerator(torch.nn.Module):
         self.lm, self.settings = lm, settings
         vocab = lm.config.get_text_config().vocab_size
         eos_mask = torch.zeros(vocab, dtype=torch.bool)
-        eos_mask[list(settings.eos_token_ids)] = True
+        eos_mask[[t for t in settings.eos_token_ids if t < vocab]] = True  # an id past the vocabulary never comes
         self.register_buffer("eos_mask", eos_mask, persistent=False)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,143 @@
+"""Tasks: ``fxport convert CHECKPOINT_DIR --task NAME`` builds the model and its inputs from a
+local transformers checkpoint (``config.json`` + weights; nothing is downloaded).
+
+- ``text-generation``: :class:`~fxport.models.text_generation.TextGenerator` around the
+  checkpoint's causal LM — inputs ``input_ids``, ``attention_mask`` (left-padded), output the
+  prompt followed by the generated ids. The generator is checked against the checkpoint's own
+  ``generate()`` on every input set before conversion, and the file against the generator: on
+  prompts of several lengths and batch sizes, left-padded rows, and prompts searched so that
+  rows stop at different steps.
+
+Example::
+
+    >>> loaded = load_task("ckpt/", "text-generation", {"max_new_tokens": 8})   # doctest: +SKIP
+    >>> loaded.module.settings.describe()                                        # doctest: +SKIP
+    'greedy, 8 new tokens, end tokens 2'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from fxport.errors import ModelLoadError, UsageError, VerificationError
+from fxport.inputs import InputSet
+from fxport.load import LoadedModel
+
+TASKS = ("text-generation",)
+#: new tokens when neither the command line nor the checkpoint's generation_config says
+DEFAULT_MAX_NEW_TOKENS = 20
+#: prompts of each length tried when searching for rows that stop at each step
+SEARCH_PROMPTS = 64
+
+
+def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
+    """The model ``task`` builds from the checkpoint directory ``path``, with its input sets.
+
+    ``settings``: generation settings given on the command line (``None`` values are left to
+    the checkpoint's ``generation_config``). A missing directory or config, or a model class
+    the task does not fit, is a usage error.
+    """
+    if task not in TASKS:
+        raise UsageError(f"unknown task {task!r}", hint=f"use one of {', '.join(TASKS)}")
+    if not os.path.isdir(path):
+        raise ModelLoadError(f"{path}: --task needs a checkpoint directory (config.json and weights)",
+                             hint="pass the directory a transformers save_pretrained() wrote")
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ModelLoadError(f"{path} has no config.json, so it is not a transformers checkpoint",
+                             hint="pass the directory a transformers save_pretrained() wrote")
+    lm = _causal_lm(path)
+    from fxport.models.text_generation import TextGenerator, generation_settings
+
+    given = {name: value for name, value in settings.items() if value is not None}
+    if "max_new_tokens" not in given and lm.generation_config.max_new_tokens is None:
+        given["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
+    generator = TextGenerator(lm, generation_settings(lm, **given))
+    generator.eval()
+    input_sets = generation_inputs(generator)
+    check_against_generate(generator, input_sets)
+    return LoadedModel(generator, input_sets, TextGenerator.dynamic_shapes, source=f"{path} --task {task}")
+
+
+def check_against_generate(generator, input_sets: list[InputSet]) -> None:
+    """fxport's generator gives the ids the checkpoint's own ``generate()`` gives on each input
+    set, or a :class:`VerificationError` naming the first set where it does not (the file is
+    then compared with the generator, so both comparisons together tie it to ``generate()``)."""
+    settings = generator.settings
+    for input_set in input_sets:
+        input_ids, attention_mask = input_set.args
+        with torch.no_grad():
+            expected = generator.lm.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                             **settings.generate_kwargs())
+            produced = generator(input_ids, attention_mask)
+        if expected.shape != produced.shape or not torch.equal(expected, produced):
+            raise VerificationError(f"fxport's generator differs from the checkpoint's generate() on the input set "
+                                    f"'{input_set.name}' ({settings.describe()})",
+                                    hint="report it to fxport with the transformers version; meanwhile use "
+                                         "--task text-generation-step and your own loop")
+
+
+def _causal_lm(path: str) -> torch.nn.Module:
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+    if type(config) not in transformers.AutoModelForCausalLM._model_mapping:
+        raise ModelLoadError(f"{path}: model type {config.model_type!r} has no causal-LM head in transformers, "
+                             "so --task text-generation does not fit it",
+                             hint="pass a decoder-only checkpoint (GPT-2, Llama, Mistral, Qwen, ...)")
+    try:
+        return transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
+    except (OSError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"{path}: transformers could not load the checkpoint: {first_line}",
+                             hint="check that the directory holds the weights save_pretrained() wrote") from None
+
+
+def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSet]:
+    """Prompts to export and verify a generator with: left-padded batches, prompt lengths 1, 2
+    and 9, batch 1 and 4, and prompts searched so that rows stop at different steps (one batch
+    where they stop at several steps, one where every row stops early) when the end tokens
+    are reachable at all.
+    """
+    vocab = generator.lm.config.get_text_config().vocab_size
+    draw = torch.Generator().manual_seed(seed)
+
+    def prompts(batch: int, length: int, padded_rows: int, name: str) -> InputSet:
+        ids = torch.randint(0, vocab, (batch, length), generator=draw)
+        mask = torch.ones(batch, length, dtype=torch.int64)
+        for row in range(batch - padded_rows, batch):
+            mask[row, : int(torch.randint(1, length, (), generator=draw)) if length > 1 else 0] = 0
+        return InputSet((ids, mask), name=name)
+
+    sets = [prompts(2, 6, 1, "example: batch 2, length 6, one row left-padded"),
+            prompts(1, 1, 0, "batch 1, length 1"), prompts(1, 2, 0, "batch 1, length 2"),
+            prompts(4, 9, 2, "batch 4, length 9, two rows left-padded"), prompts(3, 2, 1, "batch 3, length 2")]
+    return sets + _stopping_sets(generator, vocab, draw)
+
+
+def _stopping_sets(generator, vocab: int, draw: torch.Generator) -> list[InputSet]:
+    """Batches whose rows stop at different steps, found by running eager on random prompts."""
+    settings = generator.settings
+    if not settings.eos_token_ids:
+        return []
+    length = 5
+    ids = torch.randint(0, vocab, (SEARCH_PROMPTS, length), generator=draw)
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        out = generator(ids, mask)[:, length:]
+    is_end = torch.isin(out, torch.tensor(settings.eos_token_ids))
+    stop_step = torch.where(is_end.any(1), is_end.int().argmax(1) + 1, torch.full((len(ids),), 0))
+    by_step: dict[int, int] = {}
+    for row, step in enumerate(stop_step.tolist()):
+        by_step.setdefault(step, row)
+    stopping = sorted(step for step in by_step if step > 0)
+    if not stopping:
+        return []
+    rows = [by_step[step] for step in stopping] + ([by_step[0]] if 0 in by_step else [])
+    sets = [InputSet((ids[rows], mask[rows]), name=f"rows stopping at steps {stopping}"
+                     + (" and one that never stops" if 0 in by_step else ""))]
+    early = [row for row, step in enumerate(stop_step.tolist()) if step == stopping[0]][:3]
+    sets.append(InputSet((ids[early], mask[early]), name=f"every row stops at step {stopping[0]}"))
+    return sets
