@@ -171,13 +171,13 @@ class TextGenerator(torch.nn.Module):
         out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                       past_key_values=DynamicCache(config=self.lm.config), use_cache=True)
         cache, logits = out.past_key_values, out.logits[:, -1]
-        tokens = input_ids
+        sequences = input_ids
         padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         position = position_ids[:, -1:]
         generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
-        next_token = self.choose(logits, tokens, padding, unfinished, generated)
-        tokens = torch.cat([tokens, next_token[:, None]], 1)
+        next_token = self.choose(logits, sequences, padding, unfinished, generated)
+        sequences = torch.cat([sequences, next_token[:, None]], 1)
         unfinished = unfinished & ~self.eos_mask[next_token]
         for _ in range(settings.max_new_tokens - 1):
             if not unfinished.any():
@@ -188,12 +188,12 @@ class TextGenerator(torch.nn.Module):
                           past_key_values=cache, use_cache=True)
             cache, logits = out.past_key_values, out.logits[:, -1]
             generated = generated + 1
-            next_token = self.choose(logits, tokens, padding, unfinished, generated)
-            tokens = torch.cat([tokens, next_token[:, None]], 1)
+            next_token = self.choose(logits, sequences, padding, unfinished, generated)
+            sequences = torch.cat([sequences, next_token[:, None]], 1)
             unfinished = unfinished & ~self.eos_mask[next_token]
-        return tokens
+        return sequences
 
-    def choose(self, logits: torch.Tensor, tokens: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
+    def choose(self, logits: torch.Tensor, sequences: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
                generated: torch.Tensor) -> torch.Tensor:
         """The next token of each row: the logits processors greedy search applies, then argmax;
         rows already finished get the pad token."""
@@ -201,7 +201,7 @@ class TextGenerator(torch.nn.Module):
         scores = logits.float()
         if settings.repetition_penalty != 1.0:  # RepetitionPenaltyLogitsProcessor
             vocab = scores.shape[-1]  # ids in the left padding count as seen by no one (index vocab, dropped)
-            counted = tokens.masked_fill(torch.arange(tokens.shape[1], device=tokens.device) < padding[:, None], vocab)
+            counted = sequences.masked_fill(torch.arange(sequences.shape[1], device=sequences.device) < padding[:, None], vocab)
             seen = torch.zeros(scores.shape[0], vocab + 1, dtype=torch.bool, device=scores.device)
             seen = seen.scatter(1, counted, torch.ones_like(counted, dtype=torch.bool))[:, :vocab]
             penalty = settings.repetition_penalty

@@ -1,0 +1,162 @@
+"""Text generation (issue 27): fxport's greedy generator equals transformers' ``generate()`` token
+for token, ``fxport convert CHECKPOINT --task text-generation`` writes one ONNX file that does,
+and settings it cannot convert are refused in one line naming them."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from fxport.errors import UsageError
+from fxport.models.text_generation import TextGenerator, generation_settings
+from tests.conftest import op_counts, run_cli
+
+transformers = pytest.importorskip("transformers")
+VOCAB = 64
+
+
+def tiny_llama(seed=0, **config):
+    torch.manual_seed(seed)
+    settings = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**settings, **config})).eval()
+
+
+def tiny_gpt2(seed=0):
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=128, n_embd=32, n_layer=2, n_head=2,
+                                     bos_token_id=0, eos_token_id=5)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+def left_padded_prompts(batch, length, seed):
+    """Ids inside the vocabulary; every other row left-padded by a random amount (≥ 1 real token)."""
+    draw = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (batch, length), generator=draw)
+    mask = torch.ones(batch, length, dtype=torch.int64)
+    for row in range(1, batch, 2):
+        mask[row, : int(torch.randint(0, length, (), generator=draw))] = 0
+    return ids, mask
+
+
+def generate(lm, ids, mask, **settings):
+    with torch.no_grad():
+        return lm.generate(input_ids=ids, attention_mask=mask, do_sample=False, **settings)
+
+
+SEARCHED = "searched"  # end tokens found so that single-prompt batches stop at steps 1, 2, 3, 4
+SETTINGS = [
+    dict(max_new_tokens=7),
+    dict(max_new_tokens=6, eos_token_id=SEARCHED),
+    dict(max_new_tokens=6, eos_token_id=SEARCHED, min_new_tokens=3),
+    dict(max_new_tokens=6, eos_token_id=SEARCHED, pad_token_id=1, repetition_penalty=1.3),
+]
+SHAPES = [(1, 1), (1, 2), (3, 5), (4, 9), (2, 3), (5, 4), (1, 4), (1, 6)]
+
+
+def stopping_tokens(lm, prompts):
+    """End tokens that stop the single-prompt batches early, each at another step: the token
+    ``lm`` generates at step k + 1 after the k-th single prompt."""
+    singles = [(ids, mask) for ids, mask in prompts if ids.shape[0] == 1]
+    return sorted({int(generate(lm, ids, mask, max_new_tokens=6, eos_token_id=None)[0, ids.shape[1] + step])
+                   for step, (ids, mask) in enumerate(singles)})
+
+
+@pytest.mark.parametrize("build", [tiny_gpt2, tiny_llama])
+@pytest.mark.parametrize("settings", SETTINGS, ids=["plain", "eos", "min-new", "penalty"])
+def test_generator_equals_generate_token_for_token(build, settings):
+    lm = build()
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    if settings.get("eos_token_id") == SEARCHED:
+        settings = {**settings, "eos_token_id": stopping_tokens(lm, prompts)}
+    generator = TextGenerator(lm, generation_settings(lm, **settings))
+    stopped_early = 0
+    for seed, (ids, mask) in enumerate(prompts):
+        length = ids.shape[1]
+        expected = generate(lm, ids, mask, **settings)
+        with torch.no_grad():
+            produced = generator(ids, mask)
+        assert torch.equal(produced, expected), (seed, expected.tolist(), produced.tolist())
+        stopped_early += expected.shape[1] < length + settings["max_new_tokens"]
+    if "eos_token_id" in settings and "min_new_tokens" not in settings:
+        assert stopped_early, "no batch stopped early: the end tokens do not exercise the early stop"
+
+
+@pytest.mark.parametrize("setting, name", [
+    (dict(do_sample=True), "do_sample"), (dict(num_beams=2), "num_beams"),
+    (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size"), (dict(streamer=object()), "streamer"),
+    (dict(logits_processor=[object()]), "logits_processor"), (dict(assistant_model=object()), "assistant_model"),
+    (dict(bad_words_ids=[[3]]), "bad_words_ids"), (dict(length_of_nothing=2), "length_of_nothing"),
+])
+def test_settings_without_an_onnx_form_are_refused_in_one_line_naming_them(setting, name):
+    with pytest.raises(UsageError) as refused:
+        generation_settings(tiny_llama(), max_new_tokens=4, **setting)
+    assert name in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_max_new_tokens_is_needed_and_max_length_alone_is_refused():
+    with pytest.raises(UsageError, match="max_new_tokens"):
+        generation_settings(tiny_llama(), max_length=12)
+
+
+def save_checkpoint(lm, directory):
+    lm.save_pretrained(directory)
+    return str(directory)
+
+
+def run_file(path, ids, mask):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (sequences,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+    return torch.from_numpy(sequences)
+
+
+def test_cli_task_writes_one_file_that_generates_like_generate(tmp_path):
+    """The README's generation command on a tiny Llama checkpoint; the file then meets prompts the
+    export never saw: lengths 1, 3, 11, batch 1 and 5, left padding, rows stopping early."""
+    lm = tiny_llama(eos_token_id=7)
+    checkpoint = save_checkpoint(lm, tmp_path / "llama")
+    out = tmp_path / "gen.onnx"
+    result = run_cli("convert", checkpoint, "--task", "text-generation", "--max-new-tokens", "6",
+                     "--eos-token-id", "7", "--eos-token-id", "9", "--eos-token-id", "13", "-o", str(out), "--json",
+                     timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["verified"]
+    names = [row["name"] for row in data["verification"]]
+    assert any(name.startswith("rows stopping at steps") for name in names), names
+    model = onnx.load(out)
+    assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask"]
+    assert [o.name for o in model.graph.output] == ["sequences"]
+    assert {"Loop", "If"} <= set(op_counts(model)), "one Loop, the early stop an If in its body"
+    settings = dict(max_new_tokens=6, eos_token_id=[7, 9, 13])
+    lengths_seen = set()
+    for seed, (batch, length) in enumerate([(1, 1), (5, 3), (1, 11), (5, 11), (3, 2)], start=100):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        expected = generate(lm, ids, mask, **settings)
+        np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), expected.numpy())
+        lengths_seen.add(expected.shape[1] - length)
+    assert len(lengths_seen) > 1, "every batch ran the same number of steps"
+
+
+def test_cli_task_usage_errors_exit_2_and_write_nothing(tmp_path):
+    out = tmp_path / "gen.onnx"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_config = run_cli("convert", str(empty), "--task", "text-generation", "-o", str(out))
+    assert no_config.returncode == 2 and "config.json" in no_config.stderr
+    encoder_decoder = tmp_path / "t5"
+    transformers.T5Config(vocab_size=VOCAB, d_model=32, num_layers=1, num_heads=2).save_pretrained(encoder_decoder)
+    wrong_class = run_cli("convert", str(encoder_decoder), "--task", "text-generation", "-o", str(out))
+    assert wrong_class.returncode == 2 and "'t5'" in wrong_class.stderr
+    no_weights = tmp_path / "llama"
+    tiny_llama().config.save_pretrained(no_weights)
+    missing = run_cli("convert", str(no_weights), "--task", "text-generation", "-o", str(out))
+    assert missing.returncode == 2 and "could not load" in missing.stderr
+    without_task = run_cli("convert", "examples/srcnn.py:SuperResolutionNet", "--max-new-tokens", "4", "-o", str(out))
+    assert without_task.returncode == 2 and "--task text-generation" in without_task.stderr
+    unknown = run_cli("convert", str(empty), "--task", "summarise", "-o", str(out))
+    assert unknown.returncode == 2 and "summarise" in unknown.stderr
+    assert not out.exists()
