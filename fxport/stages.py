@@ -144,7 +144,10 @@ def _point_at_user_rules(exc: VerificationError, job: Conversion) -> None:
 def exercise_converted_control_flow(job: Conversion) -> None:
     """Which side of each converted ``if`` and which loop trip counts the sets reached; search for
     sets that reach the rest and verify them too (docs/control-flow.md, "What verification exercised")."""
-    with library_functions_installed_for(job.rewrites):  # library code converted at capture runs converted here too
+    fired = {record.rule for record in job.rewrites if record.tier == "patch"}
+    # library code converted at capture runs converted here too, and so does code the capture's
+    # patch rules ran (fxport's generator in place of transformers' generate())
+    with library_functions_installed_for(job.rewrites), job.ruleset.patches_applied([], only=fired):
         exercised = exercise_control_flow(job.model, job.rewrites, [*job.input_sets, *job.generated],
                                           job.example, job.domains, strategy=job.options.if_strategy,
                                           disabled=job.ruleset.disabled_control_flow)

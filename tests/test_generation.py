@@ -10,9 +10,10 @@ import onnxruntime as ort
 import pytest
 import torch
 
+import fxport
 from fxport.errors import UsageError
 from fxport.models.text_generation import TextGenerator, generation_settings
-from tests.conftest import op_counts, run_cli
+from tests.conftest import line_of, op_counts, run_cli
 
 transformers = pytest.importorskip("transformers")
 VOCAB = 64
@@ -160,3 +161,46 @@ def test_cli_task_usage_errors_exit_2_and_write_nothing(tmp_path):
     unknown = run_cli("convert", str(empty), "--task", "summarise", "-o", str(out))
     assert unknown.returncode == 2 and "summarise" in unknown.stderr
     assert not out.exists()
+
+
+class GenerateInForward(torch.nn.Module):
+    """A model whose forward returns ``generate()``: the built-in rule stands in for it."""
+
+    def __init__(self, lm, **settings):
+        super().__init__()
+        self.lm, self.settings = lm, settings
+
+    def forward(self, input_ids, attention_mask):
+        return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=False, **self.settings)
+
+
+def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
+    lm = tiny_llama(seed=1)
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    settings = dict(max_new_tokens=5, eos_token_id=stopping_tokens(lm, prompts))
+    model = GenerateInForward(lm, **settings).eval()
+    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+                            verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
+    assert result.verified
+    assert "transformers-generate-greedy" in {r.rule for r in result.rewrites}
+    assert "Loop" in result.op_counts()
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    lengths_seen = set()
+    for seed, (batch, length) in enumerate([(1, 3), (4, 7), (1, 5), (2, 1)], start=50):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        expected = generate(lm, ids, mask, **settings)
+        np.testing.assert_array_equal(produced, expected.numpy())
+        lengths_seen.add(expected.shape[1] - length)
+    for ids, mask in prompts:  # the prompts searched to stop early: some batch must have
+        lengths_seen.add(generate(lm, ids, mask, **settings).shape[1] - ids.shape[1])
+    assert min(lengths_seen) < settings["max_new_tokens"]
+
+
+def test_generate_setting_without_onnx_form_is_refused_at_the_users_call():
+    model = GenerateInForward(tiny_llama(), max_new_tokens=4, num_beams=2).eval()
+    with pytest.raises(fxport.ConversionError) as refused:
+        fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
+    message = str(refused.value)
+    assert "num_beams=2" in message and "\n" not in message
+    assert line_of(__file__, "return self.lm.generate(") in message

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import traceback
 from typing import Any
 
 import torch
 
 from fxport.errors import UsageError
+from fxport.frames import user_location_from_stack
 
 #: generation_config attributes that carry no setting of the decoding itself.
 _BOOKKEEPING = frozenset({
@@ -50,7 +53,7 @@ _IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "p
 UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
                          "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
                          "custom_generate", "tokenizer", "past_key_values", "cache", "inputs_embeds",
-                         "position_ids", "generation_config")
+                         "position_ids")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,10 +87,11 @@ class GenerationSettings:
         return ", ".join(parts)
 
 
-def generation_settings(model: torch.nn.Module, **overrides: Any) -> GenerationSettings:
+def generation_settings(model: torch.nn.Module, generation_config: Any = None, **overrides: Any) -> GenerationSettings:
     """The settings ``model.generate(**overrides)`` would decode with, or a one-line refusal.
 
-    Reads ``model.generation_config`` updated by ``overrides`` (as ``generate()`` does); a
+    Reads ``generation_config`` (default: ``model.generation_config``) updated by ``overrides``
+    (as ``generate()`` does); a
     setting the generator does not implement (beam search, sampling, a logits processor, a
     streamer, …) raises :class:`UsageError` naming it.
 
@@ -100,7 +104,8 @@ def generation_settings(model: torch.nn.Module, **overrides: Any) -> GenerationS
         if overrides.get(name) is not None:
             raise UsageError(f"generate(): {name}= has no ONNX form in fxport's generator",
                              hint=f"call generate() without {name}=")
-    config = model.generation_config.__class__.from_dict(model.generation_config.to_dict())
+    base = model.generation_config if generation_config is None else generation_config
+    config = base.__class__.from_dict(base.to_dict())
     unknown = config.update(**overrides)
     if unknown:
         name = sorted(unknown)[0]
@@ -157,10 +162,6 @@ class TextGenerator(torch.nn.Module):
     def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
         super().__init__()
         self.lm, self.settings = lm, settings
-        vocab = lm.config.get_text_config().vocab_size
-        eos_mask = torch.zeros(vocab, dtype=torch.bool)
-        eos_mask[[t for t in settings.eos_token_ids if t < vocab]] = True  # an id past the vocabulary never comes
-        self.register_buffer("eos_mask", eos_mask, persistent=False)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         from transformers import DynamicCache
@@ -178,7 +179,7 @@ class TextGenerator(torch.nn.Module):
         generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
         next_token = self.choose(logits, sequences, padding, unfinished, generated)
         sequences = torch.cat([sequences, next_token[:, None]], 1)
-        unfinished = unfinished & ~self.eos_mask[next_token]
+        unfinished = unfinished & ~self.is_end(next_token)
         for _ in range(settings.max_new_tokens - 1):
             if not unfinished.any():
                 break
@@ -190,8 +191,22 @@ class TextGenerator(torch.nn.Module):
             generated = generated + 1
             next_token = self.choose(logits, sequences, padding, unfinished, generated)
             sequences = torch.cat([sequences, next_token[:, None]], 1)
-            unfinished = unfinished & ~self.eos_mask[next_token]
+            unfinished = unfinished & ~self.is_end(next_token)
         return sequences
+
+    def is_end(self, ids: torch.Tensor) -> torch.Tensor:
+        """Where ``ids`` hold an end token (a constant of the graph, built in forward: the
+        generator may be built while fxport captures)."""
+        ends = torch.tensor(self.settings.eos_token_ids or [-1], dtype=ids.dtype, device=ids.device)
+        return (ids[..., None] == ends).any(-1)
+
+    def inferred_attention_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The mask ``generate()`` makes when given none (``_prepare_attention_mask_for_generation``)."""
+        pad, ends = self.settings.pad_token_id, self.settings.eos_token_ids
+        if pad is None or pad in ends:
+            return torch.ones_like(input_ids)
+        is_pad = input_ids == pad
+        return torch.where(is_pad.any(), ~is_pad, torch.ones_like(is_pad)).long()
 
     def choose(self, logits: torch.Tensor, sequences: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
                generated: torch.Tensor) -> torch.Tensor:
@@ -207,8 +222,55 @@ class TextGenerator(torch.nn.Module):
             penalty = settings.repetition_penalty
             scores = torch.where(seen, torch.where(scores < 0, scores * penalty, scores / penalty), scores)
         if settings.min_new_tokens and settings.eos_token_ids:  # MinNewTokensLengthLogitsProcessor
-            scores = scores.masked_fill(self.eos_mask & (generated < settings.min_new_tokens), -math.inf)
+            vocabulary = torch.arange(scores.shape[-1], device=scores.device)
+            scores = scores.masked_fill(self.is_end(vocabulary) & (generated < settings.min_new_tokens), -math.inf)
         next_token = scores.argmax(-1)
         if settings.eos_token_ids:
             next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))
         return next_token
+
+
+def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation_config: Any = None,
+             **kwargs: Any) -> torch.Tensor:
+    """``lm.generate(...)`` as the generator: what the built-in rule ``rewrites/generation.py``
+    runs in place of transformers' ``generate()`` while fxport captures a model that calls it.
+
+    Takes ``generate()``'s arguments (``input_ids`` positionally or by name, ``attention_mask``,
+    generation settings); refuses, in one line naming it, what :func:`generation_settings`
+    refuses. Without ``attention_mask`` the mask is the one ``generate()`` infers: 0 where the
+    ids are the pad token (when a pad token is set, differs from the end tokens and occurs in
+    the ids), else 1.
+
+    Example::
+
+        >>> ids = generate(lm, input_ids, attention_mask=mask, max_new_tokens=4)   # doctest: +SKIP
+    """
+    from fxport.controlflow import converted_function
+
+    input_ids = kwargs.pop("input_ids", None) if inputs is None else inputs
+    if input_ids is None:
+        raise UsageError("generate() without input_ids is not converted", where=_caller_location(),
+                         hint="pass input_ids")
+    attention_mask = kwargs.pop("attention_mask", None)
+    try:
+        settings = generation_settings(lm, generation_config, **kwargs)
+    except UsageError as refused:  # said at the user's generate() call
+        refused.where = refused.where or _caller_location()
+        refused.args = (refused.message,)
+        raise
+    generator = TextGenerator(lm, settings)
+    if attention_mask is None:
+        attention_mask = generator.inferred_attention_mask(input_ids)
+    forward = converted_function(TextGenerator.forward) or TextGenerator.forward  # its loop as an ONNX Loop
+    return forward(generator, input_ids, attention_mask)
+
+
+def _caller_location():
+    """The user's line that called ``generate()``: the innermost user frame outside this file
+    and fxport's built-in rules (the rule that called :func:`generate`)."""
+    import fxport.rewrites
+
+    ours = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+            *(os.path.abspath(path) + os.sep for path in fxport.rewrites.__path__))
+    return user_location_from_stack(frame for frame in traceback.extract_stack()
+                                    if not os.path.abspath(frame.filename).startswith(ours))

@@ -69,9 +69,12 @@ class RuleSet:
         raise KeyError(name)
 
     # --- the pipeline's hooks ------------------------------------------------------------
-    def patches_applied(self, records: list[AppliedRewrite]) -> contextlib.AbstractContextManager:
-        """Context manager installing the patch rules for the capture (see ``apply_patches``)."""
-        return apply_patches(self.of_tier("patch"), records)
+    def patches_applied(self, records: list[AppliedRewrite],
+                        only: Iterable[str] | None = None) -> contextlib.AbstractContextManager:
+        """Context manager installing the patch rules for the capture (see ``apply_patches``);
+        ``only``: the names of the rules to install (default: all)."""
+        names = None if only is None else set(only)
+        return apply_patches([r for r in self.of_tier("patch") if names is None or r.name in names], records)
 
     @property
     def disabled_control_flow(self) -> frozenset[str]:

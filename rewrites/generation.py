@@ -1,0 +1,32 @@
+"""transformers' ``generate()`` called in a model's ``forward``: greedy search as one ONNX Loop.
+
+transformers' own decoding loop cannot be captured: it decides, in Python, on tensor values
+(``this_peer_finished``), defers stop checks, and keeps its state in Python objects
+(``LogitsProcessorList``, ``StoppingCriteriaList``, ``DeferredStopCheck``). While fxport
+captures, this rule stands in for ``GenerationMixin.generate`` with fxport's generator
+(:func:`fxport.models.text_generation.generate`): the same loop written as a loop fxport
+converts, with the same settings read the same way. The eager reference fxport verifies
+against is transformers' real ``generate()`` (rules apply only while capturing), so the file is
+compared token for token with it.
+
+What it covers: greedy search (``do_sample=False``, ``num_beams=1``); ``max_new_tokens``,
+``min_new_tokens``, one or several ``eos_token_id``, ``pad_token_id``, ``repetition_penalty``;
+left-padded ``attention_mask`` (or none: inferred as ``generate()`` infers it). Anything else
+(beam search, sampling, logits processors, streamers, assistant models, …) is refused in one
+line naming the setting.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import fxport
+from fxport.models.text_generation import generate as fxport_generate
+
+if "transformers" in sys.modules:  # collected again once transformers is imported (OPTIONAL_OP_LIBRARIES)
+
+    @fxport.patch("transformers.generation.utils.GenerationMixin.generate", name="transformers-generate-greedy",
+                  priority=fxport.BUILTIN_PRIORITY)
+    def generate(self, inputs=None, generation_config=None, **kwargs):
+        """transformers' generate() as fxport's greedy generator (one ONNX Loop)."""
+        return fxport_generate(self, inputs, generation_config, **kwargs)
