@@ -35,7 +35,9 @@ import traceback
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
+from fxport.controlflow.operators.containers import register_library_containers
 from fxport.errors import UsageError
 from fxport.frames import user_location_from_stack
 
@@ -49,7 +51,8 @@ _SAMPLING_ONLY = frozenset({"temperature", "top_k", "top_p", "typical_p", "min_p
                             "eta_cutoff", "top_h"})
 #: settings the generator implements.
 _IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id",
-                          "repetition_penalty", "do_sample", "num_beams"})
+                          "repetition_penalty", "do_sample", "num_beams", "length_penalty", "early_stopping",
+                          "num_return_sequences"})
 #: ``generate()`` keyword arguments that are not generation settings and have no ONNX form.
 UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
                          "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
@@ -70,16 +73,25 @@ class GenerationSettings:
     pad_token_id: int | None = None
     min_new_tokens: int = 0
     repetition_penalty: float = 1.0
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool | str = False
+    num_return_sequences: int = 1
 
     def generate_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that make transformers' ``generate()`` decode the same way."""
         return dict(max_new_tokens=self.max_new_tokens, min_new_tokens=self.min_new_tokens,
                     eos_token_id=list(self.eos_token_ids) or None, pad_token_id=self.pad_token_id,
-                    repetition_penalty=self.repetition_penalty, do_sample=False, num_beams=1)
+                    repetition_penalty=self.repetition_penalty, do_sample=False, num_beams=self.num_beams,
+                    length_penalty=self.length_penalty, early_stopping=self.early_stopping,
+                    num_return_sequences=self.num_return_sequences)
 
     def describe(self) -> str:
         """One line for reports: ``greedy, 8 new tokens, end tokens 2``."""
-        parts = ["greedy", f"{self.max_new_tokens} new tokens"]
+        search = "greedy" if self.num_beams == 1 else (
+            f"beam search ({self.num_beams} beams, length penalty {self.length_penalty:g}, "
+            f"early stopping {self.early_stopping}, {self.num_return_sequences} returned)")
+        parts = [search, f"{self.max_new_tokens} new tokens"]
         parts.append(f"end tokens {', '.join(map(str, self.eos_token_ids))}" if self.eos_token_ids else "no end token")
         if self.min_new_tokens:
             parts.append(f"at least {self.min_new_tokens} new tokens")
@@ -119,11 +131,17 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
                          hint=f"leave {name} at its default, or export the one-step model with "
                               "--task text-generation-step and run your own loop")
     if config.do_sample:
-        raise UsageError("generation setting do_sample=True is not converted (fxport converts greedy search)",
-                         hint="pass do_sample=False")
-    if (config.num_beams or 1) != 1:
-        raise UsageError(f"generation setting num_beams={config.num_beams} is not converted "
-                         "(fxport converts greedy search)", hint="pass num_beams=1")
+        raise UsageError("generation setting do_sample=True is not converted (fxport converts greedy and beam "
+                         "search)", hint="pass do_sample=False")
+    beams = config.num_beams or 1
+    returned = config.num_return_sequences or 1
+    if returned > beams:
+        raise UsageError(f"num_return_sequences={returned} is more than num_beams={beams}",
+                         hint="pass num_return_sequences ≤ num_beams")
+    if beams > 1 and ((config.min_new_tokens or 0) or (config.repetition_penalty or 1.0) != 1.0):
+        name = "min_new_tokens" if config.min_new_tokens else "repetition_penalty"
+        raise UsageError(f"generation setting {name} with num_beams={beams} is not converted "
+                         "(fxport's beam search applies no logits processor)", hint=f"leave {name} out with beams")
     if config.max_new_tokens is None:
         raise UsageError("generation needs max_new_tokens (max_length alone makes the number of new tokens "
                          "depend on the prompt length)", hint="pass max_new_tokens=N")
@@ -145,7 +163,10 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
                          hint="pass repetition_penalty > 0 (1.0 is none)")
     return GenerationSettings(
         max_new_tokens=int(config.max_new_tokens), eos_token_ids=eos_ids, pad_token_id=pad,
-        min_new_tokens=int(config.min_new_tokens or 0), repetition_penalty=penalty,
+        min_new_tokens=int(config.min_new_tokens or 0), repetition_penalty=penalty, num_beams=beams,
+        length_penalty=1.0 if config.length_penalty is None else float(config.length_penalty),
+        early_stopping=False if config.early_stopping is None else config.early_stopping,
+        num_return_sequences=returned,
     )
 
 
@@ -166,6 +187,12 @@ class TextGenerator(torch.nn.Module):
         self.cache_argument = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.settings.num_beams > 1:
+            return self.beam_search(input_ids, attention_mask)
+        return self.greedy_search(input_ids, attention_mask)
+
+    def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``generate()``'s ``_sample`` without sampling: one token per row per step."""
         from transformers import DynamicCache
 
         settings = self.settings
@@ -191,6 +218,88 @@ class TextGenerator(torch.nn.Module):
             sequences = torch.cat([sequences, next_token[:, None]], 1)
             unfinished = unfinished & ~self.is_end(next_token)
         return sequences
+
+    def beam_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``generate()``'s ``_beam_search`` (transformers 5's vectorised form): ``num_beams``
+        running beams per prompt in buffers of the final length, the best finished ones kept
+        with their length-penalised scores, the cache reordered by beam each step."""
+        from transformers import DynamicCache
+
+        settings, beams = self.settings, self.settings.num_beams
+        batch, prompt = input_ids.shape
+        max_new = settings.max_new_tokens
+        ends = settings.eos_token_ids
+        pad = settings.pad_token_id
+        fill = (pad if pad else ends[0]) if ends else -1  # generate(): `pad_token_id or eos_token_id[0]`
+        keep = max(2, 1 + len(ends)) * beams
+        top_beam = torch.arange(keep, device=input_ids.device) < beams
+        flat_ids = input_ids.repeat_interleave(beams, 0)
+        attention_mask = attention_mask.long().repeat_interleave(beams, 0)
+        position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+        cache, logits = self.step(flat_ids, attention_mask, position_ids, DynamicCache(config=self.lm.config))
+        position = position_ids[:, -1:]
+        running = torch.cat([flat_ids.view(batch, beams, prompt),
+                             torch.full((batch, beams, max_new), fill, dtype=torch.int64, device=input_ids.device)], 2)
+        finished_sequences = running.clone()
+        running_scores = torch.zeros(batch, beams, device=input_ids.device)
+        running_scores = torch.cat([running_scores[:, :1], torch.full_like(running_scores[:, 1:], -1e9)], 1)
+        finished_scores = torch.full((batch, beams), -1e9, device=input_ids.device)
+        is_finished = torch.zeros(batch, beams, dtype=torch.bool, device=input_ids.device)
+        improvable = torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device)
+        running_indices = torch.full((batch, beams, max_new), -1, dtype=torch.int32, device=input_ids.device)
+        finished_indices = running_indices.clone()
+        for step in range(max_new):
+            log_probs = torch.log_softmax(logits.float(), -1)
+            vocab = log_probs.shape[-1]
+            log_probs = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
+            top_scores, top_flat = torch.topk(log_probs, keep)
+            top_beams = top_flat // vocab
+            top_ids = top_flat % vocab
+            top_sequences = torch.where(torch.arange(prompt + max_new, device=input_ids.device) == prompt + step,
+                                        top_ids[:, :, None], gather_beams(running, top_beams))
+            row_offset = torch.arange(batch, device=input_ids.device)[:, None] * beams
+            top_indices = torch.where(torch.arange(max_new, device=input_ids.device) == step,
+                                      (top_beams + row_offset).to(torch.int32)[:, :, None],
+                                      gather_beams(running_indices, top_beams))
+            hits_stop = self.is_end(top_ids) | (step + 1 >= max_new)
+            # the beams that go on: the best `beams` of the continuations that did not stop
+            going_on = top_scores + hits_stop.float() * -1.0e9
+            next_beams = torch.topk(going_on, beams)[1]
+            running = gather_beams(top_sequences, next_beams)
+            running_scores = gather_beams(going_on, next_beams)
+            running_indices = gather_beams(top_indices, next_beams)
+            # the finished hypotheses: merged with those that just stopped, best `beams` kept
+            just_finished = hits_stop & top_beam[None, :]
+            candidate_scores = top_scores / ((step + 1) ** settings.length_penalty)
+            full = is_finished.all(-1, keepdim=True) & (settings.early_stopping is True)
+            candidate_scores = candidate_scores + full.float() * -1.0e9
+            candidate_scores = candidate_scores + (~improvable).float() * -1.0e9
+            candidate_scores = candidate_scores + (~just_finished) * -1.0e9
+            merged_scores = torch.cat([finished_scores, candidate_scores], 1)
+            best = torch.topk(merged_scores, beams)[1]
+            finished_sequences = gather_beams(torch.cat([finished_sequences, top_sequences], 1), best)
+            finished_scores = gather_beams(merged_scores, best)
+            finished_indices = gather_beams(torch.cat([finished_indices, top_indices], 1), best)
+            is_finished = gather_beams(torch.cat([is_finished, just_finished], 1), best)
+            # can the running beams still beat the worst finished one?
+            if settings.early_stopping == "never" and settings.length_penalty > 0.0:
+                best_length = max_new
+            else:
+                best_length = step + 1
+            best_running = running_scores[:, :1] / (best_length ** settings.length_penalty)
+            worst_finished = torch.where(is_finished, finished_scores.min(1, keepdim=True)[0], -1.0e9)
+            improvable = improvable & (best_running > worst_finished).any(-1, keepdim=True)
+            open_beams = ~(is_finished.all() & (settings.early_stopping is True))
+            if not (improvable.any() & open_beams & ~hits_stop.all()):
+                break
+            cache = reordered(cache, running_indices[:, :, step].flatten().long())
+            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
+            position = position + 1
+            cache, logits = self.step(running[:, :, prompt + step].reshape(-1, 1), attention_mask, position, cache)
+        returned = settings.num_return_sequences
+        sequences = finished_sequences[:, :returned].reshape(batch * returned, prompt + max_new)
+        lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
+        return sequences[:, : prompt + lengths.max()]
 
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
              cache: Any) -> tuple[Any, torch.Tensor]:
@@ -234,6 +343,21 @@ class TextGenerator(torch.nn.Module):
         if settings.eos_token_ids:
             next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))
         return next_token
+
+
+def gather_beams(tensor: torch.Tensor, beam_indices: torch.Tensor) -> torch.Tensor:
+    """The beams ``beam_indices`` (batch, k) of ``tensor`` (batch, beams, ...)."""
+    while beam_indices.dim() < tensor.dim():
+        beam_indices = beam_indices.unsqueeze(-1)
+    return torch.take_along_dim(tensor, beam_indices, dim=1)
+
+
+def reordered(cache: Any, rows: torch.Tensor) -> Any:
+    """``cache`` with its rows (batch × beam) taken in the order ``rows``: a new cache, as
+    ``Cache.reorder_cache`` would leave it, built from its tensors (not in place)."""
+    register_library_containers()
+    leaves, spec = pytree.tree_flatten(cache)
+    return pytree.tree_unflatten([leaf.index_select(0, rows) for leaf in leaves], spec)
 
 
 def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation_config: Any = None,
