@@ -248,14 +248,19 @@ class TextGenerator(torch.nn.Module):
         improvable = torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device)
         running_indices = torch.full((batch, beams, max_new), -1, dtype=torch.int32, device=input_ids.device)
         finished_indices = running_indices.clone()
+        horizon = max_new if settings.early_stopping == "never" and settings.length_penalty > 0.0 else 0
         for step in range(max_new):
+            # sizes read from the loop's own state: the loop body is captured on its own, and a
+            # size of the enclosing graph (the prompt's) would be a constant there
+            batch, length = running.shape[0], running.shape[2]
+            prompt = length - max_new
             log_probs = torch.log_softmax(logits.float(), -1)
             vocab = log_probs.shape[-1]
             log_probs = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
             top_scores, top_flat = torch.topk(log_probs, keep)
             top_beams = top_flat // vocab
             top_ids = top_flat % vocab
-            top_sequences = torch.where(torch.arange(prompt + max_new, device=input_ids.device) == prompt + step,
+            top_sequences = torch.where(torch.arange(length, device=input_ids.device) == prompt + step,
                                         top_ids[:, :, None], gather_beams(running, top_beams))
             row_offset = torch.arange(batch, device=input_ids.device)[:, None] * beams
             top_indices = torch.where(torch.arange(max_new, device=input_ids.device) == step,
@@ -268,9 +273,11 @@ class TextGenerator(torch.nn.Module):
             running = gather_beams(top_sequences, next_beams)
             running_scores = gather_beams(going_on, next_beams)
             running_indices = gather_beams(top_indices, next_beams)
+            next_tokens = gather_beams(top_ids, next_beams)  # running[:, :, prompt + step]
+            source_rows = gather_beams(top_beams + row_offset, next_beams)  # running_indices[:, :, step]
             # the finished hypotheses: merged with those that just stopped, best `beams` kept
             just_finished = hits_stop & top_beam[None, :]
-            candidate_scores = top_scores / ((step + 1) ** settings.length_penalty)
+            candidate_scores = top_scores / self.length_divisor(torch.as_tensor(step + 1))
             full = is_finished.all(-1, keepdim=True) & (settings.early_stopping is True)
             candidate_scores = candidate_scores + full.float() * -1.0e9
             candidate_scores = candidate_scores + (~improvable).float() * -1.0e9
@@ -281,25 +288,28 @@ class TextGenerator(torch.nn.Module):
             finished_scores = gather_beams(merged_scores, best)
             finished_indices = gather_beams(torch.cat([finished_indices, top_indices], 1), best)
             is_finished = gather_beams(torch.cat([is_finished, just_finished], 1), best)
-            # can the running beams still beat the worst finished one?
-            if settings.early_stopping == "never" and settings.length_penalty > 0.0:
-                best_length = max_new
-            else:
-                best_length = step + 1
-            best_running = running_scores[:, :1] / (best_length ** settings.length_penalty)
+            # can the running beams still beat the worst finished one? (the best length a running
+            # beam may reach: max_new for early_stopping="never" with a positive penalty, else its own)
+            best_length = torch.clamp(torch.as_tensor(step + 1), min=horizon)
+            best_running = running_scores[:, :1] / self.length_divisor(best_length)
             worst_finished = torch.where(is_finished, finished_scores.min(1, keepdim=True)[0], -1.0e9)
             improvable = improvable & (best_running > worst_finished).any(-1, keepdim=True)
             open_beams = ~(is_finished.all() & (settings.early_stopping is True))
             if not (improvable.any() & open_beams & ~hits_stop.all()):
                 break
-            cache = reordered(cache, running_indices[:, :, step].flatten().long())
+            cache = reordered(cache, source_rows.flatten())
             attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
             position = position + 1
-            cache, logits = self.step(running[:, :, prompt + step].reshape(-1, 1), attention_mask, position, cache)
+            cache, logits = self.step(next_tokens.reshape(-1, 1), attention_mask, position, cache)
         returned = settings.num_return_sequences
-        sequences = finished_sequences[:, :returned].reshape(batch * returned, prompt + max_new)
+        sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
         return sequences[:, : prompt + lengths.max()]
+
+    def length_divisor(self, length: torch.Tensor) -> torch.Tensor:
+        """``length ** length_penalty`` as ``generate()`` divides by it: a float64 power rounded
+        to float32 (a Python float divisor of a float32 tensor is rounded so)."""
+        return (length.to(torch.float64) ** self.settings.length_penalty).to(torch.float32)
 
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
              cache: Any) -> tuple[Any, torch.Tensor]:
@@ -346,10 +356,11 @@ class TextGenerator(torch.nn.Module):
 
 
 def gather_beams(tensor: torch.Tensor, beam_indices: torch.Tensor) -> torch.Tensor:
-    """The beams ``beam_indices`` (batch, k) of ``tensor`` (batch, beams, ...)."""
-    while beam_indices.dim() < tensor.dim():
-        beam_indices = beam_indices.unsqueeze(-1)
-    return torch.take_along_dim(tensor, beam_indices, dim=1)
+    """The beams ``beam_indices`` (batch, k) of ``tensor`` (batch, beams, ...): transformers'
+    ``_gather_beams`` as a ``gather`` (``take_along_dim``'s broadcast fixes a symbolic batch)."""
+    trailing = tuple(tensor.shape[2:])
+    index = beam_indices.reshape(*beam_indices.shape, *(1 for _ in trailing))
+    return tensor.gather(1, index.expand(*beam_indices.shape, *trailing))
 
 
 def reordered(cache: Any, rows: torch.Tensor) -> Any:
