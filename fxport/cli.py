@@ -210,6 +210,10 @@ def convert(
     eos_token_id: List[int] = typer.Option([], "--eos-token-id", metavar="ID", help="text-generation: an end token (repeatable; default: the checkpoint's)"),
     pad_token_id: Optional[int] = typer.Option(None, "--pad-token-id", metavar="ID", help="text-generation: the id of rows that stopped (default: the checkpoint's, else the first end token)"),
     repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", metavar="X", help="text-generation: transformers' repetition penalty (1.0: none)"),
+    num_beams: Optional[int] = typer.Option(None, "--num-beams", metavar="N", help="text-generation: beam search with N beams (1: greedy)"),
+    length_penalty: Optional[float] = typer.Option(None, "--length-penalty", metavar="X", help="text-generation, beams: finished scores ÷ length^X (default 1.0)"),
+    early_stopping: Optional[str] = typer.Option(None, "--early-stopping", metavar="WHEN", help="text-generation, beams: true, false or never (transformers' meanings)"),
+    num_return_sequences: Optional[int] = typer.Option(None, "--num-return-sequences", metavar="N", help="text-generation, beams: the N best sequences per prompt"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="where to write the ONNX model"),
     opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
@@ -252,7 +256,9 @@ def convert(
                 check_writable(path)
         generation = {"max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
                       "eos_token_id": list(eos_token_id) or None, "pad_token_id": pad_token_id,
-                      "repetition_penalty": repetition_penalty}
+                      "repetition_penalty": repetition_penalty, "num_beams": num_beams,
+                      "length_penalty": length_penalty, "early_stopping": _early_stopping(early_stopping),
+                      "num_return_sequences": num_return_sequences}
         loaded = _load(target, task, generation, inputs, dynamic, inputs_fn)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets
@@ -283,6 +289,18 @@ def convert(
         stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
     elif not mode.quiet:
         print_summary(result)
+
+
+def _early_stopping(text: Optional[str]):
+    """--early-stopping as transformers takes it: True, False or "never"."""
+    if text is None:
+        return None
+    from fxport.errors import UsageError
+
+    choices = {"true": True, "false": False, "never": "never"}
+    if text.lower() not in choices:
+        raise UsageError(f"--early-stopping {text!r} is not one of true, false, never", hint="pass --early-stopping never")
+    return choices[text.lower()]
 
 
 def _load(target: str, task: Optional[str], generation: dict, inputs: List[str], dynamic: List[str],

@@ -86,8 +86,33 @@ def test_generator_equals_generate_token_for_token(build, settings):
         assert stopped_early, "no batch stopped early: the end tokens do not exercise the early stop"
 
 
+BEAM_SETTINGS = [
+    dict(num_beams=2, max_new_tokens=6),
+    dict(num_beams=3, max_new_tokens=6, eos_token_id=SEARCHED),
+    dict(num_beams=3, max_new_tokens=5, eos_token_id=SEARCHED, num_return_sequences=2, length_penalty=0.5),
+    dict(num_beams=2, max_new_tokens=6, eos_token_id=SEARCHED, early_stopping=True),
+    dict(num_beams=4, max_new_tokens=6, eos_token_id=SEARCHED, early_stopping="never", length_penalty=2.0),
+]
+
+
+@pytest.mark.parametrize("build", [tiny_gpt2, tiny_llama])
+@pytest.mark.parametrize("settings", BEAM_SETTINGS, ids=["2", "3-eos", "3-return-2", "early", "never"])
+def test_beam_search_equals_generate_token_for_token(build, settings):
+    lm = build()
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    if settings.get("eos_token_id") == SEARCHED:
+        settings = {**settings, "eos_token_id": stopping_tokens(lm, prompts)}
+    generator = TextGenerator(lm, generation_settings(lm, **settings))
+    for ids, mask in prompts:
+        expected = generate(lm, ids, mask, **settings)
+        with torch.no_grad():
+            produced = generator(ids, mask)
+        assert torch.equal(produced, expected), (expected.tolist(), produced.tolist())
+
+
 @pytest.mark.parametrize("setting, name", [
-    (dict(do_sample=True), "do_sample"), (dict(num_beams=2), "num_beams"),
+    (dict(do_sample=True), "do_sample"), (dict(num_beams=2, repetition_penalty=1.2), "repetition_penalty"),
+    (dict(num_beams=2, num_return_sequences=3), "num_return_sequences"),
     (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size"), (dict(streamer=object()), "streamer"),
     (dict(logits_processor=[object()]), "logits_processor"), (dict(assistant_model=object()), "assistant_model"),
     (dict(bad_words_ids=[[3]]), "bad_words_ids"), (dict(length_of_nothing=2), "length_of_nothing"),
@@ -171,7 +196,7 @@ class GenerateInForward(torch.nn.Module):
         self.lm, self.settings = lm, settings
 
     def forward(self, input_ids, attention_mask):
-        return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=False, **self.settings)
+        return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, **self.settings)
 
 
 def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
@@ -198,9 +223,43 @@ def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
 
 
 def test_generate_setting_without_onnx_form_is_refused_at_the_users_call():
-    model = GenerateInForward(tiny_llama(), max_new_tokens=4, num_beams=2).eval()
+    model = GenerateInForward(tiny_llama(), max_new_tokens=4, do_sample=True).eval()
     with pytest.raises(fxport.ConversionError) as refused:
         fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
     message = str(refused.value)
-    assert "num_beams=2" in message and "\n" not in message
+    assert "do_sample=True" in message and "\n" not in message
     assert line_of(__file__, "return self.lm.generate(") in message
+
+
+@pytest.mark.slow
+def test_beam_search_generate_in_forward_converts_and_equals_generate():
+    """generate(num_beams=3, num_return_sequences=2) in forward: one Loop, equal to eager
+    generate() on prompts the export never saw."""
+    lm = tiny_llama(seed=2)
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    settings = dict(max_new_tokens=5, num_beams=3, num_return_sequences=2, eos_token_id=stopping_tokens(lm, prompts))
+    model = GenerateInForward(lm, **settings).eval()
+    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+                            verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
+    assert result.verified and "Loop" in result.op_counts()
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed, (batch, length) in enumerate([(1, 3), (4, 7), (2, 1)], start=60):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        np.testing.assert_array_equal(produced, generate(lm, ids, mask, **settings).numpy())
+
+
+@pytest.mark.slow
+def test_cli_task_beam_search_flags(tmp_path):
+    lm = tiny_llama(seed=3, eos_token_id=7)
+    checkpoint = save_checkpoint(lm, tmp_path / "llama")
+    out = tmp_path / "beams.onnx"
+    result = run_cli("convert", checkpoint, "--task", "text-generation", "--max-new-tokens", "5", "--num-beams", "2",
+                     "--early-stopping", "true", "--length-penalty", "0.8", "-o", str(out), timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    settings = dict(max_new_tokens=5, num_beams=2, early_stopping=True, length_penalty=0.8)
+    for seed, (batch, length) in enumerate([(1, 4), (3, 9)], start=70):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), generate(lm, ids, mask, **settings).numpy())
+    bad = run_cli("convert", checkpoint, "--task", "text-generation", "--early-stopping", "soon", "-o", str(out))
+    assert bad.returncode == 2 and "--early-stopping 'soon'" in bad.stderr

@@ -119,7 +119,12 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
                              hint=f"call generate() without {name}=")
     base = model.generation_config if generation_config is None else generation_config
     config = base.__class__.from_dict(base.to_dict())
-    unknown = config.update(**overrides)
+    try:
+        unknown = config.update(**overrides)
+        config.validate(strict=True)
+    except ValueError as invalid:  # transformers' own check of the settings
+        raise UsageError(f"generate(): {str(invalid).strip().splitlines()[0]}",
+                         hint="fix the generation settings (transformers refuses them too)") from None
     if unknown:
         name = sorted(unknown)[0]
         raise UsageError(f"generate(): {name}= is not a generation setting fxport's generator knows",
