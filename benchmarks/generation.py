@@ -94,14 +94,17 @@ def ort_runner(path_or_bytes):
     return lambda ids, mask: session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
 
 
-def one(name: str) -> list[str]:
+SEARCHES = {"greedy": {}, "beam 2": {"num_beams": 2}}
+
+
+def one(name: str, search: str) -> list[str]:
     import fxport
     from fxport.models.text_generation import TextGenerator
     from fxport.tasks import load_task
 
     lm = causal_lm(name)
     vocab = lm.config.get_text_config().vocab_size
-    settings = dict(max_new_tokens=MAX_NEW, eos_token_id=stopping_tokens(lm, vocab))
+    settings = dict(max_new_tokens=MAX_NEW, eos_token_id=stopping_tokens(lm, vocab), **SEARCHES[search])
     with tempfile.TemporaryDirectory() as directory:
         lm.save_pretrained(directory)
         start = time.perf_counter()
@@ -119,7 +122,7 @@ def one(name: str) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - a sweep row says what stopped it
             ours_cell, wrong, steps = f"refused: {str(exc).splitlines()[0][:160]}", False, set()
     stock = stock_result(TextGenerator(lm, load_settings(lm, settings)), lm, vocab, settings)
-    return [name, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "**yes**" if wrong else "no", stock]
+    return [name, search, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "**yes**" if wrong else "no", stock]
 
 
 def load_settings(lm, settings):
@@ -160,26 +163,31 @@ def main(argv: list[str]) -> None:
     from benchmarks.run import _quiet_transformers
 
     _quiet_transformers()
+    torch.set_num_threads(1)
     names = argv or DECODERS
     rows = []
     for name in names:
-        try:
-            rows.append(one(name))
-        except Exception:  # noqa: BLE001
-            rows.append([name, "sweep error: " + traceback.format_exc().strip().splitlines()[-1][:160], "-", "-", "-"])
-        print(" | ".join(rows[-1]), flush=True)
-    converted = sum(row[1].startswith("verified") and row[3] == "no" for row in rows)
+        for search in SEARCHES:
+            try:
+                rows.append(one(name, search))
+            except Exception:  # noqa: BLE001
+                error = traceback.format_exc().strip().splitlines()[-1][:160]
+                rows.append([name, search, "sweep error: " + error, "-", "-", "-"])
+            print(" | ".join(rows[-1]), flush=True)
+    converted = sum(row[2].startswith("verified") and row[4] == "no" for row in rows)
     section = Section(
         title="Generation sweep: greedy search, fxport vs torch.onnx.export(dynamo=True)",
         note=(f"Tiny configs (2 layers, width 32, random weights) with a causal-LM head, saved as checkpoints; "
               f"`--task text-generation`, {MAX_NEW} new tokens, end tokens chosen so that rows stop at different "
-              f"steps (the three ids the model generates most often when nothing stops it). \"unseen sets\": {len(UNSEEN)} prompt batches the conversion never saw (lengths 1–11, batch 1 "
+              f"steps (the three ids the model generates most often when nothing stops it); greedy search and beam "
+              f"search with 2 beams. \"unseen sets\": {len(UNSEEN)} prompt batches the conversion never saw (lengths 1–11, batch 1 "
               f"and 5, left-padded rows), the file's ids against transformers' `generate()`. \"steps\": how many "
               f"new tokens those batches ran (fewer than {MAX_NEW}: every row stopped early). {machine_info()}."),
-        header=["architecture", "fxport", "steps run", "wrong file", "torch.onnx.export(dynamo=True)"],
+        header=["architecture", "search", "fxport", "steps run", "wrong file", "torch.onnx.export(dynamo=True)"],
         rows=rows,
-        footer=[f"fxport: {converted}/{len(rows)} converted, verified and equal to `generate()` on every unseen set; "
-                f"{sum(row[3] == '**yes**' for row in rows)} wrong files."],
+        footer=[f"fxport: {converted}/{len(rows)} conversions ({len(names)} architectures × {len(SEARCHES)} searches) "
+                f"converted, verified and equal to `generate()` on every unseen set; "
+                f"{sum(row[4] == '**yes**' for row in rows)} wrong files. One thread per process."],
     )
     print_section(section)
     if not argv:

@@ -198,12 +198,10 @@ class TextGenerator(torch.nn.Module):
 
     def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``generate()``'s ``_sample`` without sampling: one token per row per step."""
-        from transformers import DynamicCache
-
         settings = self.settings
         attention_mask = attention_mask.long()
         position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-        cache, logits = self.step(input_ids, attention_mask, position_ids, DynamicCache(config=self.lm.config))
+        cache, logits = self.step(input_ids, attention_mask, position_ids, self.empty_cache())
         sequences = input_ids
         padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
@@ -228,8 +226,6 @@ class TextGenerator(torch.nn.Module):
         """``generate()``'s ``_beam_search`` (transformers 5's vectorised form): ``num_beams``
         running beams per prompt in buffers of the final length, the best finished ones kept
         with their length-penalised scores, the cache reordered by beam each step."""
-        from transformers import DynamicCache
-
         settings, beams = self.settings, self.settings.num_beams
         batch, prompt = input_ids.shape
         max_new = settings.max_new_tokens
@@ -241,7 +237,7 @@ class TextGenerator(torch.nn.Module):
         flat_ids = input_ids.repeat_interleave(beams, 0)
         attention_mask = attention_mask.long().repeat_interleave(beams, 0)
         position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-        cache, logits = self.step(flat_ids, attention_mask, position_ids, DynamicCache(config=self.lm.config))
+        cache, logits = self.step(flat_ids, attention_mask, position_ids, self.empty_cache())
         position = position_ids[:, -1:]
         running = torch.cat([flat_ids.view(batch, beams, prompt),
                              torch.full((batch, beams, max_new), fill, dtype=torch.int64, device=input_ids.device)], 2)
@@ -310,6 +306,22 @@ class TextGenerator(torch.nn.Module):
         sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
         return sequences[:, : prompt + lengths.max()]
+
+    def empty_cache(self) -> Any:
+        """The cache ``generate()`` starts from, with every layer a full-attention ``DynamicLayer``.
+
+        For a model with sliding-window layers (Mistral, Gemma 2/3) ``generate()`` keeps only the
+        window in those layers; here they keep every position and the model's sliding-window mask
+        (computed from the positions, for the layer's type in the config) hides the ones outside
+        the window, so attention sees the same keys. fxport carries ``DynamicLayer`` through a
+        loop; a sliding layer's ``cumulative_length`` is a Python number that changes each step.
+        """
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.lm.config)
+        if all(type(layer).__name__ == "DynamicLayer" for layer in cache.layers):
+            return cache
+        return DynamicCache()
 
     def length_divisor(self, length: torch.Tensor) -> torch.Tensor:
         """``length ** length_penalty`` as ``generate()`` divides by it: a float64 power rounded
