@@ -204,7 +204,7 @@ def convert(
     inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
     dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], e.g. x:0=batch,2=h"),
     inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
-    task: Optional[str] = typer.Option(None, "--task", metavar="TASK", help="TARGET is a local transformers checkpoint directory; build the model for TASK: text-generation (docs/generation.md)"),
+    task: Optional[str] = typer.Option(None, "--task", metavar="TASK", help="TARGET is a local transformers checkpoint directory; build the model for TASK: text-generation or text-generation-step (docs/generation.md)"),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", metavar="N", help="text-generation: new tokens at most (default: the checkpoint's generation_config, else 20)"),
     min_new_tokens: Optional[int] = typer.Option(None, "--min-new-tokens", metavar="N", help="text-generation: no end token before N new tokens"),
     eos_token_id: List[int] = typer.Option([], "--eos-token-id", metavar="ID", help="text-generation: an end token (repeatable; default: the checkpoint's)"),

@@ -132,7 +132,14 @@ def dims_by_input(module: "torch.nn.Module | Signature", inputs: InputSet, dynam
             index += 1
         else:
             flat, _ = torch.utils._pytree.tree_flatten(value)
-            index += sum(isinstance(t, torch.Tensor) for t in flat)
+            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+            if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)) and len(spec) == len(value) \
+                    and len(tensors) == len(value):  # a list of tensors, one spec each
+                for offset, (tensor, entry) in enumerate(zip(tensors, spec)):
+                    if isinstance(entry, dict):
+                        result[index + offset] = {axis % max(tensor.dim(), 1): (d, name)
+                                                  for axis, d in entry.items() if _is_dynamic_spec(d)}
+            index += len(tensors)
     return {i: axes for i, axes in result.items() if axes}
 
 

@@ -167,11 +167,7 @@ def to_input_sets(value: Any, origin: str) -> list[InputSet]:
     if isinstance(value, list):
         if not value:
             raise InputSpecError(f"{origin} returned an empty list", hint="return at least one input set")
-        sets = [_one_input_set(v, origin) for v in value]
-        for i, s in enumerate(sets):
-            if s.name == "example" and i > 0:  # a named InputSet keeps its name in the verification table
-                s.name = f"user-{i}"
-        return sets
+        return [_one_input_set(v, origin) for v in value]  # the conversion names the unnamed extra sets user-N
     return [_one_input_set(value, origin)]
 
 

@@ -272,6 +272,9 @@ def load_model(
                 hint=f"pass {names or '-i NAME=SHAPE'}, --inputs-fn FILE.py:FUNC, "
                 "or give the module an example_inputs() method",
             )
+    for index, input_set in enumerate(input_sets[1:], start=1):  # the rest are verified as user-1, user-2, ...
+        if input_set.name == "example":
+            input_set.name = f"user-{index}"
     dynamic = {}
     for text in dynamic_specs:
         for name, axes in parse_dynamic_spec(text).items():

@@ -312,22 +312,37 @@ def _own_returns(node):
 
 
 def name_outputs(model: onnx.ModelProto, module) -> None:
-    """Rename the graph outputs (``clone_2``, ``add_31``) after what ``forward`` returns, in place,
-    where that is known (:func:`return_names`) and the names are free in the graph."""
-    names = return_names(type(module).forward) if module is not None else None
-    outputs = model.graph.output
-    if not names or len(names) != len(outputs) or len(set(names)) != len(names):
+    """Name the graph's inputs and outputs, in place, where the names are free in the graph:
+    the outputs after what ``forward`` returns where that is known (:func:`return_names`), not
+    ``clone_2``; a module may name them itself with ``onnx_input_names`` / ``onnx_output_names``
+    (lists, one name per flattened input or output: ``past_key_values.0.key``)."""
+    inputs = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    given_inputs = getattr(module, "onnx_input_names", None) if module is not None else None
+    if given_inputs:
+        _rename(model, inputs, list(given_inputs))
+    names = getattr(module, "onnx_output_names", None) if module is not None else None
+    if not names:
+        names = return_names(type(module).forward) if module is not None else None
+    if names:
+        _rename(model, model.graph.output, list(names))
+
+
+def _rename(model: onnx.ModelProto, values, names: list[str]) -> None:
+    """Rename the graph inputs or outputs ``values`` to ``names`` everywhere they are used (the
+    graph and its subgraphs); nothing when the counts differ or a new name is taken."""
+    if len(names) != len(values) or len(set(names)) != len(names):
         return
     taken = {name for node in iter_nodes(model.graph) for name in (*node.input, *node.output)}
     taken |= {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
-    renames = {out.name: new for out, new in zip(outputs, names) if out.name != new}
-    if any(new in taken for new in renames.values()) or len(renames) != len({o.name for o in outputs if o.name in renames}):
+    taken |= {o.name for o in model.graph.output}
+    renames = {value.name: new for value, new in zip(values, names) if value.name != new}
+    if any(new in taken for new in renames.values()) or len(renames) != len({v.name for v in values if v.name in renames}):
         return
     for node in iter_nodes(model.graph):
         for field in (node.input, node.output):
             for i, name in enumerate(field):
                 if name in renames:
                     field[i] = renames[name]
-    for value in (*outputs, *model.graph.value_info):
+    for value in (*model.graph.input, *model.graph.output, *model.graph.value_info):
         if value.name in renames:
             value.name = renames[value.name]

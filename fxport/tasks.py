@@ -26,7 +26,7 @@ from fxport.errors import ModelLoadError, UsageError, VerificationError
 from fxport.inputs import InputSet
 from fxport.load import LoadedModel
 
-TASKS = ("text-generation",)
+TASKS = ("text-generation", "text-generation-step")
 #: new tokens when neither the command line nor the checkpoint's generation_config says
 DEFAULT_MAX_NEW_TOKENS = 20
 #: prompts of each length tried when searching for rows that stop at each step
@@ -48,7 +48,9 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise ModelLoadError(f"{path} has no config.json, so it is not a transformers checkpoint",
                              hint="pass the directory a transformers save_pretrained() wrote")
-    lm = _causal_lm(path)
+    lm = _causal_lm(path, task)
+    if task == "text-generation-step":
+        return _step_model(lm, path, task, settings)
     from fxport.models.text_generation import TextGenerator, generation_settings
 
     given = {name: value for name, value in settings.items() if value is not None}
@@ -79,13 +81,32 @@ def check_against_generate(generator, input_sets: list[InputSet]) -> None:
                                          "--task text-generation-step and your own loop")
 
 
-def _causal_lm(path: str) -> torch.nn.Module:
+def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
+    """The one-step model and its inputs: decode steps with a past, a prefill (empty past),
+    left-padded rows, several batch sizes."""
+    from fxport.models.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
+
+    given = sorted(name for name, value in settings.items() if value is not None)
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise UsageError(f"{flag} is a generation setting; --task text-generation-step writes one step, "
+                         "the loop (and its settings) is yours", hint=f"drop {flag}, or use --task text-generation")
+    step = DecoderStep(lm).eval()
+    shapes = [(2, 5, 1, 1, "example: batch 2, past 5, one new token, one row left-padded"),
+              (1, 0, 4, 0, "prefill: batch 1, empty past, 4 tokens"), (3, 7, 1, 2, "batch 3, past 7, two rows left-padded"),
+              (1, 2, 3, 0, "batch 1, past 2, 3 tokens"), (4, 9, 1, 0, "batch 4, past 9")]
+    input_sets = [InputSet(step_inputs(lm, batch, past, sequence, seed=index, padded_rows=padded), name=name)
+                  for index, (batch, past, sequence, padded, name) in enumerate(shapes)]
+    return LoadedModel(step, input_sets, step_dynamic_shapes(lm), source=f"{path} --task {task}")
+
+
+def _causal_lm(path: str, task: str) -> torch.nn.Module:
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
     if type(config) not in transformers.AutoModelForCausalLM._model_mapping:
         raise ModelLoadError(f"{path}: model type {config.model_type!r} has no causal-LM head in transformers, "
-                             "so --task text-generation does not fit it",
+                             f"so --task {task} does not fit it",
                              hint="pass a decoder-only checkpoint (GPT-2, Llama, Mistral, Qwen, ...)")
     try:
         return transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()

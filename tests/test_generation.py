@@ -263,3 +263,46 @@ def test_cli_task_beam_search_flags(tmp_path):
         np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), generate(lm, ids, mask, **settings).numpy())
     bad = run_cli("convert", checkpoint, "--task", "text-generation", "--early-stopping", "soon", "-o", str(out))
     assert bad.returncode == 2 and "--early-stopping 'soon'" in bad.stderr
+
+
+def greedy_with_step_file(path, layers, ids, mask, max_new_tokens):
+    """Greedy decoding the way optimum and onnxruntime-genai run it: a Python loop over the
+    one-step file, the cache fed back from its present.* outputs."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    kv_heads, head_size = session.get_inputs()[3].shape[1], session.get_inputs()[3].shape[3]
+    past = {f"past_key_values.{i}.{kind}": np.zeros((ids.shape[0], kv_heads, 0, head_size), np.float32)
+            for i in range(layers) for kind in ("key", "value")}
+    mask = mask.numpy()
+    positions = np.where(mask == 0, 0, mask.cumsum(-1) - 1)
+    step_ids, sequences = ids.numpy(), ids.numpy()
+    for _ in range(max_new_tokens):
+        logits, *present = session.run(None, {"input_ids": step_ids, "attention_mask": mask,
+                                              "position_ids": positions, **past})
+        token = logits[:, -1].argmax(-1)[:, None]
+        sequences = np.concatenate([sequences, token], 1)
+        past = {name.replace("present", "past_key_values"): value
+                for name, value in zip([o.name for o in session.get_outputs()][1:], present)}
+        mask = np.concatenate([mask, np.ones_like(mask[:, :1])], 1)
+        positions, step_ids = positions[:, -1:] + 1, token
+    return sequences
+
+
+def test_cli_step_task_writes_the_one_step_model_a_python_loop_decodes_with(tmp_path):
+    lm = tiny_llama(seed=4)
+    checkpoint = save_checkpoint(lm, tmp_path / "llama")
+    out = tmp_path / "step.onnx"
+    result = run_cli("convert", checkpoint, "--task", "text-generation-step", "-o", str(out), timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    model = onnx.load(out)
+    names = [i.name for i in model.graph.input]
+    assert names == ["input_ids", "attention_mask", "position_ids", "past_key_values.0.key",
+                     "past_key_values.0.value", "past_key_values.1.key", "past_key_values.1.value"]
+    assert [o.name for o in model.graph.output] == ["logits", "present.0.key", "present.0.value",
+                                                    "present.1.key", "present.1.value"]
+    assert [d.dim_param for d in model.graph.input[3].type.tensor_type.shape.dim][::2] == ["batch", "past_sequence"]
+    for seed, (batch, length) in enumerate([(1, 1), (3, 6), (2, 9)], start=80):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        expected = generate(lm, ids, mask, max_new_tokens=5, eos_token_id=None)
+        np.testing.assert_array_equal(greedy_with_step_file(out, 2, ids, mask, 5), expected.numpy())
+    settings = run_cli("convert", checkpoint, "--task", "text-generation-step", "--num-beams", "2", "-o", str(out))
+    assert settings.returncode == 2 and "--num-beams is a generation setting" in settings.stderr
