@@ -1,0 +1,151 @@
+"""Generation settings read the way transformers' ``generate()`` reads them, checked against what
+fxport's generator (:mod:`fxport.models.text_generation`) converts.
+
+Example::
+
+    >>> settings = generation_settings(lm, max_new_tokens=8, eos_token_id=[2, 7])   # doctest: +SKIP
+    >>> settings.describe()                                                          # doctest: +SKIP
+    'greedy, 8 new tokens, end tokens 2, 7'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from fxport.errors import UsageError
+
+#: generation_config attributes that carry no setting of the decoding itself.
+_BOOKKEEPING = frozenset({
+    "transformers_version", "bos_token_id", "decoder_start_token_id", "use_cache", "output_attentions",
+    "output_hidden_states", "compile_config", "disable_compile", "max_length",
+})
+#: sampling settings greedy search ignores (transformers warns and ignores them too).
+_SAMPLING_ONLY = frozenset({"temperature", "top_k", "top_p", "typical_p", "min_p", "epsilon_cutoff",
+                            "eta_cutoff", "top_h"})
+#: settings the generator implements.
+_IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id",
+                          "repetition_penalty", "do_sample", "num_beams", "length_penalty", "early_stopping",
+                          "num_return_sequences"})
+#: ``generate()`` keyword arguments that are not generation settings and have no ONNX form.
+UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
+                         "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
+                         "custom_generate", "tokenizer", "past_key_values", "cache", "inputs_embeds",
+                         "position_ids")
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+    """What greedy search does, resolved: the number of new tokens, end tokens, padding, penalties.
+
+    ``eos_token_ids`` empty means no row stops early (the loop runs ``max_new_tokens`` steps);
+    ``pad_token_id`` fills the rows that stopped (transformers' default: the first end token).
+    """
+
+    max_new_tokens: int
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: int | None = None
+    min_new_tokens: int = 0
+    repetition_penalty: float = 1.0
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool | str = False
+    num_return_sequences: int = 1
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments that make transformers' ``generate()`` decode the same way."""
+        return dict(max_new_tokens=self.max_new_tokens, min_new_tokens=self.min_new_tokens,
+                    eos_token_id=list(self.eos_token_ids) or None, pad_token_id=self.pad_token_id,
+                    repetition_penalty=self.repetition_penalty, do_sample=False, num_beams=self.num_beams,
+                    length_penalty=self.length_penalty, early_stopping=self.early_stopping,
+                    num_return_sequences=self.num_return_sequences)
+
+    def describe(self) -> str:
+        """One line for reports: ``greedy, 8 new tokens, end tokens 2``."""
+        search = "greedy" if self.num_beams == 1 else (
+            f"beam search ({self.num_beams} beams, length penalty {self.length_penalty:g}, "
+            f"early stopping {self.early_stopping}, {self.num_return_sequences} returned)")
+        parts = [search, f"{self.max_new_tokens} new tokens"]
+        parts.append(f"end tokens {', '.join(map(str, self.eos_token_ids))}" if self.eos_token_ids else "no end token")
+        if self.min_new_tokens:
+            parts.append(f"at least {self.min_new_tokens} new tokens")
+        if self.repetition_penalty != 1.0:
+            parts.append(f"repetition penalty {self.repetition_penalty:g}")
+        return ", ".join(parts)
+
+
+def generation_settings(model: torch.nn.Module, generation_config: Any = None, **overrides: Any) -> GenerationSettings:
+    """The settings ``model.generate(**overrides)`` would decode with, or a one-line refusal.
+
+    Reads ``generation_config`` (default: ``model.generation_config``) updated by ``overrides``
+    (as ``generate()`` does); a
+    setting the generator does not implement (beam search, sampling, a logits processor, a
+    streamer, …) raises :class:`UsageError` naming it.
+
+    Example::
+
+        >>> generation_settings(lm, max_new_tokens=4, eos_token_id=[2, 3]).eos_token_ids   # doctest: +SKIP
+        (2, 3)
+    """
+    for name in UNSUPPORTED_ARGUMENTS:
+        if overrides.get(name) is not None:
+            raise UsageError(f"generate(): {name}= has no ONNX form in fxport's generator",
+                             hint=f"call generate() without {name}=")
+    base = model.generation_config if generation_config is None else generation_config
+    config = base.__class__.from_dict(base.to_dict())
+    try:
+        unknown = config.update(**overrides)
+        config.validate(strict=True)
+    except ValueError as invalid:  # transformers' own check of the settings
+        raise UsageError(f"generate(): {str(invalid).strip().splitlines()[0]}",
+                         hint="fix the generation settings (transformers refuses them too)") from None
+    if unknown:
+        name = sorted(unknown)[0]
+        raise UsageError(f"generate(): {name}= is not a generation setting fxport's generator knows",
+                         hint="pass only generation settings besides input_ids and attention_mask")
+    for name, value in config.to_diff_dict().items():
+        if name.startswith("_") or name in _BOOKKEEPING or name in _SAMPLING_ONLY or name in _IMPLEMENTED:
+            continue
+        raise UsageError(f"generation setting {name}={value!r} is not converted (fxport converts greedy search)",
+                         hint=f"leave {name} at its default, or export the one-step model with "
+                              "--task text-generation-step and run your own loop")
+    if config.do_sample:
+        raise UsageError("generation setting do_sample=True is not converted (fxport converts greedy and beam "
+                         "search)", hint="pass do_sample=False")
+    beams = config.num_beams or 1
+    returned = config.num_return_sequences or 1
+    if returned > beams:
+        raise UsageError(f"num_return_sequences={returned} is more than num_beams={beams}",
+                         hint="pass num_return_sequences ≤ num_beams")
+    if beams > 1 and ((config.min_new_tokens or 0) or (config.repetition_penalty or 1.0) != 1.0):
+        name = "min_new_tokens" if config.min_new_tokens else "repetition_penalty"
+        raise UsageError(f"generation setting {name} with num_beams={beams} is not converted "
+                         "(fxport's beam search applies no logits processor)", hint=f"leave {name} out with beams")
+    if config.max_new_tokens is None:
+        raise UsageError("generation needs max_new_tokens (max_length alone makes the number of new tokens "
+                         "depend on the prompt length)", hint="pass max_new_tokens=N")
+    if config.max_new_tokens < 1:
+        raise UsageError(f"max_new_tokens={config.max_new_tokens} generates nothing", hint="pass max_new_tokens ≥ 1")
+    eos = config.eos_token_id
+    eos_ids = tuple(int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []))
+    pad = config.pad_token_id
+    if isinstance(pad, (list, tuple)):
+        pad = pad[0]
+    if pad is None and eos_ids:
+        pad = eos_ids[0]  # what generate() does, with a warning
+    for what, ids in (("eos_token_id", eos_ids), ("pad_token_id", () if pad is None else (pad,))):
+        if any(t < 0 for t in ids):
+            raise UsageError(f"{what}={list(ids)} is negative", hint=f"pass {what} ≥ 0")
+    penalty = 1.0 if config.repetition_penalty is None else float(config.repetition_penalty)
+    if penalty <= 0:
+        raise UsageError(f"repetition_penalty={penalty:g} must be positive",
+                         hint="pass repetition_penalty > 0 (1.0 is none)")
+    return GenerationSettings(
+        max_new_tokens=int(config.max_new_tokens), eos_token_ids=eos_ids, pad_token_id=pad,
+        min_new_tokens=int(config.min_new_tokens or 0), repetition_penalty=penalty, num_beams=beams,
+        length_penalty=1.0 if config.length_penalty is None else float(config.length_penalty),
+        early_stopping=False if config.early_stopping is None else config.early_stopping,
+        num_return_sequences=returned,
+    )
