@@ -48,15 +48,17 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise ModelLoadError(f"{path} has no config.json, so it is not a transformers checkpoint",
                              hint="pass the directory a transformers save_pretrained() wrote")
-    lm = _causal_lm(path, task)
+    lm = _generation_lm(path, task)
     if task == "text-generation-step":
         return _step_model(lm, path, task, settings)
+    from fxport.models.seq2seq_generation import Seq2SeqGenerator
     from fxport.models.text_generation import TextGenerator, generation_settings
 
     given = {name: value for name, value in settings.items() if value is not None}
     if "max_new_tokens" not in given and lm.generation_config.max_new_tokens is None:
         given["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
-    generator = TextGenerator(lm, generation_settings(lm, **given))
+    builder = Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
+    generator = builder(lm, generation_settings(lm, **given))
     generator.eval()
     input_sets = generation_inputs(generator)
     check_against_generate(generator, input_sets)
@@ -100,16 +102,23 @@ def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, A
     return LoadedModel(step, input_sets, step_dynamic_shapes(lm), source=f"{path} --task {task}")
 
 
-def _causal_lm(path: str, task: str) -> torch.nn.Module:
+def _generation_lm(path: str, task: str) -> torch.nn.Module:
+    """The checkpoint's causal LM, or for ``text-generation`` its encoder–decoder LM (T5, BART)."""
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
-    if type(config) not in transformers.AutoModelForCausalLM._model_mapping:
-        raise ModelLoadError(f"{path}: model type {config.model_type!r} has no causal-LM head in transformers, "
+    auto = transformers.AutoModelForCausalLM
+    if task == "text-generation" and getattr(config, "is_encoder_decoder", False):
+        auto = transformers.AutoModelForSeq2SeqLM
+    if type(config) not in auto._model_mapping:
+        kind = "sequence-to-sequence" if auto is transformers.AutoModelForSeq2SeqLM else "causal-LM"
+        raise ModelLoadError(f"{path}: model type {config.model_type!r} has no {kind} head in transformers, "
                              f"so --task {task} does not fit it",
-                             hint="pass a decoder-only checkpoint (GPT-2, Llama, Mistral, Qwen, ...)")
+                             hint="pass a decoder-only checkpoint (GPT-2, Llama, Mistral, Qwen, ...)"
+                                  + (" or an encoder-decoder one (T5, BART) with --task text-generation"
+                                     if task == "text-generation" else ""))
     try:
-        return transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
+        return auto.from_pretrained(path, local_files_only=True).eval()
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"{path}: transformers could not load the checkpoint: {first_line}",
@@ -147,7 +156,7 @@ def _stopping_sets(generator, vocab: int, draw: torch.Generator) -> list[InputSe
     ids = torch.randint(0, vocab, (SEARCH_PROMPTS, length), generator=draw)
     mask = torch.ones_like(ids)
     with torch.no_grad():
-        out = generator(ids, mask)[:, length:]
+        out = generator(ids, mask)[:, generator.prefix_length(ids):]
     is_end = torch.isin(out, torch.tensor(settings.eos_token_ids))
     stop_step = torch.where(is_end.any(1), is_end.int().argmax(1) + 1, torch.full((len(ids),), 0))
     by_step: dict[int, int] = {}

@@ -28,7 +28,7 @@ _SAMPLING_ONLY = frozenset({"temperature", "top_k", "top_p", "typical_p", "min_p
 #: settings the generator implements.
 _IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id",
                           "repetition_penalty", "do_sample", "num_beams", "length_penalty", "early_stopping",
-                          "num_return_sequences"})
+                          "num_return_sequences", "forced_eos_token_id"})
 #: ``generate()`` keyword arguments that are not generation settings and have no ONNX form.
 UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
                          "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
@@ -49,6 +49,7 @@ class GenerationSettings:
     pad_token_id: int | None = None
     min_new_tokens: int = 0
     repetition_penalty: float = 1.0
+    forced_eos_token_ids: tuple[int, ...] = ()
     num_beams: int = 1
     length_penalty: float = 1.0
     early_stopping: bool | str = False
@@ -59,6 +60,7 @@ class GenerationSettings:
         return dict(max_new_tokens=self.max_new_tokens, min_new_tokens=self.min_new_tokens,
                     eos_token_id=list(self.eos_token_ids) or None, pad_token_id=self.pad_token_id,
                     repetition_penalty=self.repetition_penalty, do_sample=False, num_beams=self.num_beams,
+                    forced_eos_token_id=list(self.forced_eos_token_ids) or None,
                     length_penalty=self.length_penalty, early_stopping=self.early_stopping,
                     num_return_sequences=self.num_return_sequences)
 
@@ -108,7 +110,7 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
     for name, value in config.to_diff_dict().items():
         if name.startswith("_") or name in _BOOKKEEPING or name in _SAMPLING_ONLY or name in _IMPLEMENTED:
             continue
-        raise UsageError(f"generation setting {name}={value!r} is not converted (fxport converts greedy search)",
+        raise UsageError(f"generation setting {name}={value!r} is not converted (fxport converts greedy and beam search)",
                          hint=f"leave {name} at its default, or export the one-step model with "
                               "--task text-generation-step and run your own loop")
     if config.do_sample:
@@ -119,8 +121,11 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
     if returned > beams:
         raise UsageError(f"num_return_sequences={returned} is more than num_beams={beams}",
                          hint="pass num_return_sequences ≤ num_beams")
-    if beams > 1 and ((config.min_new_tokens or 0) or (config.repetition_penalty or 1.0) != 1.0):
-        name = "min_new_tokens" if config.min_new_tokens else "repetition_penalty"
+    forced = config.forced_eos_token_id
+    forced_ids = tuple(int(t) for t in (forced if isinstance(forced, (list, tuple)) else [forced] if forced is not None else []))
+    if beams > 1 and ((config.min_new_tokens or 0) or (config.repetition_penalty or 1.0) != 1.0 or forced_ids):
+        name = ("min_new_tokens" if config.min_new_tokens else "forced_eos_token_id" if forced_ids
+                else "repetition_penalty")
         raise UsageError(f"generation setting {name} with num_beams={beams} is not converted "
                          "(fxport's beam search applies no logits processor)", hint=f"leave {name} out with beams")
     if config.max_new_tokens is None:
@@ -145,6 +150,7 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
     return GenerationSettings(
         max_new_tokens=int(config.max_new_tokens), eos_token_ids=eos_ids, pad_token_id=pad,
         min_new_tokens=int(config.min_new_tokens or 0), repetition_penalty=penalty, num_beams=beams,
+        forced_eos_token_ids=forced_ids,
         length_penalty=1.0 if config.length_penalty is None else float(config.length_penalty),
         early_stopping=False if config.early_stopping is None else config.early_stopping,
         num_return_sequences=returned,

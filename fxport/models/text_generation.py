@@ -196,6 +196,10 @@ class TextGenerator(torch.nn.Module):
         to float32 (a Python float divisor of a float32 tensor is rounded so)."""
         return (length.to(torch.float64) ** self.settings.length_penalty).to(torch.float32)
 
+    def prefix_length(self, input_ids: torch.Tensor) -> int:
+        """How many ids of the output come before the generated ones (the prompt)."""
+        return input_ids.shape[1]
+
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
              cache: Any) -> tuple[Any, torch.Tensor]:
         """One call of the model: the grown cache and the last position's logits. transformers 5
@@ -234,6 +238,11 @@ class TextGenerator(torch.nn.Module):
         if settings.min_new_tokens and settings.eos_token_ids:  # MinNewTokensLengthLogitsProcessor
             vocabulary = torch.arange(scores.shape[-1], device=scores.device)
             scores = scores.masked_fill(self.is_end(vocabulary) & (generated < settings.min_new_tokens), -math.inf)
+        if settings.forced_eos_token_ids:  # ForcedEOSTokenLogitsProcessor: an end token at the last step
+            vocabulary = torch.arange(scores.shape[-1], device=scores.device)
+            forced = (vocabulary[:, None] == torch.tensor(settings.forced_eos_token_ids, device=scores.device)).any(-1)
+            last = generated == settings.max_new_tokens - 1
+            scores = torch.where(last, torch.where(forced, 0.0, -math.inf), scores)
         next_token = scores.argmax(-1)
         if settings.eos_token_ids:
             next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))

@@ -34,7 +34,8 @@ def _register_transformers_caches() -> None:
         from transformers.cache_utils import DynamicCache, DynamicLayer
     except ImportError:  # an older or partial transformers: its caches stay plain objects
         return
-    if DynamicCache in pytree.SUPPORTED_NODES:  # the user registered transformers' own support
+    if DynamicCache in pytree.SUPPORTED_NODES:  # the user registered transformers' own support, or done
+        _register_encoder_decoder_cache()
         return
 
     def flatten(cache):
@@ -54,6 +55,41 @@ def _register_transformers_caches() -> None:
 
     pytree.register_pytree_node(DynamicCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
                                 serialized_type_name="transformers.cache_utils.DynamicCache")
+    _register_encoder_decoder_cache()
+
+
+def _register_encoder_decoder_cache() -> None:
+    """transformers' ``EncoderDecoderCache`` (T5, BART, Whisper): the self-attention cache's
+    tensors, then the cross-attention cache's; which layers' cross-attention is filled stays
+    in the spec (it is set once, at the first decoder call)."""
+    try:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    except ImportError:
+        return
+    if EncoderDecoderCache in pytree.SUPPORTED_NODES:
+        return
+
+    def flatten(cache):
+        own, own_spec = pytree.tree_flatten(cache.self_attention_cache)
+        cross, cross_spec = pytree.tree_flatten(cache.cross_attention_cache)
+        if not all(isinstance(spec.type, type) and issubclass(spec.type, DynamicCache) for spec in (own_spec, cross_spec)):
+            raise ValueError("an EncoderDecoderCache of caches other than DynamicCache")
+        return own + cross, (len(own), own_spec, cross_spec, tuple(sorted(cache.is_updated.items())))
+
+    def flatten_with_keys(cache):
+        values, context = flatten(cache)
+        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
+
+    def unflatten(values, context):
+        count, own_spec, cross_spec, updated = context
+        cache = EncoderDecoderCache.__new__(EncoderDecoderCache)  # __init__ would ask each layer's length again
+        cache.self_attention_cache = pytree.tree_unflatten(list(values[:count]), own_spec)
+        cache.cross_attention_cache = pytree.tree_unflatten(list(values[count:]), cross_spec)
+        cache.is_updated = dict(updated)
+        return cache
+
+    pytree.register_pytree_node(EncoderDecoderCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+                                serialized_type_name="transformers.cache_utils.EncoderDecoderCache")
 
 
 def _dynamic_layer(layer_class, keys, values):

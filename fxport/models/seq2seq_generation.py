@@ -1,0 +1,82 @@
+"""Greedy generation for transformers encoder–decoder models (T5, BART): the encoder runs once
+before the loop, then each step feeds the last token and an ``EncoderDecoderCache`` (the
+decoder's self-attention cache grows; the cross-attention cache is filled at the first step and
+read after) back into the model — ``generate()``'s ``_sample`` without sampling, for
+``is_encoder_decoder`` models.
+
+The output is what ``generate()`` returns for them: the decoder's ids, starting with
+``decoder_start_token_id``, as long as the longest row ran.
+
+Example::
+
+    >>> generator = Seq2SeqGenerator(t5, generation_settings(t5, max_new_tokens=8))   # doctest: +SKIP
+    >>> generator(input_ids, attention_mask).shape[1] <= 1 + 8                        # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from fxport.errors import UsageError
+from fxport.models.generation_settings import GenerationSettings
+from fxport.models.text_generation import TextGenerator
+
+
+class Seq2SeqGenerator(TextGenerator):
+    """``(input_ids, attention_mask) → decoder ids`` around an encoder–decoder ``lm`` (greedy)."""
+
+    def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
+        super().__init__(lm, settings)
+        if settings.num_beams > 1:
+            raise UsageError(f"num_beams={settings.num_beams} with an encoder-decoder model is not converted "
+                             "(fxport converts its greedy search)", hint="pass num_beams=1")
+        if settings.min_new_tokens or settings.repetition_penalty != 1.0:
+            raise UsageError("min_new_tokens and repetition_penalty with an encoder-decoder model are not converted",
+                             hint="leave them out")
+        start = lm.generation_config.decoder_start_token_id
+        if start is None:
+            start = lm.config.decoder_start_token_id
+        if not isinstance(start, int):
+            raise UsageError(f"decoder_start_token_id={start!r}: the encoder-decoder generator needs one start token",
+                             hint="set decoder_start_token_id in the model's generation_config")
+        self.start_token = start
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        from transformers import DynamicCache, EncoderDecoderCache
+
+        settings = self.settings
+        encoded = self.lm.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        hidden = encoded.last_hidden_state
+        sequences = torch.full((input_ids.shape[0], 1), self.start_token, dtype=torch.int64, device=input_ids.device)
+        cache = EncoderDecoderCache(DynamicCache(config=self.lm.config), DynamicCache(config=self.lm.config))
+        cache, logits = self.decoder_step(sequences, hidden, attention_mask, cache)
+        unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
+        next_token = self.choose(logits, sequences, None, unfinished, generated)
+        sequences = torch.cat([sequences, next_token[:, None]], 1)
+        unfinished = unfinished & ~self.is_end(next_token)
+        for _ in range(settings.max_new_tokens - 1):
+            if not unfinished.any():
+                break
+            cache, logits = self.decoder_step(next_token[:, None], hidden, attention_mask, cache)
+            generated = generated + 1
+            next_token = self.choose(logits, sequences, None, unfinished, generated)
+            sequences = torch.cat([sequences, next_token[:, None]], 1)
+            unfinished = unfinished & ~self.is_end(next_token)
+        return sequences
+
+    def prefix_length(self, input_ids: torch.Tensor) -> int:
+        """The output starts with the decoder's start token, not the prompt."""
+        return 1
+
+    def decoder_step(self, decoder_ids: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                     cache: Any) -> tuple[Any, torch.Tensor]:
+        """One decoder call on the encoder's output ``hidden``: the grown cache, the last logits."""
+        from transformers.modeling_outputs import BaseModelOutput
+
+        out = self.lm(encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=attention_mask,
+                      decoder_input_ids=decoder_ids, use_cache=True, **{self.cache_argument: cache})
+        return out[self.cache_argument], out.logits[:, -1]
