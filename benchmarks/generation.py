@@ -32,6 +32,7 @@ MAX_NEW = 6
 UNSEEN = [(1, 1), (5, 4), (1, 11), (5, 11), (3, 2)]
 DECODERS = ["gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo",
             "falcon", "opt", "bloom", "mixtral", "qwen2_moe", "qwen3_moe"]
+ENCODER_DECODERS = ["t5", "bart"]
 
 
 def causal_lm(name: str) -> torch.nn.Module:
@@ -45,6 +46,8 @@ def causal_lm(name: str) -> torch.nn.Module:
     else:
         config = real_models.ARCHITECTURES[name].make().config
     torch.manual_seed(0)
+    if name in ENCODER_DECODERS:
+        return transformers.AutoModelForSeq2SeqLM.from_config(config).eval()
     return transformers.AutoModelForCausalLM.from_config(config).eval()
 
 
@@ -65,7 +68,9 @@ def generate(lm, ids, mask, **settings):
 def stopping_tokens(lm, vocab: int) -> list[int]:
     """Three end tokens: the ids ``lm`` generates most often after the unseen prompts when nothing
     stops it (random weights repeat tokens, so rows reach them at different steps)."""
-    generated = torch.cat([generate(lm, ids, mask, max_new_tokens=MAX_NEW, eos_token_id=None)[:, length:].flatten()
+    skip = (lambda length: 1) if lm.config.is_encoder_decoder else (lambda length: length)  # decoder start / prompt
+    generated = torch.cat([generate(lm, ids, mask, max_new_tokens=MAX_NEW, eos_token_id=None,
+                                    forced_eos_token_id=None)[:, skip(length):].flatten()
                            for ids, mask, length in unseen_prompts(vocab)])
     return torch.bincount(generated, minlength=vocab).argsort(descending=True)[:3].tolist()
 
@@ -81,7 +86,7 @@ def same_as_generate(run, lm, vocab: int, settings: dict) -> tuple[int, int, set
     equal, steps = 0, set()
     for ids, mask, length in unseen_prompts(vocab):
         expected = generate(lm, ids, mask, **settings)
-        steps.add(expected.shape[1] - length)
+        steps.add(expected.shape[1] - (1 if lm.config.is_encoder_decoder else length))
         produced = run(ids, mask)
         equal += produced.shape == tuple(expected.shape) and (produced == expected.numpy()).all()
     return equal, len(UNSEEN), steps
@@ -99,7 +104,6 @@ SEARCHES = {"greedy": {}, "beam 2": {"num_beams": 2}}
 
 def one(name: str, search: str) -> list[str]:
     import fxport
-    from fxport.models.text_generation import TextGenerator
     from fxport.tasks import load_task
 
     lm = causal_lm(name)
@@ -121,8 +125,15 @@ def one(name: str, search: str) -> list[str]:
             wrong = equal < tried
         except Exception as exc:  # noqa: BLE001 - a sweep row says what stopped it
             ours_cell, wrong, steps = f"refused: {str(exc).splitlines()[0][:160]}", False, set()
-    stock = stock_result(TextGenerator(lm, load_settings(lm, settings)), lm, vocab, settings)
+    stock = stock_result(generator_class(lm)(lm, load_settings(lm, settings)), lm, vocab, settings)
     return [name, search, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "**yes**" if wrong else "no", stock]
+
+
+def generator_class(lm):
+    from fxport.models.seq2seq_generation import Seq2SeqGenerator
+    from fxport.models.text_generation import TextGenerator
+
+    return Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
 
 
 def load_settings(lm, settings):
@@ -151,6 +162,13 @@ def stock_result(generator, lm, vocab: int, settings: dict) -> str:
     return f"wrote a file: {equal}/{tried} unseen sets equal"
 
 
+def documented_rows() -> list[list[str]]:
+    """The rows of the table the last full run wrote into docs/generation.md."""
+    text = open(DOC, encoding="utf-8").read().split(MARKER)[-1]
+    lines = [line for line in text.splitlines() if line.startswith("| ")][2:]  # after the header and its rule
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines]
+
+
 def first_cause(exc: BaseException) -> str:
     """The innermost exception's type and first line, without terminal colours."""
     while exc.__cause__ is not None:
@@ -164,8 +182,10 @@ def main(argv: list[str]) -> None:
 
     _quiet_transformers()
     torch.set_num_threads(1)
-    names = argv or DECODERS
-    rows = []
+    adding = bool(argv) and argv[0] == "--add"  # run these and merge them into the table in docs/
+    names = argv[1:] if adding else (argv or DECODERS + ENCODER_DECODERS)
+    rows = documented_rows() if adding else []
+    rows = [row for row in rows if row[0] not in names]
     for name in names:
         for search in SEARCHES:
             try:
@@ -185,12 +205,12 @@ def main(argv: list[str]) -> None:
               f"new tokens those batches ran (fewer than {MAX_NEW}: every row stopped early). {machine_info()}."),
         header=["architecture", "search", "fxport", "steps run", "wrong file", "torch.onnx.export(dynamo=True)"],
         rows=rows,
-        footer=[f"fxport: {converted}/{len(rows)} conversions ({len(names)} architectures × {len(SEARCHES)} searches) "
+        footer=[f"fxport: {converted}/{len(rows)} conversions ({len({row[0] for row in rows})} architectures × {len(SEARCHES)} searches) "
                 f"converted, verified and equal to `generate()` on every unseen set; "
                 f"{sum(row[4] == '**yes**' for row in rows)} wrong files. One thread per process."],
     )
     print_section(section)
-    if not argv:
+    if not argv or adding:
         text = open(DOC, encoding="utf-8").read()
         head = text.split(MARKER)[0]
         with open(DOC, "w", encoding="utf-8") as handle:
