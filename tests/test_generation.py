@@ -306,3 +306,70 @@ def test_cli_step_task_writes_the_one_step_model_a_python_loop_decodes_with(tmp_
         np.testing.assert_array_equal(greedy_with_step_file(out, 2, ids, mask, 5), expected.numpy())
     settings = run_cli("convert", checkpoint, "--task", "text-generation-step", "--num-beams", "2", "-o", str(out))
     assert settings.returncode == 2 and "--num-beams is a generation setting" in settings.stderr
+
+
+def tiny_t5(seed=0):
+    torch.manual_seed(seed)
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+        decoder_start_token_id=0, eos_token_id=1, pad_token_id=0, initializer_factor=8.0)).eval()
+
+
+def tiny_bart(seed=0):
+    torch.manual_seed(seed)
+    return transformers.BartForConditionalGeneration(transformers.BartConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        init_std=0.5)).eval()
+
+
+def seq2seq_stopping_tokens(lm, prompts):
+    """End tokens that stop each single-prompt batch by its third step: the token it generates there."""
+    singles = [(ids, mask) for ids, mask in prompts if ids.shape[0] == 1]
+    return sorted({int(generate(lm, ids, mask, max_new_tokens=6, eos_token_id=None, forced_eos_token_id=None)[0, 3])
+                   for ids, mask in singles})
+
+
+@pytest.mark.parametrize("build", [tiny_t5, tiny_bart])
+@pytest.mark.parametrize("searched_ends", [False, True], ids=["defaults", "end-tokens"])
+def test_encoder_decoder_generator_equals_generate(build, searched_ends):
+    """The encoder runs once, the decoder loops; BART's forced_eos_token_id is applied at the
+    last step as generate() applies it."""
+    from fxport.models.seq2seq_generation import Seq2SeqGenerator
+
+    lm = build()
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    settings = dict(max_new_tokens=6)
+    if searched_ends:
+        settings["eos_token_id"] = seq2seq_stopping_tokens(lm, prompts)
+    generator = Seq2SeqGenerator(lm, generation_settings(lm, **settings))
+    lengths = set()
+    for ids, mask in prompts:
+        expected = generate(lm, ids, mask, **settings)
+        with torch.no_grad():
+            produced = generator(ids, mask)
+        assert torch.equal(produced, expected), (expected.tolist(), produced.tolist())
+        ends = torch.tensor(settings.get("eos_token_id") or [-1])
+        lengths.add(bool(torch.isin(expected[:, 1:-1], ends).any()))  # some row stopped before the last step
+    if searched_ends:
+        assert True in lengths, "no row stopped early: the end tokens do not exercise the early stop"
+
+
+@pytest.mark.slow
+def test_cli_task_converts_an_encoder_decoder_checkpoint(tmp_path):
+    lm = tiny_t5(seed=5)
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    ends = seq2seq_stopping_tokens(lm, prompts)
+    checkpoint = save_checkpoint(lm, tmp_path / "t5")
+    out = tmp_path / "t5.onnx"
+    flags = [arg for end in ends for arg in ("--eos-token-id", str(end))]
+    result = run_cli("convert", checkpoint, "--task", "text-generation", "--max-new-tokens", "6", *flags,
+                     "-o", str(out), timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Loop" in op_counts(onnx.load(out))
+    settings = dict(max_new_tokens=6, eos_token_id=ends)
+    for seed, (batch, length) in enumerate([(1, 3), (4, 8), (2, 1)], start=90):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), generate(lm, ids, mask, **settings).numpy())
+    for ids, mask in prompts:
+        np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), generate(lm, ids, mask, **settings).numpy())
