@@ -52,12 +52,9 @@ def causal_lm(name: str) -> torch.nn.Module:
 
 
 def prompts(batch: int, length: int, vocab: int, seed: int):
-    draw = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, vocab, (batch, length), generator=draw)
-    mask = torch.ones(batch, length, dtype=torch.int64)
-    for row in range(1, batch, 2):
-        mask[row, : int(torch.randint(0, length, (), generator=draw))] = 0
-    return ids, mask
+    from fxport.tasks import left_padded_prompts
+
+    return left_padded_prompts(batch, length, vocab, seed, lowest_id=3)
 
 
 def generate(lm, ids, mask, **settings):

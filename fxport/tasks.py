@@ -125,6 +125,22 @@ def _generation_lm(path: str, task: str) -> torch.nn.Module:
                              hint="check that the directory holds the weights save_pretrained() wrote") from None
 
 
+def left_padded_prompts(batch: int, length: int, vocab: int, seed: int, lowest_id: int = 0) -> tuple:
+    """``(input_ids, attention_mask)`` as a tokenizer pads prompts for generation: ids in
+    ``[lowest_id, vocab)``, rows 1, 3, 5, … left-padded by 0 to ``length - 1`` positions.
+
+    >>> ids, mask = left_padded_prompts(3, 4, vocab=64, seed=0)
+    >>> ids.shape, mask[0].tolist(), int(mask[1].sum()) >= 1
+    (torch.Size([3, 4]), [1, 1, 1, 1], True)
+    """
+    draw = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(lowest_id, vocab, (batch, length), generator=draw)
+    attention_mask = torch.ones(batch, length, dtype=torch.int64)
+    for row in range(1, batch, 2):
+        attention_mask[row, : int(torch.randint(0, length, (), generator=draw))] = 0
+    return input_ids, attention_mask
+
+
 def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSet]:
     """Prompts to export and verify a generator with: left-padded batches, prompt lengths 1, 2
     and 9, batch 1 and 4, and prompts searched so that rows stop at different steps (one batch

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import fxport
+import fxport.tasks
 from fxport.errors import UsageError
 from fxport.models.text_generation import TextGenerator, generation_settings
 from tests.conftest import line_of, op_counts, run_cli
@@ -35,12 +36,7 @@ def tiny_gpt2(seed=0):
 
 def left_padded_prompts(batch, length, seed):
     """Ids inside the vocabulary; every other row left-padded by a random amount (≥ 1 real token)."""
-    draw = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, VOCAB, (batch, length), generator=draw)
-    mask = torch.ones(batch, length, dtype=torch.int64)
-    for row in range(1, batch, 2):
-        mask[row, : int(torch.randint(0, length, (), generator=draw))] = 0
-    return ids, mask
+    return fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed)
 
 
 def generate(lm, ids, mask, **settings):
@@ -173,10 +169,11 @@ def test_cli_task_usage_errors_exit_2_and_write_nothing(tmp_path):
     empty.mkdir()
     no_config = run_cli("convert", str(empty), "--task", "text-generation", "-o", str(out))
     assert no_config.returncode == 2 and "config.json" in no_config.stderr
-    encoder_decoder = tmp_path / "t5"
-    transformers.T5Config(vocab_size=VOCAB, d_model=32, num_layers=1, num_heads=2).save_pretrained(encoder_decoder)
-    wrong_class = run_cli("convert", str(encoder_decoder), "--task", "text-generation", "-o", str(out))
-    assert wrong_class.returncode == 2 and "'t5'" in wrong_class.stderr
+    vision = tmp_path / "vit"
+    transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8).save_pretrained(vision)
+    wrong_class = run_cli("convert", str(vision), "--task", "text-generation", "-o", str(out))
+    assert wrong_class.returncode == 2 and "'vit'" in wrong_class.stderr
     no_weights = tmp_path / "llama"
     tiny_llama().config.save_pretrained(no_weights)
     missing = run_cli("convert", str(no_weights), "--task", "text-generation", "-o", str(out))

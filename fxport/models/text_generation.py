@@ -53,6 +53,7 @@ class TextGenerator(torch.nn.Module):
     """
 
     dynamic_shapes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+    onnx_output_names = ["sequences"]  # as generate() names its output
 
     def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
         super().__init__()
