@@ -122,7 +122,11 @@ def one(name: str, search: str) -> list[str]:
             wrong = equal < tried
         except Exception as exc:  # noqa: BLE001 - a sweep row says what stopped it
             ours_cell, wrong, steps = f"refused: {str(exc).splitlines()[0][:160]}", False, set()
-    stock = stock_result(generator_class(lm)(lm, load_settings(lm, settings)), lm, vocab, settings)
+    try:
+        generator = generator_class(lm)(lm, load_settings(lm, settings))
+    except Exception as exc:  # noqa: BLE001 - fxport refuses the settings: nothing to hand the stock exporter
+        return [name, search, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "no", f"- ({first_cause(exc)[:60]})"]
+    stock = stock_result(generator, lm, vocab, settings)
     return [name, search, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "**yes**" if wrong else "no", stock]
 
 
