@@ -329,14 +329,15 @@ def seq2seq_stopping_tokens(lm, prompts):
 
 @pytest.mark.parametrize("build", [tiny_t5, tiny_bart])
 @pytest.mark.parametrize("searched_ends", [False, True], ids=["defaults", "end-tokens"])
-def test_encoder_decoder_generator_equals_generate(build, searched_ends):
+@pytest.mark.parametrize("beams", [{}, {"num_beams": 3, "num_return_sequences": 2}], ids=["greedy", "beams"])
+def test_encoder_decoder_generator_equals_generate(build, searched_ends, beams):
     """The encoder runs once, the decoder loops; BART's forced_eos_token_id is applied at the
     last step as generate() applies it."""
     from fxport.models.seq2seq_generation import Seq2SeqGenerator
 
     lm = build()
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
-    settings = dict(max_new_tokens=6)
+    settings = dict(max_new_tokens=6, **beams)
     if searched_ends:
         settings["eos_token_id"] = seq2seq_stopping_tokens(lm, prompts)
     generator = Seq2SeqGenerator(lm, generation_settings(lm, **settings))

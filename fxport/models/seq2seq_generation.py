@@ -1,4 +1,4 @@
-"""Greedy generation for transformers encoder–decoder models (T5, BART): the encoder runs once
+"""Greedy and beam search for transformers encoder–decoder models (T5, BART): the encoder runs once
 before the loop, then each step feeds the last token and an ``EncoderDecoderCache`` (the
 decoder's self-attention cache grows; the cross-attention cache is filled at the first step and
 read after) back into the model — ``generate()``'s ``_sample`` without sampling, for
@@ -26,13 +26,11 @@ from fxport.models.text_generation import TextGenerator
 
 
 class Seq2SeqGenerator(TextGenerator):
-    """``(input_ids, attention_mask) → decoder ids`` around an encoder–decoder ``lm`` (greedy)."""
+    """``(input_ids, attention_mask) → decoder ids`` around an encoder–decoder ``lm``; beam search
+    is :class:`TextGenerator`'s, on the hooks :meth:`beam_start` and :meth:`beam_next`."""
 
     def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
         super().__init__(lm, settings)
-        if settings.num_beams > 1:
-            raise UsageError(f"num_beams={settings.num_beams} with an encoder-decoder model is not converted "
-                             "(fxport converts its greedy search)", hint="pass num_beams=1")
         if settings.min_new_tokens or settings.repetition_penalty != 1.0:
             raise UsageError("min_new_tokens and repetition_penalty with an encoder-decoder model are not converted",
                              hint="leave them out")
@@ -44,15 +42,10 @@ class Seq2SeqGenerator(TextGenerator):
                              hint="set decoder_start_token_id in the model's generation_config")
         self.start_token = start
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        from transformers import DynamicCache, EncoderDecoderCache
-
+    def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The decoder's greedy loop on the encoder's output (computed once, in :meth:`beam_start`)."""
         settings = self.settings
-        encoded = self.lm.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
-        hidden = encoded.last_hidden_state
-        sequences = torch.full((input_ids.shape[0], 1), self.start_token, dtype=torch.int64, device=input_ids.device)
-        cache = EncoderDecoderCache(DynamicCache(config=self.lm.config), DynamicCache(config=self.lm.config))
-        cache, logits = self.decoder_step(sequences, hidden, attention_mask, cache)
+        sequences, cache, logits, hidden, attention_mask = self.beam_start(input_ids, attention_mask, 1)
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
         next_token = self.choose(logits, sequences, None, unfinished, generated)
@@ -67,6 +60,25 @@ class Seq2SeqGenerator(TextGenerator):
             sequences = torch.cat([sequences, next_token[:, None]], 1)
             unfinished = unfinished & ~self.is_end(next_token)
         return sequences
+
+    def beam_start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
+        """The encoder once, its output and mask repeated per beam, and the decoder's first call
+        on the start token (:meth:`TextGenerator.beam_start`'s contract)."""
+        from transformers import DynamicCache, EncoderDecoderCache
+
+        encoded = self.lm.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        hidden = encoded.last_hidden_state.repeat_interleave(beams, 0)
+        attention_mask = attention_mask.repeat_interleave(beams, 0)
+        start = torch.full((hidden.shape[0], 1), self.start_token, dtype=torch.int64, device=input_ids.device)
+        cache = EncoderDecoderCache(DynamicCache(config=self.lm.config), DynamicCache(config=self.lm.config))
+        cache, logits = self.decoder_step(start, hidden, attention_mask, cache)
+        return start, cache, logits, hidden, attention_mask
+
+    def beam_next(self, tokens: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor,
+                  cache: Any) -> tuple:
+        """One decoder call on each beam's last token (the encoder's output stays as it is)."""
+        cache, logits = self.decoder_step(tokens, hidden, attention_mask, cache)
+        return cache, logits, hidden, attention_mask
 
     def prefix_length(self, input_ids: torch.Tensor) -> int:
         """The output starts with the decoder's start token, not the prompt."""

@@ -96,19 +96,16 @@ class TextGenerator(torch.nn.Module):
         running beams per prompt in buffers of the final length, the best finished ones kept
         with their length-penalised scores, the cache reordered by beam each step."""
         settings, beams = self.settings, self.settings.num_beams
-        batch, prompt = input_ids.shape
+        batch = input_ids.shape[0]
         max_new = settings.max_new_tokens
         ends = settings.eos_token_ids
         pad = settings.pad_token_id
         fill = (pad if pad else ends[0]) if ends else -1  # generate(): `pad_token_id or eos_token_id[0]`
         keep = max(2, 1 + len(ends)) * beams
         top_beam = torch.arange(keep, device=input_ids.device) < beams
-        flat_ids = input_ids.repeat_interleave(beams, 0)
-        attention_mask = attention_mask.long().repeat_interleave(beams, 0)
-        position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-        cache, logits = self.step(flat_ids, attention_mask, position_ids, self.empty_cache())
-        position = position_ids[:, -1:]
-        running = torch.cat([flat_ids.view(batch, beams, prompt),
+        prefix, cache, logits, first, second = self.beam_start(input_ids, attention_mask, beams)
+        prompt = prefix.shape[1]
+        running = torch.cat([prefix.view(batch, beams, prompt),
                              torch.full((batch, beams, max_new), fill, dtype=torch.int64, device=input_ids.device)], 2)
         finished_sequences = running.clone()
         running_scores = torch.zeros(batch, beams, device=input_ids.device)
@@ -124,7 +121,7 @@ class TextGenerator(torch.nn.Module):
             # size of the enclosing graph (the prompt's) would be a constant there
             batch, length = running.shape[0], running.shape[2]
             prompt = length - max_new
-            log_probs = torch.log_softmax(logits.float(), -1)
+            log_probs = self.forced_end(torch.log_softmax(logits.float(), -1), step)
             vocab = log_probs.shape[-1]
             log_probs = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
             top_scores, top_flat = torch.topk(log_probs, keep)
@@ -168,9 +165,7 @@ class TextGenerator(torch.nn.Module):
             if not (improvable.any() & open_beams & ~hits_stop.all()):
                 break
             cache = reordered(cache, source_rows.flatten())
-            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
-            position = position + 1
-            cache, logits = self.step(next_tokens.reshape(-1, 1), attention_mask, position, cache)
+            cache, logits, first, second = self.beam_next(next_tokens.reshape(-1, 1), first, second, cache)
         returned = settings.num_return_sequences
         sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
@@ -191,6 +186,23 @@ class TextGenerator(torch.nn.Module):
         if all(type(layer).__name__ == "DynamicLayer" for layer in cache.layers):
             return cache
         return DynamicCache()
+
+    def beam_start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
+        """Beam search's prefill: (the ids the output starts with, one row per beam; the cache;
+        the last logits; two tensors :meth:`beam_next` carries: here the mask and the position)."""
+        flat_ids = input_ids.repeat_interleave(beams, 0)
+        attention_mask = attention_mask.long().repeat_interleave(beams, 0)
+        position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
+        cache, logits = self.step(flat_ids, attention_mask, position_ids, self.empty_cache())
+        return flat_ids, cache, logits, attention_mask, position_ids[:, -1:]
+
+    def beam_next(self, tokens: torch.Tensor, attention_mask: torch.Tensor, position: torch.Tensor,
+                  cache: Any) -> tuple:
+        """One beam-search step after the prefill: the model on each beam's last token."""
+        attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
+        position = position + 1
+        cache, logits = self.step(tokens, attention_mask, position, cache)
+        return cache, logits, attention_mask, position
 
     def length_divisor(self, length: torch.Tensor) -> torch.Tensor:
         """``length ** length_penalty`` as ``generate()`` divides by it: a float64 power rounded
@@ -214,6 +226,17 @@ class TextGenerator(torch.nn.Module):
         generator may be built while fxport captures)."""
         ends = torch.tensor(self.settings.eos_token_ids or [-1], dtype=ids.dtype, device=ids.device)
         return (ids[..., None] == ends).any(-1)
+
+    def forced_end(self, scores: torch.Tensor, generated: Any) -> torch.Tensor:
+        """``ForcedEOSTokenLogitsProcessor``: at the last step (``generated`` new tokens so far)
+        only the forced end tokens keep a score (0), the rest -inf; unchanged without them."""
+        settings = self.settings
+        if not settings.forced_eos_token_ids:
+            return scores
+        vocabulary = torch.arange(scores.shape[-1], device=scores.device)
+        forced = (vocabulary[:, None] == torch.tensor(settings.forced_eos_token_ids, device=scores.device)).any(-1)
+        return torch.where(torch.as_tensor(generated) == settings.max_new_tokens - 1,
+                           torch.where(forced, 0.0, -math.inf), scores)
 
     def inferred_attention_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
         """The mask ``generate()`` makes when given none (``_prepare_attention_mask_for_generation``)."""
@@ -239,11 +262,7 @@ class TextGenerator(torch.nn.Module):
         if settings.min_new_tokens and settings.eos_token_ids:  # MinNewTokensLengthLogitsProcessor
             vocabulary = torch.arange(scores.shape[-1], device=scores.device)
             scores = scores.masked_fill(self.is_end(vocabulary) & (generated < settings.min_new_tokens), -math.inf)
-        if settings.forced_eos_token_ids:  # ForcedEOSTokenLogitsProcessor: an end token at the last step
-            vocabulary = torch.arange(scores.shape[-1], device=scores.device)
-            forced = (vocabulary[:, None] == torch.tensor(settings.forced_eos_token_ids, device=scores.device)).any(-1)
-            last = generated == settings.max_new_tokens - 1
-            scores = torch.where(last, torch.where(forced, 0.0, -math.inf), scores)
+        scores = self.forced_end(scores, generated)
         next_token = scores.argmax(-1)
         if settings.eos_token_ids:
             next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))
