@@ -4,7 +4,7 @@ transformers' own decoding loop cannot be captured: it decides, in Python, on te
 (``this_peer_finished``), defers stop checks, and keeps its state in Python objects
 (``LogitsProcessorList``, ``StoppingCriteriaList``, ``DeferredStopCheck``). While fxport
 captures, this rule stands in for ``GenerationMixin.generate`` with fxport's generator
-(:func:`fxport.models.text_generation.generate`): the same loop written as a loop fxport
+(:func:`fxport.models.generate.generate`): the same loop written as a loop fxport
 converts, with the same settings read the same way. The eager reference fxport verifies
 against is transformers' real ``generate()`` (rules apply only while capturing), so the file is
 compared token for token with it.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 
 import fxport
-from fxport.models.text_generation import generate as fxport_generate
+from fxport.models.generate import generate as fxport_generate
 
 if "transformers" in sys.modules:  # collected again once transformers is imported (OPTIONAL_OP_LIBRARIES)
 

@@ -371,3 +371,21 @@ def test_cli_task_converts_an_encoder_decoder_checkpoint(tmp_path):
         np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), generate(lm, ids, mask, **settings).numpy())
     for ids, mask in prompts:
         np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), generate(lm, ids, mask, **settings).numpy())
+
+
+@pytest.mark.slow
+def test_encoder_decoder_beam_search_converts_and_equals_generate():
+    """T5, 2 beams through generate() in forward: the encoder once, the EncoderDecoderCache
+    reordered by beam inside one Loop; equal to eager generate() on prompts the export never saw."""
+    lm = tiny_t5(seed=6)
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    settings = dict(max_new_tokens=5, num_beams=2, eos_token_id=seq2seq_stopping_tokens(lm, prompts))
+    model = GenerateInForward(lm, **settings).eval()
+    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+                            verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
+    assert result.verified and "Loop" in result.op_counts()
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed, (batch, length) in enumerate([(1, 3), (3, 7), (2, 1)], start=95):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        np.testing.assert_array_equal(produced, generate(lm, ids, mask, **settings).numpy())

@@ -29,19 +29,15 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
-import traceback
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.containers import register_library_containers
-from fxport.errors import UsageError
-from fxport.frames import user_location_from_stack
 from fxport.models.generation_settings import GenerationSettings, generation_settings
 
-__all__ = ["GenerationSettings", "TextGenerator", "generate", "generation_settings"]
+__all__ = ["GenerationSettings", "TextGenerator", "generation_settings"]
 
 class TextGenerator(torch.nn.Module):
     """Greedy search around ``lm`` (a transformers causal LM): ``(input_ids, attention_mask) → ids``.
@@ -283,49 +279,3 @@ def reordered(cache: Any, rows: torch.Tensor) -> Any:
     register_library_containers()
     leaves, spec = pytree.tree_flatten(cache)
     return pytree.tree_unflatten([leaf.index_select(0, rows) for leaf in leaves], spec)
-
-
-def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation_config: Any = None,
-             **kwargs: Any) -> torch.Tensor:
-    """``lm.generate(...)`` as the generator: what the built-in rule ``rewrites/generation.py``
-    runs in place of transformers' ``generate()`` while fxport captures a model that calls it.
-
-    Takes ``generate()``'s arguments (``input_ids`` positionally or by name, ``attention_mask``,
-    generation settings); refuses, in one line naming it, what :func:`generation_settings`
-    refuses. Without ``attention_mask`` the mask is the one ``generate()`` infers: 0 where the
-    ids are the pad token (when a pad token is set, differs from the end tokens and occurs in
-    the ids), else 1.
-
-    Example::
-
-        >>> ids = generate(lm, input_ids, attention_mask=mask, max_new_tokens=4)   # doctest: +SKIP
-    """
-    from fxport.controlflow import converted_function
-
-    input_ids = kwargs.pop("input_ids", None) if inputs is None else inputs
-    if input_ids is None:
-        raise UsageError("generate() without input_ids is not converted", where=_caller_location(),
-                         hint="pass input_ids")
-    attention_mask = kwargs.pop("attention_mask", None)
-    try:
-        settings = generation_settings(lm, generation_config, **kwargs)
-    except UsageError as refused:  # said at the user's generate() call
-        refused.where = refused.where or _caller_location()
-        refused.args = (refused.message,)
-        raise
-    generator = TextGenerator(lm, settings)
-    if attention_mask is None:
-        attention_mask = generator.inferred_attention_mask(input_ids)
-    forward = converted_function(TextGenerator.forward) or TextGenerator.forward  # its loop as an ONNX Loop
-    return forward(generator, input_ids, attention_mask)
-
-
-def _caller_location():
-    """The user's line that called ``generate()``: the innermost user frame outside this file
-    and fxport's built-in rules (the rule that called :func:`generate`)."""
-    import fxport.rewrites
-
-    ours = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
-            *(os.path.abspath(path) + os.sep for path in fxport.rewrites.__path__))
-    return user_location_from_stack(frame for frame in traceback.extract_stack()
-                                    if not os.path.abspath(frame.filename).startswith(ours))
