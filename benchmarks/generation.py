@@ -197,8 +197,9 @@ def main(argv: list[str]) -> None:
             print(" | ".join(rows[-1]), flush=True)
     converted = sum(row[2].startswith("verified") and row[4] == "no" for row in rows)
     section = Section(
-        title="Generation sweep: greedy search, fxport vs torch.onnx.export(dynamo=True)",
-        note=(f"Tiny configs (2 layers, width 32, random weights) with a causal-LM head, saved as checkpoints; "
+        title="Generation sweep: greedy and beam search, fxport vs torch.onnx.export(dynamo=True)",
+        note=(f"Tiny configs (2 layers, width 32, random weights) with a causal-LM head (T5, BART: their "
+              f"sequence-to-sequence head), saved as checkpoints; "
               f"`--task text-generation`, {MAX_NEW} new tokens, end tokens chosen so that rows stop at different "
               f"steps (the three ids the model generates most often when nothing stops it); greedy search and beam "
               f"search with 2 beams. \"unseen sets\": {len(UNSEEN)} prompt batches the conversion never saw (lengths 1–11, batch 1 "
