@@ -130,3 +130,28 @@ def adaptive_rounds(fn: Callable[[], object], minimum: int = 30, budget_s: float
     fn()
     once = max(time.perf_counter() - start, 1e-6)
     return max(minimum, min(maximum, int(budget_s / once)))
+
+
+def variant_arguments(description: str, defaults: dict, variants: tuple[str, ...]):
+    """The command line of a benchmark that runs each variant in a subprocess of its own:
+    ``--measure VARIANT --folder --batch --repeats --config JSON`` and one ``--KEY N`` per entry
+    of ``defaults``. Returns ``(parser, config_of)``; ``config_of(options)`` is ``defaults``
+    updated by ``--config`` and then by the ``--KEY`` flags given."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--measure", choices=list(variants))
+    parser.add_argument("--folder")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--config", default="{}")
+    for key in defaults:
+        parser.add_argument(f"--{key}", type=int)
+
+    def config_of(options) -> dict:
+        config = dict(defaults, **json.loads(options.config))
+        config.update({k: getattr(options, k) for k in defaults if getattr(options, k) is not None})
+        return config
+
+    return parser, config_of

@@ -17,7 +17,6 @@ to update docs/benchmarks.md; opt-in, as it converts a 12-layer model twice); ``
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -228,17 +227,11 @@ def run(repeats: int = 3, config: dict | None = None):
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=TITLE)
-    parser.add_argument("--measure", choices=["eager", "onnx_loop", "python_loop"])
-    parser.add_argument("--folder")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--config", default="{}")
-    for key in CONFIG:
-        parser.add_argument(f"--{key}", type=int)
+    from benchmarks.common import variant_arguments
+
+    parser, config_of = variant_arguments(TITLE, CONFIG, ("eager", "onnx_loop", "python_loop"))
     options = parser.parse_args(argv)
-    config = dict(CONFIG, **json.loads(options.config))
-    config.update({k: getattr(options, k) for k in CONFIG if getattr(options, k) is not None})
+    config = config_of(options)
     if options.measure:
         print(json.dumps(measure(options.measure, config, options.folder, options.batch, options.repeats)))
         return

@@ -16,7 +16,6 @@ eager ``generate()`` at batch 1 and not slower than the Python loop.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -190,18 +189,12 @@ def write_doc(section) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=TITLE)
-    parser.add_argument("--measure", choices=["eager", "onnx_loop", "python_loop"])
+    from benchmarks.common import variant_arguments
+
+    parser, config_of = variant_arguments(TITLE, CONFIG, ("eager", "onnx_loop", "python_loop"))
     parser.add_argument("--model", choices=MODELS)
-    parser.add_argument("--folder")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--config", default="{}")
-    for key in CONFIG:
-        parser.add_argument(f"--{key}", type=int)
     options = parser.parse_args(argv)
-    config = dict(CONFIG, **json.loads(options.config))
-    config.update({k: getattr(options, k) for k in CONFIG if getattr(options, k) is not None})
+    config = config_of(options)
     if options.measure:
         from benchmarks.run import _quiet_transformers
 
