@@ -155,3 +155,15 @@ def variant_arguments(description: str, defaults: dict, variants: tuple[str, ...
         return config
 
     return parser, config_of
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS in MB (``VmHWM``: reset by exec, unlike ``ru_maxrss``, which a
+    child started by ``subprocess`` inherits from the parent it was forked from)."""
+    import resource
+
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

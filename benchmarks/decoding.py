@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ import time
 
 import torch
 from torch import nn
+
+from benchmarks.common import median_seconds, peak_rss_mb
 
 TITLE = "Decoding loop: one-file ONNX Loop vs eager vs a Python loop over a one-step ONNX model"
 CONFIG = dict(layers=12, width=768, heads=12, vocab=8192, prompt=32, new=64)
@@ -158,25 +159,10 @@ def measure(variant: str, config: dict, folder: str, batch: int, repeats: int) -
                 return session.run(None, {names[0]: tokens.numpy(), names[1]: torch.tensor(new).numpy()})[0]
         else:
             run = _python_loop(session, names, tokens.numpy(), 2 * config["layers"], config["width"], new)
-    first = run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    seconds = sorted(times)[len(times) // 2]
-    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": _peak_rss_mb(),
+    first = run()  # the warm-up, and the ids compared across variants
+    seconds = median_seconds(run, repeats, warmup=0)
+    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": peak_rss_mb(),
             "shape": list(first.shape), "checksum": int(first.sum())}
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak RSS (``VmHWM``: reset by exec, unlike ``ru_maxrss``, which a child
-    started by ``subprocess`` inherits from the parent it was forked from)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _python_loop(session, names, tokens, count, width, new):

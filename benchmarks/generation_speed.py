@@ -25,6 +25,8 @@ import time
 
 import torch
 
+from benchmarks.common import median_seconds, peak_rss_mb
+
 TITLE = "Tokens/s: one-file generator vs eager generate() vs a Python loop over the one-step model"
 CONFIG = dict(layers=12, width=768, heads=12, vocab=8192, prompt=32, new=64)
 MODELS = ("gpt2", "llama")
@@ -97,22 +99,9 @@ def measure(model: str, variant: str, config: dict, folder: str, batch: int, rep
                 return session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
         else:
             run = _python_loop(session, ids.numpy(), mask.numpy(), new)
-    first = run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    seconds = sorted(times)[len(times) // 2]
-    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": _peak_rss_mb(), "ids": first.tolist()}
-
-
-def _peak_rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    first = run()  # the warm-up, and the ids compared across variants
+    seconds = median_seconds(run, repeats, warmup=0)
+    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": peak_rss_mb(), "ids": first.tolist()}
 
 
 def _python_loop(session, ids, mask, new):
