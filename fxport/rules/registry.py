@@ -221,9 +221,10 @@ def load_rule_file(path: str | os.PathLike) -> types.ModuleType:
     return module
 
 
-#: Libraries whose custom ops built-in rules translate once the library is imported (their ops
-#: do not exist before): the built-ins are collected again when one of them appears, so a
-#: process that used fxport before importing transformers still gets the MoE rule.
+#: Libraries whose custom ops or functions built-in rules translate or patch once the library is
+#: imported (they do not exist before): the built-ins are collected again when one of them
+#: appears, so a process that used fxport before importing transformers still gets the MoE rule
+#: and the generate() rule.
 OPTIONAL_OP_LIBRARIES = ("transformers", "torchvision")
 
 _builtin_cache: dict[frozenset, list[Rule]] = {}
