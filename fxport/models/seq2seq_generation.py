@@ -26,8 +26,8 @@ from fxport.models.text_generation import TextGenerator
 
 
 class Seq2SeqGenerator(TextGenerator):
-    """``(input_ids, attention_mask) → decoder ids`` around an encoder–decoder ``lm``; beam search
-    is :class:`TextGenerator`'s, on the hooks :meth:`beam_start` and :meth:`beam_next`."""
+    """``(input_ids, attention_mask) → decoder ids`` around an encoder–decoder ``lm``; greedy and
+    beam search are :class:`TextGenerator`'s, on the hooks :meth:`start` and :meth:`advance`."""
 
     def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
         super().__init__(lm, settings)
@@ -42,28 +42,9 @@ class Seq2SeqGenerator(TextGenerator):
                              hint="set decoder_start_token_id in the model's generation_config")
         self.start_token = start
 
-    def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """The decoder's greedy loop on the encoder's output (computed once, in :meth:`beam_start`)."""
-        settings = self.settings
-        sequences, cache, logits, hidden, attention_mask = self.beam_start(input_ids, attention_mask, 1)
-        unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
-        next_token = self.choose(logits, sequences, None, unfinished, generated)
-        sequences = torch.cat([sequences, next_token[:, None]], 1)
-        unfinished = unfinished & ~self.is_end(next_token)
-        for _ in range(settings.max_new_tokens - 1):
-            if not unfinished.any():
-                break
-            cache, logits = self.decoder_step(next_token[:, None], hidden, attention_mask, cache)
-            generated = generated + 1
-            next_token = self.choose(logits, sequences, None, unfinished, generated)
-            sequences = torch.cat([sequences, next_token[:, None]], 1)
-            unfinished = unfinished & ~self.is_end(next_token)
-        return sequences
-
-    def beam_start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
         """The encoder once, its output and mask repeated per beam, and the decoder's first call
-        on the start token (:meth:`TextGenerator.beam_start`'s contract)."""
+        on the start token (:meth:`TextGenerator.start`'s contract)."""
         from transformers import DynamicCache, EncoderDecoderCache
 
         encoded = self.lm.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
@@ -74,9 +55,9 @@ class Seq2SeqGenerator(TextGenerator):
         cache, logits = self.decoder_step(start, hidden, attention_mask, cache)
         return start, cache, logits, hidden, attention_mask
 
-    def beam_next(self, tokens: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor,
+    def advance(self, tokens: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor,
                   cache: Any) -> tuple:
-        """One decoder call on each beam's last token (the encoder's output stays as it is)."""
+        """One decoder call on each row's last token (the encoder's output stays as it is)."""
         cache, logits = self.decoder_step(tokens, hidden, attention_mask, cache)
         return cache, logits, hidden, attention_mask
 

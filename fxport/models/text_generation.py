@@ -1,7 +1,7 @@
-"""Text generation as a module fxport converts: greedy decoding around a transformers causal LM.
+"""Text generation as a module fxport converts: greedy and beam search around a transformers causal LM.
 
-:class:`TextGenerator` is the decoding loop transformers' ``generate()`` runs for greedy search,
-written so that fxport turns it into one ONNX ``Loop``: a prefill fills a ``DynamicCache``, then
+:class:`TextGenerator` is the decoding loop transformers' ``generate()`` runs for greedy (and
+beam) search, written so that fxport turns it into one ONNX ``Loop``: a prefill fills a ``DynamicCache``, then
 each step feeds the chosen token, the cache and the left-padded attention mask grown by one
 column back into the model; a row that produced an end token is padded from then on, and the
 loop stops once every row has. It takes the settings ``generate()`` takes
@@ -10,7 +10,7 @@ loop stops once every row has. It takes the settings ``generate()`` takes
 prompt followed by the generated ids, as long as the longest row ran.
 
 Used three ways: the API (below), ``fxport convert CHECKPOINT_DIR --task text-generation``
-(:func:`load_checkpoint`), and the built-in rule ``rewrites/generation.py`` that stands in for
+(:func:`fxport.tasks.load_task`), and the built-in rule ``rewrites/generation.py`` that stands in for
 ``model.generate(...)`` called inside a model's ``forward``.
 
 Example::
@@ -39,8 +39,9 @@ from fxport.models.generation_settings import GenerationSettings, generation_set
 
 __all__ = ["GenerationSettings", "TextGenerator", "generation_settings"]
 
+
 class TextGenerator(torch.nn.Module):
-    """Greedy search around ``lm`` (a transformers causal LM): ``(input_ids, attention_mask) → ids``.
+    """Greedy or beam search around ``lm`` (a transformers causal LM): ``(input_ids, attention_mask) → ids``.
 
     ``attention_mask`` is left-padded (0 before each prompt, as transformers' tokenizers pad for
     generation). The output is the prompt followed by the generated ids; it is as long as the
@@ -64,13 +65,9 @@ class TextGenerator(torch.nn.Module):
     def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``generate()``'s ``_sample`` without sampling: one token per row per step."""
         settings = self.settings
-        attention_mask = attention_mask.long()
-        position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
-        cache, logits = self.step(input_ids, attention_mask, position_ids, self.empty_cache())
-        sequences = input_ids
         padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
+        sequences, cache, logits, first, second = self.start(input_ids, attention_mask, 1)
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        position = position_ids[:, -1:]
         generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
         next_token = self.choose(logits, sequences, padding, unfinished, generated)
         sequences = torch.cat([sequences, next_token[:, None]], 1)
@@ -78,9 +75,7 @@ class TextGenerator(torch.nn.Module):
         for _ in range(settings.max_new_tokens - 1):
             if not unfinished.any():
                 break
-            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
-            position = position + 1
-            cache, logits = self.step(next_token[:, None], attention_mask, position, cache)
+            cache, logits, first, second = self.advance(next_token[:, None], first, second, cache)
             generated = generated + 1
             next_token = self.choose(logits, sequences, padding, unfinished, generated)
             sequences = torch.cat([sequences, next_token[:, None]], 1)
@@ -99,7 +94,7 @@ class TextGenerator(torch.nn.Module):
         fill = (pad if pad else ends[0]) if ends else -1  # generate(): `pad_token_id or eos_token_id[0]`
         keep = max(2, 1 + len(ends)) * beams
         top_beam = torch.arange(keep, device=input_ids.device) < beams
-        prefix, cache, logits, first, second = self.beam_start(input_ids, attention_mask, beams)
+        prefix, cache, logits, first, second = self.start(input_ids, attention_mask, beams)
         prompt = prefix.shape[1]
         running = torch.cat([prefix.view(batch, beams, prompt),
                              torch.full((batch, beams, max_new), fill, dtype=torch.int64, device=input_ids.device)], 2)
@@ -161,7 +156,7 @@ class TextGenerator(torch.nn.Module):
             if not (improvable.any() & open_beams & ~hits_stop.all()):
                 break
             cache = reordered(cache, source_rows.flatten())
-            cache, logits, first, second = self.beam_next(next_tokens.reshape(-1, 1), first, second, cache)
+            cache, logits, first, second = self.advance(next_tokens.reshape(-1, 1), first, second, cache)
         returned = settings.num_return_sequences
         sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
@@ -183,18 +178,19 @@ class TextGenerator(torch.nn.Module):
             return cache
         return DynamicCache()
 
-    def beam_start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
-        """Beam search's prefill: (the ids the output starts with, one row per beam; the cache;
-        the last logits; two tensors :meth:`beam_next` carries: here the mask and the position)."""
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
+        """The prefill, for greedy (``beams`` 1) and beam search: (the ids the output starts with,
+        one row per beam; the cache; the last logits; two tensors :meth:`advance` carries: here
+        the mask and the position)."""
         flat_ids = input_ids.repeat_interleave(beams, 0)
         attention_mask = attention_mask.long().repeat_interleave(beams, 0)
         position_ids = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
         cache, logits = self.step(flat_ids, attention_mask, position_ids, self.empty_cache())
         return flat_ids, cache, logits, attention_mask, position_ids[:, -1:]
 
-    def beam_next(self, tokens: torch.Tensor, attention_mask: torch.Tensor, position: torch.Tensor,
-                  cache: Any) -> tuple:
-        """One beam-search step after the prefill: the model on each beam's last token."""
+    def advance(self, tokens: torch.Tensor, attention_mask: torch.Tensor, position: torch.Tensor,
+                cache: Any) -> tuple:
+        """One step after the prefill: the model on each row's (beam's) last token."""
         attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
         position = position + 1
         cache, logits = self.step(tokens, attention_mask, position, cache)
