@@ -63,7 +63,7 @@ def export_files(model: str, config: dict, folder: str) -> dict:
     times = {}
     start = time.perf_counter()
     generator = TextGenerator(lm, generation_settings(lm, max_new_tokens=config["new"], eos_token_id=None))
-    fxport.convert(generator, prompt, dynamic_shapes=TextGenerator.dynamic_shapes, verify=False,
+    fxport.convert(generator, prompt, dynamic_shapes=generator.dynamic_shapes, verify=False,
                    output=os.path.join(folder, f"{model}-generate.onnx"))
     times["generator"] = time.perf_counter() - start
     start = time.perf_counter()

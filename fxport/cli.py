@@ -214,6 +214,12 @@ def convert(
     length_penalty: Optional[float] = typer.Option(None, "--length-penalty", metavar="X", help="text-generation, beams: finished scores ÷ length^X (default 1.0)"),
     early_stopping: Optional[str] = typer.Option(None, "--early-stopping", metavar="WHEN", help="text-generation, beams: true, false or never (transformers' meanings)"),
     num_return_sequences: Optional[int] = typer.Option(None, "--num-return-sequences", metavar="N", help="text-generation, beams: the N best sequences per prompt"),
+    do_sample: Optional[bool] = typer.Option(None, "--do-sample/--no-do-sample", metavar="", help="text-generation: sample, with the random numbers an input random_draws (default: the checkpoint's generation_config)"),
+    temperature: Optional[float] = typer.Option(None, "--temperature", metavar="X", help="text-generation, sampling: divide the logits by X"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", metavar="N", help="text-generation, sampling: keep the N most likely tokens (0: all)"),
+    top_p: Optional[float] = typer.Option(None, "--top-p", metavar="X", help="text-generation, sampling: keep the most likely tokens whose probabilities add up to X"),
+    min_p: Optional[float] = typer.Option(None, "--min-p", metavar="X", help="text-generation, sampling: drop tokens less likely than X × the most likely one"),
+    typical_p: Optional[float] = typer.Option(None, "--typical-p", metavar="X", help="text-generation, sampling: transformers' typical decoding mass"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="where to write the ONNX model"),
     opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
     device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
@@ -239,6 +245,7 @@ def convert(
 ) -> None:
     """Convert a model to ONNX and verify it against eager PyTorch."""
     mode = OutputMode(quiet, as_json, debug)
+    built: list[str] = []  # what --task built, said with the result
 
     def action():
         mode.progress("load", "start")
@@ -258,8 +265,11 @@ def convert(
                       "eos_token_id": list(eos_token_id) or None, "pad_token_id": pad_token_id,
                       "repetition_penalty": repetition_penalty, "num_beams": num_beams,
                       "length_penalty": length_penalty, "early_stopping": _early_stopping(early_stopping),
-                      "num_return_sequences": num_return_sequences}
+                      "num_return_sequences": num_return_sequences, "do_sample": do_sample,
+                      "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+                      "typical_p": typical_p}
         loaded = _load(target, task, generation, inputs, dynamic, inputs_fn)
+        built.append(loaded.description)
         mode.progress("load", "done")
         example, *extra = loaded.input_sets
         options = Options(
@@ -285,9 +295,12 @@ def convert(
                 write_report(json.dumps({"ok": False, **exc.to_dict()}, indent=2), report)
 
     result = run_guarded(mode, action, on_error=report_failure)
+    task_line = {"task": {"name": task, "built": built[0]}} if task and built else {}
     if mode.as_json:
-        stdout.print_json(json.dumps({"ok": True, **result.to_dict()}))
+        stdout.print_json(json.dumps({"ok": True, **task_line, **result.to_dict()}))
     elif not mode.quiet:
+        if task_line:
+            stdout.print(f"Task {task}: {escape(built[0])}", highlight=False)
         print_summary(result)
 
 

@@ -63,6 +63,8 @@ class LoadedModel:
     input_sets: list[InputSet]
     dynamic_shapes: Any = None
     source: str = ""
+    #: what a task built, for the CLI's output (``--task text-generation``: the generation settings)
+    description: str = ""
 
 
 # --- targets ------------------------------------------------------------------------------

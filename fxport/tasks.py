@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -62,20 +63,25 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     generator.eval()
     input_sets = generation_inputs(generator)
     check_against_generate(generator, input_sets)
-    return LoadedModel(generator, input_sets, TextGenerator.dynamic_shapes, source=f"{path} --task {task}")
+    return LoadedModel(generator, input_sets, generator.dynamic_shapes, source=f"{path} --task {task}",
+                       description=generator.settings.describe())
 
 
 def check_against_generate(generator, input_sets: list[InputSet]) -> None:
     """fxport's generator gives the ids the checkpoint's own ``generate()`` gives on each input
     set, or a :class:`VerificationError` naming the first set where it does not (the file is
     then compared with the generator, so both comparisons together tie it to ``generate()``)."""
+    from fxport.models.sampling import sampling_draws
+
     settings = generator.settings
     for input_set in input_sets:
-        input_ids, attention_mask = input_set.args
-        with torch.no_grad():
+        input_ids, attention_mask, *draws = input_set.args
+        drawing = sampling_draws(draws[0]) if draws else contextlib.nullcontext()  # generate() samples from them
+        with torch.no_grad(), drawing:
             expected = generator.lm.generate(input_ids=input_ids, attention_mask=attention_mask,
                                              **settings.generate_kwargs())
-            produced = generator(input_ids, attention_mask)
+        with torch.no_grad():
+            produced = generator(*input_set.args)
         if expected.shape != produced.shape or not torch.equal(expected, produced):
             raise VerificationError(f"fxport's generator differs from the checkpoint's generate() on the input set "
                                     f"'{input_set.name}' ({settings.describe()})",
@@ -99,7 +105,8 @@ def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, A
               (1, 2, 3, 0, "batch 1, past 2, 3 tokens"), (4, 9, 1, 0, "batch 4, past 9")]
     input_sets = [InputSet(step_inputs(lm, batch, past, sequence, seed=index, padded_rows=padded), name=name)
                   for index, (batch, past, sequence, padded, name) in enumerate(shapes)]
-    return LoadedModel(step, input_sets, step_dynamic_shapes(lm), source=f"{path} --task {task}")
+    return LoadedModel(step, input_sets, step_dynamic_shapes(lm), source=f"{path} --task {task}",
+                       description="one decoding step: past key/values in, present key/values out")
 
 
 def _generation_lm(path: str, task: str) -> torch.nn.Module:
@@ -155,7 +162,7 @@ def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSe
         mask = torch.ones(batch, length, dtype=torch.int64)
         for row in range(batch - padded_rows, batch):
             mask[row, : int(torch.randint(1, length, (), generator=draw)) if length > 1 else 0] = 0
-        return InputSet((ids, mask), name=name)
+        return InputSet(generator.example_arguments(ids, mask, draw), name=name)
 
     sets = [prompts(2, 6, 1, "example: batch 2, length 6, one row left-padded"),
             prompts(1, 1, 0, "batch 1, length 1"), prompts(1, 2, 0, "batch 1, length 2"),
@@ -170,9 +177,9 @@ def _stopping_sets(generator, vocab: int, draw: torch.Generator) -> list[InputSe
         return []
     length = 5
     ids = torch.randint(0, vocab, (SEARCH_PROMPTS, length), generator=draw)
-    mask = torch.ones_like(ids)
+    arguments = generator.example_arguments(ids, torch.ones_like(ids), draw)
     with torch.no_grad():
-        out = generator(ids, mask)[:, generator.prefix_length(ids):]
+        out = generator(*arguments)[:, generator.prefix_length(ids):]
     is_end = torch.isin(out, torch.tensor(settings.eos_token_ids))
     stop_step = torch.where(is_end.any(1), is_end.int().argmax(1) + 1, torch.full((len(ids),), 0))
     by_step: dict[int, int] = {}
@@ -182,8 +189,9 @@ def _stopping_sets(generator, vocab: int, draw: torch.Generator) -> list[InputSe
     if not stopping:
         return []
     rows = [by_step[step] for step in stopping] + ([by_step[0]] if 0 in by_step else [])
-    sets = [InputSet((ids[rows], mask[rows]), name=f"rows stopping at steps {stopping}"
+    sets = [InputSet(tuple(argument[rows] for argument in arguments), name=f"rows stopping at steps {stopping}"
                      + (" and one that never stops" if 0 in by_step else ""))]
     early = [row for row, step in enumerate(stop_step.tolist()) if step == stopping[0]][:3]
-    sets.append(InputSet((ids[early], mask[early]), name=f"every row stops at step {stopping[0]}"))
+    sets.append(InputSet(tuple(argument[early] for argument in arguments),
+                         name=f"every row stops at step {stopping[0]}"))
     return sets

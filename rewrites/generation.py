@@ -9,11 +9,12 @@ converts, with the same settings read the same way. The eager reference fxport v
 against is transformers' real ``generate()`` (rules apply only while capturing), so the file is
 compared token for token with it.
 
-What it covers: greedy search (``do_sample=False``, ``num_beams=1``); ``max_new_tokens``,
-``min_new_tokens``, one or several ``eos_token_id``, ``pad_token_id``, ``repetition_penalty``;
-left-padded ``attention_mask`` (or none: inferred as ``generate()`` infers it). Anything else
-(beam search, sampling, logits processors, streamers, assistant models, …) is refused in one
-line naming the setting.
+What it covers: greedy search, beam search and sampling (``do_sample=True`` inside a
+``fxport.models.sampling.sampling_draws(draws)`` block: the draws are an input, docs/generation.md);
+``max_new_tokens``, ``min_new_tokens``, one or several ``eos_token_id``, ``pad_token_id``,
+``repetition_penalty``, the sampling warpers; left-padded ``attention_mask`` (or none: inferred as
+``generate()`` infers it); encoder–decoder models. Anything else (beam sampling, logits
+processors, streamers, assistant models, …) is refused in one line naming the setting.
 """
 
 from __future__ import annotations
@@ -28,5 +29,5 @@ if "transformers" in sys.modules:  # collected again once transformers is import
     @fxport.patch("transformers.generation.utils.GenerationMixin.generate", name="transformers-generate-greedy",
                   priority=fxport.BUILTIN_PRIORITY)
     def generate(self, inputs=None, generation_config=None, **kwargs):
-        """transformers' generate() as fxport's greedy generator (one ONNX Loop)."""
+        """transformers' generate() as fxport's generator (one ONNX Loop)."""
         return fxport_generate(self, inputs, generation_config, **kwargs)

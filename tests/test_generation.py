@@ -13,6 +13,7 @@ import torch
 import fxport
 import fxport.tasks
 from fxport.errors import UsageError
+from fxport.models.sampling import drawn_tokens, sampling_draws
 from fxport.models.text_generation import TextGenerator, generation_settings
 from tests.conftest import line_of, op_counts, run_cli
 
@@ -107,7 +108,8 @@ def test_beam_search_equals_generate_token_for_token(build, settings):
 
 
 @pytest.mark.parametrize("setting, name", [
-    (dict(do_sample=True), "do_sample"), (dict(num_beams=2, repetition_penalty=1.2), "repetition_penalty"),
+    (dict(do_sample=True, num_beams=2), "num_beams"), (dict(do_sample=True, epsilon_cutoff=0.1), "epsilon_cutoff"),
+    (dict(num_beams=2, repetition_penalty=1.2), "repetition_penalty"),
     (dict(num_beams=2, num_return_sequences=3), "num_return_sequences"),
     (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size"), (dict(streamer=object()), "streamer"),
     (dict(logits_processor=[object()]), "logits_processor"), (dict(assistant_model=object()), "assistant_model"),
@@ -389,3 +391,122 @@ def test_encoder_decoder_beam_search_converts_and_equals_generate():
         ids, mask = left_padded_prompts(batch, length, seed)
         (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
         np.testing.assert_array_equal(produced, generate(lm, ids, mask, **settings).numpy())
+
+
+# --- sampling: the random numbers an input (fxport.models.sampling) -------------------------
+
+def uniform_draws(batch, steps, seed):
+    return torch.rand(batch, steps, generator=torch.Generator().manual_seed(seed))
+
+
+def test_drawn_tokens_follow_the_distribution_and_never_pick_an_impossible_token():
+    """Evenly spaced draws give each token its probability's share; tokens of probability 0
+    (filtered by top-k / top-p) are never drawn, not even by draws next to 0 and 1."""
+    probabilities = torch.tensor([0.1, 0.0, 0.25, 0.0, 0.65, 0.0])
+    count = 1000
+    draws = (torch.arange(count) + 0.5) / count
+    tokens = drawn_tokens(probabilities.expand(count, -1), draws)
+    shares = torch.bincount(tokens, minlength=6).float() / count
+    assert torch.allclose(shares, probabilities, atol=1.5 / count), shares.tolist()
+    edges = drawn_tokens(probabilities.expand(3, -1), torch.tensor([0.0, 1.0 - 2 ** -24, 1.0]))
+    assert edges.tolist() == [0, 4, 4]
+
+
+SAMPLING = [dict(), dict(temperature=0.7), dict(top_k=5), dict(top_p=0.8, temperature=1.3), dict(min_p=0.05),
+            dict(typical_p=0.9), dict(top_k=10, top_p=0.9, temperature=0.5, min_new_tokens=2, repetition_penalty=1.3)]
+
+
+@pytest.mark.parametrize("build", [tiny_gpt2, tiny_llama])
+@pytest.mark.parametrize("warpers", SAMPLING, ids=["plain", "temperature", "top-k", "top-p", "min-p", "typical",
+                                                   "all"])
+def test_sampling_equals_generate_with_the_same_draws(build, warpers):
+    """generate(do_sample=True) under sampling_draws and the generator given the same draws pick
+    the same tokens; other draws pick other tokens (the draws are what is random)."""
+    lm = build()
+    settings = generation_settings(lm, max_new_tokens=6, do_sample=True, eos_token_id=[3, 4], **warpers)
+    generator = TextGenerator(lm, settings)
+    outputs = set()
+    for seed, (batch, length) in enumerate([(1, 1), (3, 5), (4, 9), (2, 2)]):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        draws = uniform_draws(batch, 6, seed)
+        with torch.no_grad(), sampling_draws(draws):
+            expected = lm.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=6,
+                                   eos_token_id=[3, 4], **warpers)
+        with torch.no_grad():
+            produced = generator(ids, mask, draws)
+            outputs.add(tuple(generator(ids, mask, uniform_draws(batch, 6, seed + 100))[0].tolist()))
+        assert torch.equal(produced, expected), (expected.tolist(), produced.tolist())
+        outputs.add(tuple(produced[0].tolist()))
+    assert len(outputs) > 4
+
+
+class SampleInForward(torch.nn.Module):
+    """generate(do_sample=True) in forward, its random numbers the input ``draws``."""
+
+    def __init__(self, lm, **settings):
+        super().__init__()
+        self.lm, self.settings = lm, settings
+
+    def forward(self, input_ids, attention_mask, draws):
+        with sampling_draws(draws):
+            return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
+                                    **self.settings)
+
+
+def test_sampling_generate_in_forward_converts_with_the_draws_an_input():
+    lm = tiny_llama(seed=2)
+    settings = dict(max_new_tokens=6, eos_token_id=list(range(3, VOCAB, 5)), top_p=0.9, temperature=0.8)
+    model = SampleInForward(lm, **settings).eval()
+    sets = [(*left_padded_prompts(batch, length, seed), uniform_draws(batch, 6, seed))
+            for seed, (batch, length) in enumerate([(2, 5), (1, 1), (3, 4), (4, 7), (1, 2)])]
+    shapes = {**TextGenerator.dynamic_shapes, "draws": {0: "batch"}}
+    result = fxport.convert(model, sets[0], dynamic_shapes=shapes, verify_inputs=sets[1:])
+    assert result.verified
+    assert "Loop" in result.op_counts()
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask", "draws"]
+    lengths_seen = set()
+    for seed, (batch, length) in enumerate([(1, 3), (5, 8), (2, 1), (3, 11)] * 3, start=60):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        draws = uniform_draws(batch, 6, seed)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
+                                         "draws": draws.numpy()})
+        with torch.no_grad():
+            expected = model(ids, mask, draws)
+        np.testing.assert_array_equal(produced, expected.numpy())
+        lengths_seen.add(expected.shape[1] - length)
+    assert min(lengths_seen) < 6, "no batch stopped early"
+
+
+def test_sampling_without_draws_is_refused_at_the_users_call():
+    model = GenerateInForward(tiny_llama(), max_new_tokens=4, do_sample=True, top_k=5).eval()
+    with pytest.raises(fxport.ConversionError) as refused:
+        fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
+    message = str(refused.value)
+    assert "sampling_draws" in message and "\n" not in message
+    assert line_of(__file__, "return self.lm.generate(") in message
+
+
+@pytest.mark.slow
+def test_cli_task_sampling_flags_make_random_draws_an_input(tmp_path):
+    """--do-sample --top-k --temperature: the file takes random_draws (batch, max new tokens) and
+    picks the tokens generate() picks with the same draws, on prompts the export never saw."""
+    lm = tiny_gpt2()
+    checkpoint = save_checkpoint(lm, tmp_path / "gpt2")
+    out = tmp_path / "sample.onnx"
+    result = run_cli("convert", checkpoint, "--task", "text-generation", "--max-new-tokens", "5", "--do-sample",
+                     "--top-k", "12", "--temperature", "0.9", "-o", str(out), "--json", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    built = json.loads(result.stdout)["task"]["built"]
+    assert built.startswith("sampling from random_draws (temperature 0.9, top_k 12)"), built
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert [(i.name, i.shape) for i in session.get_inputs()][2] == ("random_draws", ["batch", 5])
+    for seed, (batch, length) in enumerate([(1, 4), (3, 7), (2, 1)], start=80):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        draws = np.random.default_rng(seed).random((batch, 5), dtype=np.float32)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
+                                         "random_draws": draws})
+        with torch.no_grad(), sampling_draws(torch.from_numpy(draws)):
+            expected = lm.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=5,
+                                   top_k=12, temperature=0.9)
+        np.testing.assert_array_equal(produced, expected.numpy())

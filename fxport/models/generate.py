@@ -17,6 +17,7 @@ import torch
 from fxport.errors import UsageError
 from fxport.frames import user_location_from_stack
 from fxport.models.generation_settings import generation_settings
+from fxport.models.sampling import active_draws
 from fxport.models.seq2seq_generation import Seq2SeqGenerator
 from fxport.models.text_generation import TextGenerator
 
@@ -51,11 +52,17 @@ def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation
         refused.where = refused.where or _caller_location()
         refused.args = (refused.message,)
         raise
+    draws = active_draws()
+    if settings.do_sample and draws is None:
+        raise UsageError("generate(do_sample=True) samples with torch's random numbers, which an ONNX file cannot "
+                         "reproduce", where=_caller_location(),
+                         hint="take the draws as an input of forward and call generate() inside "
+                              "`with fxport.models.sampling.sampling_draws(draws):` (docs/generation.md)")
     generator = (Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator)(lm, settings)
     if attention_mask is None:
         attention_mask = generator.inferred_attention_mask(input_ids)
     forward = converted_function(type(generator).forward) or type(generator).forward  # its loop as an ONNX Loop
-    return forward(generator, input_ids, attention_mask)
+    return forward(generator, input_ids, attention_mask, draws if settings.do_sample else None)
 
 
 def _caller_location():

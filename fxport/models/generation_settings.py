@@ -22,13 +22,14 @@ _BOOKKEEPING = frozenset({
     "transformers_version", "bos_token_id", "decoder_start_token_id", "use_cache", "output_attentions",
     "output_hidden_states", "compile_config", "disable_compile", "max_length",
 })
-#: sampling settings greedy search ignores (transformers warns and ignores them too).
-_SAMPLING_ONLY = frozenset({"temperature", "top_k", "top_p", "typical_p", "min_p", "epsilon_cutoff",
-                            "eta_cutoff", "top_h"})
+#: sampling warpers the generator applies (transformers' classes, in generate()'s order).
+SAMPLING_WARPERS = ("temperature", "top_k", "top_p", "min_p", "typical_p")
+#: sampling settings without an ONNX form here; without do_sample transformers ignores them all.
+_SAMPLING_UNCONVERTED = frozenset({"epsilon_cutoff", "eta_cutoff", "top_h"})
 #: settings the generator implements.
 _IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id",
                           "repetition_penalty", "do_sample", "num_beams", "length_penalty", "early_stopping",
-                          "num_return_sequences", "forced_eos_token_id"})
+                          "num_return_sequences", "forced_eos_token_id", *SAMPLING_WARPERS})
 #: ``generate()`` keyword arguments that are not generation settings and have no ONNX form.
 UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
                          "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
@@ -38,7 +39,7 @@ UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowe
 
 @dataclasses.dataclass(frozen=True)
 class GenerationSettings:
-    """What greedy search does, resolved: the number of new tokens, end tokens, padding, penalties.
+    """What the search does, resolved: new tokens, end tokens, padding, penalties, beams, sampling.
 
     ``eos_token_ids`` empty means no row stops early (the loop runs ``max_new_tokens`` steps);
     ``pad_token_id`` fills the rows that stopped (transformers' default: the first end token).
@@ -54,19 +55,52 @@ class GenerationSettings:
     length_penalty: float = 1.0
     early_stopping: bool | str = False
     num_return_sequences: int = 1
+    do_sample: bool = False
+    #: the sampling warpers' settings, as generate() reads them (``None``: not applied)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    typical_p: float | None = None
+
+    def applied_warpers(self) -> dict[str, float]:
+        """The sampling warpers ``generate()`` applies with these settings, ``{setting: value}``
+        in its order (``_get_logits_processor``); empty without sampling."""
+        applies = {"temperature": lambda v: v != 1.0, "top_k": lambda v: v != 0, "top_p": lambda v: v < 1.0,
+                   "min_p": lambda v: True, "typical_p": lambda v: v < 1.0}
+        if not self.do_sample:
+            return {}
+        return {name: getattr(self, name) for name in SAMPLING_WARPERS
+                if getattr(self, name) is not None and applies[name](getattr(self, name))}
+
+    def warpers(self) -> list:
+        """transformers' own warper objects for :meth:`applied_warpers`, in that order."""
+        from transformers.generation import logits_process as processors
+
+        build = {"temperature": processors.TemperatureLogitsWarper,
+                 "top_k": lambda k: processors.TopKLogitsWarper(top_k=k, min_tokens_to_keep=1),
+                 "top_p": lambda p: processors.TopPLogitsWarper(top_p=p, min_tokens_to_keep=1),
+                 "min_p": lambda p: processors.MinPLogitsWarper(min_p=p, min_tokens_to_keep=1),
+                 "typical_p": lambda p: processors.TypicalLogitsWarper(mass=p, min_tokens_to_keep=1)}
+        return [build[name](value) for name, value in self.applied_warpers().items()]
 
     def generate_kwargs(self) -> dict[str, Any]:
         """The keyword arguments that make transformers' ``generate()`` decode the same way."""
-        return dict(max_new_tokens=self.max_new_tokens, min_new_tokens=self.min_new_tokens,
-                    eos_token_id=list(self.eos_token_ids) or None, pad_token_id=self.pad_token_id,
-                    repetition_penalty=self.repetition_penalty, do_sample=False, num_beams=self.num_beams,
-                    forced_eos_token_id=list(self.forced_eos_token_ids) or None,
-                    length_penalty=self.length_penalty, early_stopping=self.early_stopping,
-                    num_return_sequences=self.num_return_sequences)
+        kwargs = dict(max_new_tokens=self.max_new_tokens, min_new_tokens=self.min_new_tokens,
+                      eos_token_id=list(self.eos_token_ids) or None, pad_token_id=self.pad_token_id,
+                      repetition_penalty=self.repetition_penalty, do_sample=self.do_sample, num_beams=self.num_beams,
+                      forced_eos_token_id=list(self.forced_eos_token_ids) or None,
+                      length_penalty=self.length_penalty, early_stopping=self.early_stopping,
+                      num_return_sequences=self.num_return_sequences)
+        if self.do_sample:  # None overrides the checkpoint's value: generate() then applies no such warper
+            kwargs.update({name: getattr(self, name) for name in SAMPLING_WARPERS})
+        return kwargs
 
     def describe(self) -> str:
         """One line for reports: ``greedy, 8 new tokens, end tokens 2``."""
-        search = "greedy" if self.num_beams == 1 else (
+        warped = ", ".join(f"{name} {value:g}" for name, value in self.applied_warpers().items())
+        sampled = f"sampling from random_draws ({warped or 'no warper'})"
+        search = (sampled if self.do_sample else "greedy") if self.num_beams == 1 else (
             f"beam search ({self.num_beams} beams, length penalty {self.length_penalty:g}, "
             f"early stopping {self.early_stopping}, {self.num_return_sequences} returned)")
         parts = [search, f"{self.max_new_tokens} new tokens"]
@@ -83,8 +117,7 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
 
     Reads ``generation_config`` (default: ``model.generation_config``) updated by ``overrides``
     (as ``generate()`` does); a
-    setting the generator does not implement (beam search, sampling, a logits processor, a
-    streamer, …) raises :class:`UsageError` naming it.
+    setting the generator does not implement (beam sampling, a logits processor, a streamer, …) raises :class:`UsageError` naming it.
 
     Example::
 
@@ -95,8 +128,8 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         if overrides.get(name) is not None:
             raise UsageError(f"generate(): {name}= has no ONNX form in fxport's generator",
                              hint=f"call generate() without {name}=")
-    base = model.generation_config if generation_config is None else generation_config
-    config = base.__class__.from_dict(base.to_dict())
+    config = _resolved_config(model, generation_config)
+    global_defaults = config._get_default_generation_params()
     try:
         unknown = config.update(**overrides)
         config.validate(strict=True)
@@ -108,16 +141,20 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         raise UsageError(f"generate(): {name}= is not a generation setting fxport's generator knows",
                          hint="pass only generation settings besides input_ids and attention_mask")
     for name, value in config.to_diff_dict().items():
-        if name.startswith("_") or name in _BOOKKEEPING or name in _SAMPLING_ONLY or name in _IMPLEMENTED:
+        if name.startswith("_") or name in _BOOKKEEPING or name in _IMPLEMENTED or global_defaults.get(name, ...) == value:
             continue
-        raise UsageError(f"generation setting {name}={value!r} is not converted (fxport converts greedy and beam search)",
+        if name in _SAMPLING_UNCONVERTED and not config.do_sample:
+            continue  # generate() ignores it without sampling
+        raise UsageError(f"generation setting {name}={value!r} is not converted "
+                         "(fxport converts greedy search, sampling and beam search)",
                          hint=f"leave {name} at its default, or export the one-step model with "
                               "--task text-generation-step and run your own loop")
-    if config.do_sample:
-        raise UsageError("generation setting do_sample=True is not converted (fxport converts greedy and beam "
-                         "search)", hint="pass do_sample=False")
     beams = config.num_beams or 1
     returned = config.num_return_sequences or 1
+    if config.do_sample and (beams > 1 or returned > 1):
+        name = f"num_beams={beams}" if beams > 1 else f"num_return_sequences={returned}"
+        raise UsageError(f"generation setting do_sample=True with {name} is not converted (fxport samples one "
+                         "sequence per prompt)", hint=f"leave {name.split('=')[0]} at 1 to sample, or pass do_sample=False")
     if returned > beams:
         raise UsageError(f"num_return_sequences={returned} is more than num_beams={beams}",
                          hint="pass num_return_sequences ≤ num_beams")
@@ -152,5 +189,20 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         forced_eos_token_ids=forced_ids,
         length_penalty=1.0 if config.length_penalty is None else float(config.length_penalty),
         early_stopping=False if config.early_stopping is None else config.early_stopping,
-        num_return_sequences=returned,
+        num_return_sequences=returned, do_sample=bool(config.do_sample),
+        **{name: getattr(config, name) for name in SAMPLING_WARPERS},
     )
+
+
+def _resolved_config(model: torch.nn.Module, generation_config: Any):
+    """The generation config ``generate()`` starts from (``_prepare_generation_config``): the one
+    given (or a default one), its unset values taken from the model's, then from transformers'
+    global defaults (``top_k`` 50, ``temperature`` 1.0, …); keyword arguments go on top."""
+    from transformers import GenerationConfig
+
+    base = GenerationConfig() if generation_config is None else generation_config
+    config = base.__class__.from_dict(base.to_dict())
+    if generation_config is None or generation_config is not model.generation_config:
+        config.update(**model.generation_config.to_dict(), defaults_only=True, allow_custom_entries=True)
+    config.update(**config._get_default_generation_params(), defaults_only=True)
+    return config

@@ -35,7 +35,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.containers import register_library_containers
+from fxport.errors import UsageError
 from fxport.models.generation_settings import GenerationSettings, generation_settings
+from fxport.models.sampling import drawn_tokens
 
 __all__ = ["GenerationSettings", "TextGenerator", "generation_settings"]
 
@@ -56,20 +58,35 @@ class TextGenerator(torch.nn.Module):
         super().__init__()
         self.lm, self.settings = lm, settings
         self.cache_argument = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+        if settings.do_sample:  # one uniform draw per row and step (fxport.models.sampling)
+            self.dynamic_shapes = {**type(self).dynamic_shapes, "random_draws": {0: "batch"}}
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                random_draws: torch.Tensor | None = None) -> torch.Tensor:
         if self.settings.num_beams > 1:
             return self.beam_search(input_ids, attention_mask)
-        return self.greedy_search(input_ids, attention_mask)
+        if self.settings.do_sample and random_draws is None:
+            raise UsageError("sampling takes its random numbers as an input: random_draws is missing",
+                             hint=f"pass random_draws, uniform in [0, 1), shape (batch, {self.settings.max_new_tokens})")
+        return self.greedy_search(input_ids, attention_mask, random_draws)
 
-    def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """``generate()``'s ``_sample`` without sampling: one token per row per step."""
+    def example_arguments(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                          draw: torch.Generator) -> tuple:
+        """``forward``'s arguments for these prompts: with sampling, draws from ``draw`` too."""
+        if not self.settings.do_sample:
+            return input_ids, attention_mask
+        return input_ids, attention_mask, torch.rand(input_ids.shape[0], self.settings.max_new_tokens, generator=draw)
+
+    def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      random_draws: torch.Tensor | None = None) -> torch.Tensor:
+        """``generate()``'s ``_sample``: one token per row per step, the most likely one or,
+        with sampling, the one ``random_draws`` picks."""
         settings = self.settings
         padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
         sequences, cache, logits, first, second = self.start(input_ids, attention_mask, 1)
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
-        next_token = self.choose(logits, sequences, padding, unfinished, generated)
+        next_token = self.choose(logits, sequences, padding, unfinished, generated, random_draws)
         sequences = torch.cat([sequences, next_token[:, None]], 1)
         unfinished = unfinished & ~self.is_end(next_token)
         for _ in range(settings.max_new_tokens - 1):
@@ -77,7 +94,7 @@ class TextGenerator(torch.nn.Module):
                 break
             cache, logits, first, second = self.advance(next_token[:, None], first, second, cache)
             generated = generated + 1
-            next_token = self.choose(logits, sequences, padding, unfinished, generated)
+            next_token = self.choose(logits, sequences, padding, unfinished, generated, random_draws)
             sequences = torch.cat([sequences, next_token[:, None]], 1)
             unfinished = unfinished & ~self.is_end(next_token)
         return sequences
@@ -239,9 +256,10 @@ class TextGenerator(torch.nn.Module):
         return torch.where(is_pad.any(), ~is_pad, torch.ones_like(is_pad)).long()
 
     def choose(self, logits: torch.Tensor, sequences: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
-               generated: torch.Tensor) -> torch.Tensor:
-        """The next token of each row: the logits processors greedy search applies, then argmax;
-        rows already finished get the pad token."""
+               generated: torch.Tensor, random_draws: torch.Tensor | None = None) -> torch.Tensor:
+        """The next token of each row: the logits processors ``generate()`` applies, then the
+        argmax or, with sampling, the warpers and the token this step's draw picks
+        (:func:`~fxport.models.sampling.drawn_tokens`); rows already finished get the pad token."""
         settings = self.settings
         scores = logits.float()
         if settings.repetition_penalty != 1.0:  # RepetitionPenaltyLogitsProcessor
@@ -255,7 +273,13 @@ class TextGenerator(torch.nn.Module):
             vocabulary = torch.arange(scores.shape[-1], device=scores.device)
             scores = scores.masked_fill(self.is_end(vocabulary) & (generated < settings.min_new_tokens), -math.inf)
         scores = self.forced_end(scores, generated)
-        next_token = scores.argmax(-1)
+        if settings.do_sample:
+            for warper in settings.warpers():
+                scores = warper(sequences, scores)
+            draws = random_draws.index_select(1, generated.reshape(1)).squeeze(1)
+            next_token = drawn_tokens(torch.softmax(scores, -1), draws)
+        else:
+            next_token = scores.argmax(-1)
         if settings.eos_token_ids:
             next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))
         return next_token
