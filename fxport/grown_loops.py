@@ -145,9 +145,19 @@ def _example(value: torch.Tensor) -> torch.Tensor:
     return torch.zeros(shape, dtype=value.dtype)
 
 
-def _weight_names(loop) -> list[str]:
-    """The body program's name of each weight the op passes, in the op's order."""
-    return [f"modules_.{index}.{name}" for index, (_, names) in enumerate(loop.modules) for name in names]
+def _weights_by_name(loop, weights) -> dict:
+    """The enclosing graph's value of each weight the op passes (in the order of ``loop.modules``),
+    under every name the body program may give it: a tied weight (GPT-2's ``lm_head`` and
+    ``wte``) is passed once but has a name in each module that holds it."""
+    import itertools
+
+    tensors_of = [itertools.chain(module.named_parameters(remove_duplicate=False),
+                                  module.named_buffers(remove_duplicate=False)) for module, _ in loop.modules]
+    named = [dict(pairs) for pairs in tensors_of]
+    passed = iter(weights)
+    value_of = {id(named[index][name]): next(passed) for index, (_, names) in enumerate(loop.modules) for name in names}
+    return {f"modules_.{index}.{name}": value_of[id(tensor)] for index, tensors in enumerate(named)
+            for name, tensor in tensors.items() if id(tensor) in value_of}
 
 
 def _check_still_dynamic(loop, program, offset: int) -> None:
@@ -182,15 +192,15 @@ def _loop_node(model, loop, inputs):
     keep, counter, state, free, weights = loop.split(inputs)
     carried = ([counter] if counter is not None else []) + list(state)
     graph = ir.serde.deserialize_graph(ir.serde.serialize_graph(model.graph))
+    outer_weights = _weights_by_name(loop, weights)
+    for name, value in list(graph.initializers.items()):  # the weights: the enclosing graph's values (by
+        if name in outer_weights:                         # the body's own names, before they are prefixed)
+            graph.initializers.pop(name)
+            value.replace_all_uses_with(outer_weights[name])
     _prefix_names(graph, loop.key)
     inner = list(graph.inputs)
     for value, outer in zip(inner[len(carried):], list(free)):
         value.replace_all_uses_with(outer)
-    outer_weights = dict(zip(_weight_names(loop), weights))
-    for name, value in list(graph.initializers.items()):  # the weights: the enclosing graph's values
-        if name in outer_weights:
-            graph.initializers.pop(name)
-            value.replace_all_uses_with(outer_weights[name])
     graph.inputs.clear()
     graph.inputs.extend([ir.Value(name=f"{loop.key}_iteration", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT64)),
                          ir.Value(name=f"{loop.key}_condition", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.BOOL))]

@@ -89,9 +89,10 @@ class TextGenerator(torch.nn.Module):
         next_token = self.choose(logits, sequences, padding, unfinished, generated, random_draws)
         sequences = torch.cat([sequences, next_token[:, None]], 1)
         unfinished = unfinished & ~self.is_end(next_token)
-        for _ in range(settings.max_new_tokens - 1):
-            if not unfinished.any():
-                break
+        # a while test, not `if not unfinished.any(): break` at the top of a `for` body: that break
+        # puts the rest of the body (the model) under an If inside the Loop, and ONNX Runtime runs
+        # an If nested in a Loop without its prepacked weights (3x slower matrix products)
+        while unfinished.any() & (generated < settings.max_new_tokens - 1):
             cache, logits, first, second = self.advance(next_token[:, None], first, second, cache)
             generated = generated + 1
             next_token = self.choose(logits, sequences, padding, unfinished, generated, random_draws)
@@ -102,82 +103,104 @@ class TextGenerator(torch.nn.Module):
     def beam_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``generate()``'s ``_beam_search`` (transformers 5's vectorised form): ``num_beams``
         running beams per prompt in buffers of the final length, the best finished ones kept
-        with their length-penalised scores, the cache reordered by beam each step."""
+        with their length-penalised scores, the cache reordered by beam each step.
+
+        The loop is rotated: the first step's scores come from the prefill, and each iteration
+        runs the model and then scores, so its stop test is the ``while`` test rather than a
+        ``break`` before the model (which would put the model under an If inside the Loop, where
+        ONNX Runtime runs it without prepacked weights)."""
         settings, beams = self.settings, self.settings.num_beams
         batch = input_ids.shape[0]
         max_new = settings.max_new_tokens
         ends = settings.eos_token_ids
         pad = settings.pad_token_id
         fill = (pad if pad else ends[0]) if ends else -1  # generate(): `pad_token_id or eos_token_id[0]`
-        keep = max(2, 1 + len(ends)) * beams
-        top_beam = torch.arange(keep, device=input_ids.device) < beams
         prefix, cache, logits, first, second = self.start(input_ids, attention_mask, beams)
         prompt = prefix.shape[1]
         running = torch.cat([prefix.view(batch, beams, prompt),
                              torch.full((batch, beams, max_new), fill, dtype=torch.int64, device=input_ids.device)], 2)
-        finished_sequences = running.clone()
         running_scores = torch.zeros(batch, beams, device=input_ids.device)
         running_scores = torch.cat([running_scores[:, :1], torch.full_like(running_scores[:, 1:], -1e9)], 1)
-        finished_scores = torch.full((batch, beams), -1e9, device=input_ids.device)
-        is_finished = torch.zeros(batch, beams, dtype=torch.bool, device=input_ids.device)
-        improvable = torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device)
         running_indices = torch.full((batch, beams, max_new), -1, dtype=torch.int32, device=input_ids.device)
-        finished_indices = running_indices.clone()
-        horizon = max_new if settings.early_stopping == "never" and settings.length_penalty > 0.0 else 0
-        for step in range(max_new):
-            # sizes read from the loop's own state: the loop body is captured on its own, and a
-            # size of the enclosing graph (the prompt's) would be a constant there
-            batch, length = running.shape[0], running.shape[2]
-            prompt = length - max_new
-            log_probs = self.forced_end(torch.log_softmax(logits.float(), -1), step)
-            vocab = log_probs.shape[-1]
-            log_probs = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
-            top_scores, top_flat = torch.topk(log_probs, keep)
-            top_beams = top_flat // vocab
-            top_ids = top_flat % vocab
-            top_sequences = torch.where(torch.arange(length, device=input_ids.device) == prompt + step,
-                                        top_ids[:, :, None], gather_beams(running, top_beams))
-            row_offset = torch.arange(batch, device=input_ids.device)[:, None] * beams
-            top_indices = torch.where(torch.arange(max_new, device=input_ids.device) == step,
-                                      (top_beams + row_offset).to(torch.int32)[:, :, None],
-                                      gather_beams(running_indices, top_beams))
-            hits_stop = self.is_end(top_ids) | (step + 1 >= max_new)
-            # the beams that go on: the best `beams` of the continuations that did not stop
-            going_on = top_scores + hits_stop.float() * -1.0e9
-            next_beams = torch.topk(going_on, beams)[1]
-            running = gather_beams(top_sequences, next_beams)
-            running_scores = gather_beams(going_on, next_beams)
-            running_indices = gather_beams(top_indices, next_beams)
-            next_tokens = gather_beams(top_ids, next_beams)  # running[:, :, prompt + step]
-            source_rows = gather_beams(top_beams + row_offset, next_beams)  # running_indices[:, :, step]
-            # the finished hypotheses: merged with those that just stopped, best `beams` kept
-            just_finished = hits_stop & top_beam[None, :]
-            candidate_scores = top_scores / self.length_divisor(torch.as_tensor(step + 1))
-            full = is_finished.all(-1, keepdim=True) & (settings.early_stopping is True)
-            candidate_scores = candidate_scores + full.float() * -1.0e9
-            candidate_scores = candidate_scores + (~improvable).float() * -1.0e9
-            candidate_scores = candidate_scores + (~just_finished) * -1.0e9
-            merged_scores = torch.cat([finished_scores, candidate_scores], 1)
-            best = torch.topk(merged_scores, beams)[1]
-            finished_sequences = gather_beams(torch.cat([finished_sequences, top_sequences], 1), best)
-            finished_scores = gather_beams(merged_scores, best)
-            finished_indices = gather_beams(torch.cat([finished_indices, top_indices], 1), best)
-            is_finished = gather_beams(torch.cat([is_finished, just_finished], 1), best)
-            # can the running beams still beat the worst finished one? (the best length a running
-            # beam may reach: max_new for early_stopping="never" with a positive penalty, else its own)
-            best_length = torch.clamp(torch.as_tensor(step + 1), min=horizon)
-            best_running = running_scores[:, :1] / self.length_divisor(best_length)
-            worst_finished = torch.where(is_finished, finished_scores.min(1, keepdim=True)[0], -1.0e9)
-            improvable = improvable & (best_running > worst_finished).any(-1, keepdim=True)
-            open_beams = ~(is_finished.all() & (settings.early_stopping is True))
-            if not (improvable.any() & open_beams & ~hits_stop.all()):
-                break
+        state = (running, running_scores, running_indices, running.clone(),
+                 torch.full((batch, beams), -1e9, device=input_ids.device),  # finished: sequences, scores,
+                 running_indices.clone(), torch.zeros(batch, beams, dtype=torch.bool, device=input_ids.device),
+                 torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device))  # indices, which, improvable
+        step = torch.zeros((), dtype=torch.int64, device=input_ids.device)
+        state, next_tokens, source_rows, going = self.beam_step(logits, state, step)
+        while going:
             cache = reordered(cache, source_rows.flatten())
             cache, logits, first, second = self.advance(next_tokens.reshape(-1, 1), first, second, cache)
+            step = step + 1
+            state, next_tokens, source_rows, going = self.beam_step(logits, state, step)
+        finished_sequences, finished_indices = state[3], state[5]
         returned = settings.num_return_sequences
         sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
-        return sequences[:, : prompt + lengths.max()]
+        return sequences[:, : finished_sequences.shape[2] - max_new + lengths.max()]
+
+    def beam_step(self, logits: torch.Tensor, state: tuple, step: torch.Tensor) -> tuple:
+        """One step of beam search on the model's ``logits`` for step ``step``: the new state
+        (running sequences, scores, indices; finished sequences, scores, indices, which are
+        finished; whether each prompt can still improve), each running beam's next token, the
+        cache row it continues, and whether the search goes on."""
+        settings, beams = self.settings, self.settings.num_beams
+        max_new = settings.max_new_tokens
+        (running, running_scores, running_indices, finished_sequences, finished_scores, finished_indices,
+         is_finished, improvable) = state
+        device = running.device
+        keep = max(2, 1 + len(settings.eos_token_ids)) * beams
+        top_beam = torch.arange(keep, device=device) < beams
+        horizon = max_new if settings.early_stopping == "never" and settings.length_penalty > 0.0 else 0
+        # sizes read from the state: a loop body is captured on its own, and a size of the
+        # enclosing graph (the prompt's) would be a constant there
+        batch, length = running.shape[0], running.shape[2]
+        prompt = length - max_new
+        log_probs = self.forced_end(torch.log_softmax(logits.float(), -1), step)
+        vocab = log_probs.shape[-1]
+        log_probs = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
+        top_scores, top_flat = torch.topk(log_probs, keep)
+        top_beams = top_flat // vocab
+        top_ids = top_flat % vocab
+        top_sequences = torch.where(torch.arange(length, device=device) == prompt + step,
+                                    top_ids[:, :, None], gather_beams(running, top_beams))
+        row_offset = torch.arange(batch, device=device)[:, None] * beams
+        top_indices = torch.where(torch.arange(max_new, device=device) == step,
+                                  (top_beams + row_offset).to(torch.int32)[:, :, None],
+                                  gather_beams(running_indices, top_beams))
+        hits_stop = self.is_end(top_ids) | (step + 1 >= max_new)
+        # the beams that go on: the best `beams` of the continuations that did not stop
+        going_on = top_scores + hits_stop.float() * -1.0e9
+        next_beams = torch.topk(going_on, beams)[1]
+        running = gather_beams(top_sequences, next_beams)
+        running_scores = gather_beams(going_on, next_beams)
+        running_indices = gather_beams(top_indices, next_beams)
+        next_tokens = gather_beams(top_ids, next_beams)  # running[:, :, prompt + step]
+        source_rows = gather_beams(top_beams + row_offset, next_beams)  # running_indices[:, :, step]
+        # the finished hypotheses: merged with those that just stopped, best `beams` kept
+        just_finished = hits_stop & top_beam[None, :]
+        candidate_scores = top_scores / self.length_divisor(step + 1)
+        full = is_finished.all(-1, keepdim=True) & (settings.early_stopping is True)
+        candidate_scores = candidate_scores + full.float() * -1.0e9
+        candidate_scores = candidate_scores + (~improvable).float() * -1.0e9
+        candidate_scores = candidate_scores + (~just_finished) * -1.0e9
+        merged_scores = torch.cat([finished_scores, candidate_scores], 1)
+        best = torch.topk(merged_scores, beams)[1]
+        finished_sequences = gather_beams(torch.cat([finished_sequences, top_sequences], 1), best)
+        finished_scores = gather_beams(merged_scores, best)
+        finished_indices = gather_beams(torch.cat([finished_indices, top_indices], 1), best)
+        is_finished = gather_beams(torch.cat([is_finished, just_finished], 1), best)
+        # can the running beams still beat the worst finished one? (the best length a running
+        # beam may reach: max_new for early_stopping="never" with a positive penalty, else its own)
+        best_length = torch.clamp(step + 1, min=horizon)
+        best_running = running_scores[:, :1] / self.length_divisor(best_length)
+        worst_finished = torch.where(is_finished, finished_scores.min(1, keepdim=True)[0], -1.0e9)
+        improvable = improvable & (best_running > worst_finished).any(-1, keepdim=True)
+        open_beams = ~(is_finished.all() & (settings.early_stopping is True))
+        going = improvable.any() & open_beams & ~hits_stop.all()
+        state = (running, running_scores, running_indices, finished_sequences, finished_scores, finished_indices,
+                 is_finished, improvable)
+        return state, next_tokens, source_rows, going
 
     def empty_cache(self) -> Any:
         """The cache ``generate()`` starts from, with every layer a full-attention ``DynamicLayer``.
