@@ -28,6 +28,7 @@ import torch
 from fxport.coverage import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
 from fxport.grown_loops import loop_translations
+from fxport.loop_invariants import hoist_loop_invariants
 from fxport.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
 from fxport.choices import optimize_level
 from fxport.quiet import quiet_torch
@@ -77,6 +78,7 @@ def lower(
             )
             counts["exported"] = count_ir_nodes(onnx_program.model)
             if level != "none":
+                hoist_loop_invariants(onnx_program.model.graph)  # before CSE: a hoisted transpose meets its twin
                 onnx_program.optimize()
                 counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
