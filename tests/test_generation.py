@@ -511,3 +511,63 @@ def test_cli_task_sampling_flags_make_random_draws_an_input(tmp_path):
             expected = lm.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=5,
                                    top_k=12, temperature=0.9)
         np.testing.assert_array_equal(produced, expected.numpy())
+
+
+# --- a hand-written loop over a StaticCache (allocated once, written in place) ----------------
+
+class StaticCacheLoop(torch.nn.Module):
+    """Greedy decoding as users write it with a ``StaticCache``: allocated for prompt + new
+    tokens, each step writes its keys and values in place (``index_copy_``) at ``cache_position``."""
+
+    def __init__(self, lm, max_new_tokens, end_tokens):
+        super().__init__()
+        self.lm, self.max_new_tokens, self.end_tokens = lm, max_new_tokens, end_tokens
+
+    def forward(self, input_ids, attention_mask):
+        length = input_ids.shape[1]
+        cache = transformers.StaticCache(config=self.lm.config, max_cache_len=length + self.max_new_tokens)
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        cache_position = torch.arange(length)
+        out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                      past_key_values=cache, cache_position=cache_position, use_cache=True)
+        logits, cache = out.logits[:, -1], out.past_key_values
+        tokens, unfinished = input_ids, torch.ones(input_ids.shape[0], dtype=torch.bool)
+        ends = torch.tensor(self.end_tokens)
+        for _ in range(self.max_new_tokens):
+            token = torch.where(unfinished, logits.argmax(-1), torch.full_like(unfinished, ends[0], dtype=torch.int64))
+            tokens = torch.cat([tokens, token[:, None]], 1)
+            unfinished = unfinished & ~torch.isin(token, ends)
+            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], 1)
+            positions, cache_position = positions[:, -1:] + 1, cache_position[-1:] + 1
+            out = self.lm(input_ids=token[:, None], attention_mask=attention_mask, position_ids=positions,
+                          past_key_values=cache, cache_position=cache_position, use_cache=True)
+            logits, cache = out.logits[:, -1], out.past_key_values
+            if not unfinished.any():
+                break
+        return tokens
+
+
+def test_hand_written_static_cache_loop_converts_and_equals_generate():
+    """The cache's tensors keep their size (prompt + new tokens) and are written in place; the
+    tokens and the mask grow: one Loop whose body writes the cache with ScatterND, equal to
+    eager and to generate() on prompt lengths and batches the export never saw."""
+    lm = tiny_llama(seed=3)
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    ends = stopping_tokens(lm, prompts)
+    model = StaticCacheLoop(lm, 5, ends).eval()
+    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+                            verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
+    assert result.verified
+    ops = result.op_counts()
+    assert ops.get("Loop") == 1 and "ScatterND" in ops, ops
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    lengths_seen = set()
+    for seed, (batch, length) in enumerate([(1, 3), (4, 7), (1, 5), (2, 1), (3, 12)], start=70):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        expected = generate(lm, ids, mask, max_new_tokens=5, eos_token_id=ends, pad_token_id=ends[0])
+        np.testing.assert_array_equal(produced, expected.numpy())
+        lengths_seen.add(expected.shape[1] - length)
+    for ids, mask in prompts:
+        lengths_seen.add(generate(lm, ids, mask, max_new_tokens=5, eos_token_id=ends).shape[1] - ids.shape[1])
+    assert min(lengths_seen) < 5, "no batch stopped early"

@@ -36,6 +36,7 @@ def _register_transformers_caches() -> None:
         return
     if DynamicCache in pytree.SUPPORTED_NODES:  # the user registered transformers' own support, or done
         _register_encoder_decoder_cache()
+        _register_static_cache()
         return
 
     def flatten(cache):
@@ -56,6 +57,7 @@ def _register_transformers_caches() -> None:
     pytree.register_pytree_node(DynamicCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
                                 serialized_type_name="transformers.cache_utils.DynamicCache")
     _register_encoder_decoder_cache()
+    _register_static_cache()
 
 
 def _register_encoder_decoder_cache() -> None:
@@ -90,6 +92,55 @@ def _register_encoder_decoder_cache() -> None:
 
     pytree.register_pytree_node(EncoderDecoderCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
                                 serialized_type_name="transformers.cache_utils.EncoderDecoderCache")
+
+
+def _register_static_cache() -> None:
+    """transformers' ``StaticCache`` (full-attention ``StaticLayer``s, allocated): each layer's
+    keys, values and filled length. The layers update them in place (``index_copy_``,
+    ``add_``), so the rebuilt layers hold copies — the step's own tensors, not the loop's
+    inputs — and take their length from the keys' shape (a size of the loop's own state, not a
+    number of the graph around it)."""
+    try:
+        from transformers.cache_utils import StaticCache, StaticLayer
+    except ImportError:
+        return
+    if StaticCache in pytree.SUPPORTED_NODES:
+        return
+
+    def flatten(cache):
+        layers = list(cache.layers)
+        if any(type(layer) is not StaticLayer or not layer.is_initialized for layer in layers):
+            raise ValueError("a StaticCache with layers other than initialized full-attention StaticLayers")
+        leaves = [tensor for layer in layers for tensor in (layer.keys, layer.values, layer.cumulative_length)]
+        return leaves, len(layers)
+
+    def flatten_with_keys(cache):
+        values, context = flatten(cache)
+        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
+
+    def unflatten(values, count):
+        from transformers.cache_utils import Cache
+
+        cache = StaticCache.__new__(StaticCache)  # its __init__ reads a config; the layers say everything
+        Cache.__init__(cache, layers=[_static_layer(*values[3 * i: 3 * i + 3]) for i in range(count)])
+        return cache
+
+    pytree.register_pytree_node(StaticCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+                                serialized_type_name="transformers.cache_utils.StaticCache")
+
+
+def _static_layer(keys, values, filled):
+    """An initialized ``StaticLayer`` over copies of ``keys``, ``values`` and ``filled``."""
+    from transformers.cache_utils import StaticLayer
+
+    layer = StaticLayer.__new__(StaticLayer)
+    layer.keys, layer.values, layer.cumulative_length = keys.clone(), values.clone(), filled.clone()
+    layer.max_cache_len = keys.shape[2]
+    layer.batch_size, layer.num_heads, layer.k_head_dim = keys.shape[0], keys.shape[1], keys.shape[3]
+    layer.v_head_dim = values.shape[3]
+    layer.dtype, layer.device = keys.dtype, keys.device
+    layer.is_initialized = True
+    return layer
 
 
 def _dynamic_layer(layer_class, keys, values):

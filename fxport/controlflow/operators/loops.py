@@ -25,6 +25,7 @@ from typing import Callable
 
 import torch
 
+from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.loop_lowering import tensor_loop
 from fxport.controlflow.operators.rule_names import rule_name
@@ -150,7 +151,9 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
                 return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info)
             if flag:
                 break
-        before = state
+        # the entry state, kept apart from what this iteration may change in place inside a
+        # library object (a StaticCache's index_copy_), in case the loop takes over from it
+        before = tuple(fresh_copy(v) if flag_slot is not None and is_container(v) else v for v in state)
         state = tuple(body_fn(item, *state, *free))
         trips = _count_trip(trips, info)
     note(info, trips)
