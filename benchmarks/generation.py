@@ -10,6 +10,7 @@ same generator module, its file (if any) checked the same way.
 
     python3 -m benchmarks.generation            # all, writes the table into docs/generation.md
     python3 -m benchmarks.generation llama gpt2 # some, prints only
+    python3 -m benchmarks.generation --add --search sample llama   # run these rows, merge them into docs/
 """
 
 from __future__ import annotations
@@ -57,16 +58,23 @@ def prompts(batch: int, length: int, vocab: int, seed: int):
     return left_padded_prompts(batch, length, vocab, seed, lowest_id=3)
 
 
-def generate(lm, ids, mask, **settings):
-    with torch.no_grad():
-        return lm.generate(input_ids=ids, attention_mask=mask, do_sample=False, **settings)
+def generate(lm, ids, mask, draws=None, **settings):
+    """transformers' generate(); with sampling, its random numbers from ``draws``."""
+    import contextlib
+
+    from fxport.models.sampling import sampling_draws
+
+    settings = {"do_sample": False, **settings}
+    drawing = sampling_draws(draws) if settings["do_sample"] else contextlib.nullcontext()
+    with torch.no_grad(), drawing:
+        return lm.generate(input_ids=ids, attention_mask=mask, **settings)
 
 
 def stopping_tokens(lm, vocab: int) -> list[int]:
     """Three end tokens: the ids ``lm`` generates most often after the unseen prompts when nothing
     stops it (random weights repeat tokens, so rows reach them at different steps)."""
     skip = (lambda length: 1) if lm.config.is_encoder_decoder else (lambda length: length)  # decoder start / prompt
-    generated = torch.cat([generate(lm, ids, mask, max_new_tokens=MAX_NEW, eos_token_id=None,
+    generated = torch.cat([generate(lm, ids, mask, max_new_tokens=MAX_NEW, eos_token_id=None,  # greedy
                                     forced_eos_token_id=None)[:, skip(length):].flatten()
                            for ids, mask, length in unseen_prompts(vocab)])
     return torch.bincount(generated, minlength=vocab).argsort(descending=True)[:3].tolist()
@@ -79,24 +87,28 @@ def unseen_prompts(vocab: int):
 
 
 def same_as_generate(run, lm, vocab: int, settings: dict) -> tuple[int, int, set]:
-    """(sets equal, sets tried, numbers of steps the batches ran) of ``run(ids, mask)`` against generate()."""
+    """(sets equal, sets tried, numbers of steps the batches ran) of ``run(ids, mask, draws)``
+    against generate() (with sampling: the same uniform draws, seeded per set)."""
     equal, steps = 0, set()
-    for ids, mask, length in unseen_prompts(vocab):
-        expected = generate(lm, ids, mask, **settings)
+    for index, (ids, mask, length) in enumerate(unseen_prompts(vocab)):
+        draws = torch.rand(ids.shape[0], MAX_NEW, generator=torch.Generator().manual_seed(900 + index))
+        expected = generate(lm, ids, mask, draws, **settings)
         steps.add(expected.shape[1] - (1 if lm.config.is_encoder_decoder else length))
-        produced = run(ids, mask)
+        produced = run(ids, mask, draws)
         equal += produced.shape == tuple(expected.shape) and (produced == expected.numpy()).all()
     return equal, len(UNSEEN), steps
 
 
 def ort_runner(path_or_bytes):
+    """The file on ONNX Runtime: ``(ids, mask, draws) → ids`` (the draws only where it takes them)."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(path_or_bytes, providers=["CPUExecutionProvider"])
-    return lambda ids, mask: session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    names = [i.name for i in session.get_inputs()]
+    return lambda ids, mask, draws: session.run(None, dict(zip(names, (ids.numpy(), mask.numpy(), draws.numpy()))))[0]
 
 
-SEARCHES = {"greedy": {}, "beam 2": {"num_beams": 2}}
+SEARCHES = {"greedy": {}, "beam 2": {"num_beams": 2}, "sample": {"do_sample": True, "top_k": 20, "temperature": 0.8}}
 
 
 def one(name: str, search: str) -> list[str]:
@@ -147,10 +159,12 @@ def stock_result(generator, lm, vocab: int, settings: dict) -> str:
     """What torch.onnx.export(dynamo=True) does with the same generator module."""
     ids, mask = prompts(2, 6, vocab, seed=7)
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    example = generator.example_arguments(ids, mask, torch.Generator().manual_seed(7))
+    shapes = {"input_ids": {0: batch, 1: sequence}, "attention_mask": {0: batch, 1: sequence}}
+    if len(example) == 3:
+        shapes["random_draws"] = {0: batch}
     try:
-        program = torch.onnx.export(generator, (ids, mask), dynamo=True, verbose=False,
-                                    dynamic_shapes={"input_ids": {0: batch, 1: sequence},
-                                                    "attention_mask": {0: batch, 1: sequence}})
+        program = torch.onnx.export(generator, example, dynamo=True, verbose=False, dynamic_shapes=shapes)
     except Exception as exc:  # noqa: BLE001
         return f"refused ({first_cause(exc)})"
     with tempfile.TemporaryDirectory() as directory:
@@ -184,25 +198,33 @@ def main(argv: list[str]) -> None:
     _quiet_transformers()
     torch.set_num_threads(1)
     adding = bool(argv) and argv[0] == "--add"  # run these and merge them into the table in docs/
-    names = argv[1:] if adding else (argv or DECODERS + ENCODER_DECODERS)
+    argv = argv[1:] if adding else argv
+    searches = list(SEARCHES)
+    if argv[:1] == ["--search"]:  # only this search (e.g. --add --search sample NAME...)
+        searches, argv = [argv[1]], argv[2:]
+    names = argv or DECODERS + ENCODER_DECODERS
     rows = documented_rows() if adding else []
-    rows = [row for row in rows if row[0] not in names]
+    rows = [row for row in rows if not (row[0] in names and row[1] in searches)]
     for name in names:
-        for search in SEARCHES:
+        for search in searches:
             try:
                 rows.append(one(name, search))
             except Exception:  # noqa: BLE001
                 error = traceback.format_exc().strip().splitlines()[-1][:160]
                 rows.append([name, search, "sweep error: " + error, "-", "-", "-"])
             print(" | ".join(rows[-1]), flush=True)
+    order = DECODERS + ENCODER_DECODERS
+    rows.sort(key=lambda row: (order.index(row[0]) if row[0] in order else len(order),
+                               list(SEARCHES).index(row[1]) if row[1] in SEARCHES else len(SEARCHES)))
     converted = sum(row[2].startswith("verified") and row[4] == "no" for row in rows)
     section = Section(
-        title="Generation sweep: greedy and beam search, fxport vs torch.onnx.export(dynamo=True)",
+        title="Generation sweep: greedy, beam search and sampling, fxport vs torch.onnx.export(dynamo=True)",
         note=(f"Tiny configs (2 layers, width 32, random weights) with a causal-LM head (T5, BART: their "
               f"sequence-to-sequence head), saved as checkpoints; "
               f"`--task text-generation`, {MAX_NEW} new tokens, end tokens chosen so that rows stop at different "
-              f"steps (the three ids the model generates most often when nothing stops it); greedy search and beam "
-              f"search with 2 beams. \"unseen sets\": {len(UNSEEN)} prompt batches the conversion never saw (lengths 1–11, batch 1 "
+              f"steps (the three ids the model generates most often when nothing stops it); greedy search, beam "
+              f"search with 2 beams, and sampling (top-k 20, temperature 0.8) with the random draws an input "
+              f"(compared with `generate()` given the same draws through `sampling_draws`). \"unseen sets\": {len(UNSEEN)} prompt batches the conversion never saw (lengths 1–11, batch 1 "
               f"and 5, left-padded rows), the file's ids against transformers' `generate()`. \"steps\": how many "
               f"new tokens those batches ran (fewer than {MAX_NEW}: every row stopped early). {machine_info()}."),
         header=["architecture", "search", "fxport", "steps run", "wrong file", "torch.onnx.export(dynamo=True)"],
