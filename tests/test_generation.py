@@ -332,10 +332,13 @@ def seq2seq_stopping_tokens(lm, prompts):
 
 @pytest.mark.parametrize("build", [tiny_t5, tiny_bart])
 @pytest.mark.parametrize("searched_ends", [False, True], ids=["defaults", "end-tokens"])
-@pytest.mark.parametrize("beams", [{}, {"num_beams": 3, "num_return_sequences": 2}], ids=["greedy", "beams"])
+@pytest.mark.parametrize("beams", [{}, {"num_beams": 3, "num_return_sequences": 2},
+                                   {"min_new_tokens": 3, "repetition_penalty": 1.5}],
+                         ids=["greedy", "beams", "greedy-penalties"])
 def test_encoder_decoder_generator_equals_generate(build, searched_ends, beams):
     """The encoder runs once, the decoder loops; BART's forced_eos_token_id is applied at the
-    last step as generate() applies it."""
+    last step as generate() applies it; the repetition penalty counts the decoder's ids
+    (its start token included) and min_new_tokens counts the new ones."""
     from fxport.models.seq2seq_generation import Seq2SeqGenerator
 
     lm = build()

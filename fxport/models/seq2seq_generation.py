@@ -31,9 +31,6 @@ class Seq2SeqGenerator(TextGenerator):
 
     def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
         super().__init__(lm, settings)
-        if settings.min_new_tokens or settings.repetition_penalty != 1.0:
-            raise UsageError("min_new_tokens and repetition_penalty with an encoder-decoder model are not converted",
-                             hint="leave them out")
         start = lm.generation_config.decoder_start_token_id
         if start is None:
             start = lm.config.decoder_start_token_id
@@ -60,6 +57,10 @@ class Seq2SeqGenerator(TextGenerator):
         """One decoder call on each row's last token (the encoder's output stays as it is)."""
         cache, logits = self.decoder_step(tokens, hidden, attention_mask, cache)
         return cache, logits, hidden, attention_mask
+
+    def prompt_padding(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The output is the decoder's ids: no padding at its start (the prompt's is the encoder's)."""
+        return torch.zeros(attention_mask.shape[0], dtype=torch.int64, device=attention_mask.device)
 
     def prefix_length(self, input_ids: torch.Tensor) -> int:
         """The output starts with the decoder's start token, not the prompt."""

@@ -82,7 +82,7 @@ class TextGenerator(torch.nn.Module):
         """``generate()``'s ``_sample``: one token per row per step, the most likely one or,
         with sampling, the one ``random_draws`` picks."""
         settings = self.settings
-        padding = (attention_mask != 0).int().argmax(1)  # left padding of each row, as generate() finds it
+        padding = self.prompt_padding(attention_mask)
         sequences, cache, logits, first, second = self.start(input_ids, attention_mask, 1)
         unfinished = torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         generated = torch.zeros((), dtype=torch.int64, device=input_ids.device)
@@ -235,6 +235,11 @@ class TextGenerator(torch.nn.Module):
         position = position + 1
         cache, logits = self.step(tokens, attention_mask, position, cache)
         return cache, logits, attention_mask, position
+
+    def prompt_padding(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """How many ids at the start of each output row are left padding, which the repetition
+        penalty does not count as seen (as ``generate()`` finds it: the first 1 of the mask)."""
+        return (attention_mask != 0).int().argmax(1)
 
     def length_divisor(self, length: torch.Tensor) -> torch.Tensor:
         """``length ** length_penalty`` as ``generate()`` divides by it: a float64 power rounded
