@@ -89,11 +89,12 @@ BEAM_SETTINGS = [
     dict(num_beams=3, max_new_tokens=5, eos_token_id=SEARCHED, num_return_sequences=2, length_penalty=0.5),
     dict(num_beams=2, max_new_tokens=6, eos_token_id=SEARCHED, early_stopping=True),
     dict(num_beams=4, max_new_tokens=6, eos_token_id=SEARCHED, early_stopping="never", length_penalty=2.0),
+    dict(num_beams=3, max_new_tokens=6, eos_token_id=SEARCHED, min_new_tokens=3, repetition_penalty=1.4),
 ]
 
 
 @pytest.mark.parametrize("build", [tiny_gpt2, tiny_llama])
-@pytest.mark.parametrize("settings", BEAM_SETTINGS, ids=["2", "3-eos", "3-return-2", "early", "never"])
+@pytest.mark.parametrize("settings", BEAM_SETTINGS, ids=["2", "3-eos", "3-return-2", "early", "never", "penalties"])
 def test_beam_search_equals_generate_token_for_token(build, settings):
     lm = build()
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
@@ -109,7 +110,7 @@ def test_beam_search_equals_generate_token_for_token(build, settings):
 
 @pytest.mark.parametrize("setting, name", [
     (dict(do_sample=True, num_beams=2), "num_beams"), (dict(do_sample=True, epsilon_cutoff=0.1), "epsilon_cutoff"),
-    (dict(num_beams=2, repetition_penalty=1.2), "repetition_penalty"),
+    (dict(num_beams=2, no_repeat_ngram_size=3), "no_repeat_ngram_size"),
     (dict(num_beams=2, num_return_sequences=3), "num_return_sequences"),
     (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size"), (dict(streamer=object()), "streamer"),
     (dict(logits_processor=[object()]), "logits_processor"), (dict(assistant_model=object()), "assistant_model"),

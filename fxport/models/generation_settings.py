@@ -160,10 +160,6 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
                          hint="pass num_return_sequences ≤ num_beams")
     forced = config.forced_eos_token_id
     forced_ids = tuple(int(t) for t in (forced if isinstance(forced, (list, tuple)) else [forced] if forced is not None else []))
-    if beams > 1 and ((config.min_new_tokens or 0) or (config.repetition_penalty or 1.0) != 1.0):
-        name = "min_new_tokens" if config.min_new_tokens else "repetition_penalty"
-        raise UsageError(f"generation setting {name} with num_beams={beams} is not converted "
-                         "(fxport's beam search applies only the forced end token)", hint=f"leave {name} out with beams")
     if config.max_new_tokens is None:
         raise UsageError("generation needs max_new_tokens (max_length alone makes the number of new tokens "
                          "depend on the prompt length)", hint="pass max_new_tokens=N")

@@ -127,20 +127,22 @@ class TextGenerator(torch.nn.Module):
                  running_indices.clone(), torch.zeros(batch, beams, dtype=torch.bool, device=input_ids.device),
                  torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device))  # indices, which, improvable
         step = torch.zeros((), dtype=torch.int64, device=input_ids.device)
-        state, next_tokens, source_rows, going = self.beam_step(logits, state, step)
+        padding = self.prompt_padding(attention_mask).repeat_interleave(beams, 0)
+        state, next_tokens, source_rows, going = self.beam_step(logits, state, step, padding)
         while going:
             cache = reordered(cache, source_rows.flatten())
             cache, logits, first, second = self.advance(next_tokens.reshape(-1, 1), first, second, cache)
             step = step + 1
-            state, next_tokens, source_rows, going = self.beam_step(logits, state, step)
+            state, next_tokens, source_rows, going = self.beam_step(logits, state, step, padding)
         finished_sequences, finished_indices = state[3], state[5]
         returned = settings.num_return_sequences
         sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
         return sequences[:, : finished_sequences.shape[2] - max_new + lengths.max()]
 
-    def beam_step(self, logits: torch.Tensor, state: tuple, step: torch.Tensor) -> tuple:
-        """One step of beam search on the model's ``logits`` for step ``step``: the new state
+    def beam_step(self, logits: torch.Tensor, state: tuple, step: torch.Tensor, padding: torch.Tensor) -> tuple:
+        """One step of beam search on the model's ``logits`` for step ``step`` (``padding``:
+        each beam row's left padding, for the repetition penalty): the new state
         (running sequences, scores, indices; finished sequences, scores, indices, which are
         finished; whether each prompt can still improve), each running beam's next token, the
         cache row it continues, and whether the search goes on."""
@@ -156,7 +158,8 @@ class TextGenerator(torch.nn.Module):
         # enclosing graph (the prompt's) would be a constant there
         batch, length = running.shape[0], running.shape[2]
         prompt = length - max_new
-        log_probs = self.forced_end(torch.log_softmax(logits.float(), -1), step)
+        log_probs = self.processed(torch.log_softmax(logits.float(), -1), running.flatten(0, 1), padding, step,
+                                   prompt + step)
         vocab = log_probs.shape[-1]
         log_probs = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
         top_scores, top_flat = torch.topk(log_probs, keep)
@@ -283,16 +286,20 @@ class TextGenerator(torch.nn.Module):
         is_pad = input_ids == pad
         return torch.where(is_pad.any(), ~is_pad, torch.ones_like(is_pad)).long()
 
-    def choose(self, logits: torch.Tensor, sequences: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
-               generated: torch.Tensor, random_draws: torch.Tensor | None = None) -> torch.Tensor:
-        """The next token of each row: the logits processors ``generate()`` applies, then the
-        argmax or, with sampling, the warpers and the token this step's draw picks
-        (:func:`~fxport.models.sampling.drawn_tokens`); rows already finished get the pad token."""
+    def processed(self, scores: torch.Tensor, sequences: torch.Tensor, padding: torch.Tensor, generated: Any,
+                  filled: Any = None) -> torch.Tensor:
+        """``scores`` after the logits processors ``generate()`` applies before choosing, in its
+        order: repetition penalty, min new tokens, forced end token. ``sequences`` holds each
+        row's ids so far: from ``padding`` (its left padding, seen by no one) to ``filled``
+        (``None``: to the end; a beam buffer is filled to the current step)."""
         settings = self.settings
-        scores = logits.float()
         if settings.repetition_penalty != 1.0:  # RepetitionPenaltyLogitsProcessor
-            vocab = scores.shape[-1]  # ids in the left padding count as seen by no one (index vocab, dropped)
-            counted = sequences.masked_fill(torch.arange(sequences.shape[1], device=sequences.device) < padding[:, None], vocab)
+            vocab = scores.shape[-1]  # ids not counted go to index vocab, dropped
+            positions = torch.arange(sequences.shape[1], device=sequences.device)
+            ignored = positions < padding[:, None]
+            if filled is not None:
+                ignored = ignored | (positions >= filled)
+            counted = sequences.masked_fill(ignored, vocab)
             seen = torch.zeros(scores.shape[0], vocab + 1, dtype=torch.bool, device=scores.device)
             seen = seen.scatter(1, counted, torch.ones_like(counted, dtype=torch.bool))[:, :vocab]
             penalty = settings.repetition_penalty
@@ -300,7 +307,15 @@ class TextGenerator(torch.nn.Module):
         if settings.min_new_tokens and settings.eos_token_ids:  # MinNewTokensLengthLogitsProcessor
             vocabulary = torch.arange(scores.shape[-1], device=scores.device)
             scores = scores.masked_fill(self.is_end(vocabulary) & (generated < settings.min_new_tokens), -math.inf)
-        scores = self.forced_end(scores, generated)
+        return self.forced_end(scores, generated)
+
+    def choose(self, logits: torch.Tensor, sequences: torch.Tensor, padding: torch.Tensor, unfinished: torch.Tensor,
+               generated: torch.Tensor, random_draws: torch.Tensor | None = None) -> torch.Tensor:
+        """The next token of each row: the logits processors ``generate()`` applies, then the
+        argmax or, with sampling, the warpers and the token this step's draw picks
+        (:func:`~fxport.models.sampling.drawn_tokens`); rows already finished get the pad token."""
+        settings = self.settings
+        scores = self.processed(logits.float(), sequences, padding, generated)
         if settings.do_sample:
             for warper in settings.warpers():
                 scores = warper(sequences, scores)
