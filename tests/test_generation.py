@@ -224,11 +224,11 @@ def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
 
 
 def test_generate_setting_without_onnx_form_is_refused_at_the_users_call():
-    model = GenerateInForward(tiny_llama(), max_new_tokens=4, do_sample=True).eval()
+    model = GenerateInForward(tiny_llama(), max_new_tokens=4, no_repeat_ngram_size=2).eval()
     with pytest.raises(fxport.ConversionError) as refused:
         fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
     message = str(refused.value)
-    assert "do_sample=True" in message and "\n" not in message
+    assert "no_repeat_ngram_size=2" in message and "\n" not in message
     assert line_of(__file__, "return self.lm.generate(") in message
 
 
