@@ -26,7 +26,7 @@ from fxport.models.generate import generate as fxport_generate
 
 if "transformers" in sys.modules:  # collected again once transformers is imported (OPTIONAL_OP_LIBRARIES)
 
-    @fxport.patch("transformers.generation.utils.GenerationMixin.generate", name="transformers-generate-greedy",
+    @fxport.patch("transformers.generation.utils.GenerationMixin.generate", name="transformers-generate",
                   priority=fxport.BUILTIN_PRIORITY)
     def generate(self, inputs=None, generation_config=None, **kwargs):
         """transformers' generate() as fxport's generator (one ONNX Loop)."""
