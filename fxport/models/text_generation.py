@@ -1,13 +1,15 @@
-"""Text generation as a module fxport converts: greedy and beam search around a transformers causal LM.
+"""Text generation as a module fxport converts: greedy search, sampling and beam search around a transformers causal LM.
 
-:class:`TextGenerator` is the decoding loop transformers' ``generate()`` runs for greedy (and
-beam) search, written so that fxport turns it into one ONNX ``Loop``: a prefill fills a ``DynamicCache``, then
-each step feeds the chosen token, the cache and the left-padded attention mask grown by one
-column back into the model; a row that produced an end token is padded from then on, and the
-loop stops once every row has. It takes the settings ``generate()`` takes
-(:func:`generation_settings` reads them the way ``generate()`` does: the model's
-``generation_config`` updated by keyword arguments) and gives the same ids, token for token:
-prompt followed by the generated ids, as long as the longest row ran.
+:class:`TextGenerator` is the decoding loop transformers' ``generate()`` runs for greedy search,
+sampling and beam search, written so that fxport turns it into one ONNX ``Loop``: a prefill
+fills a ``DynamicCache``, then each step feeds the chosen token, the cache and the left-padded
+attention mask grown by one column back into the model; a row that produced an end token is
+padded from then on, and the ``while`` loop stops once every row has (its test, not a
+``break`` before the model: ONNX Runtime runs a model under an ``If`` inside a ``Loop`` without
+prepacked weights). It takes the settings ``generate()`` takes (:func:`generation_settings`
+reads them the way ``generate()`` does: the model's ``generation_config``, transformers'
+defaults, then keyword arguments) and gives the same ids, token for token: prompt followed by
+the generated ids, as long as the longest row ran.
 
 Used three ways: the API (below), ``fxport convert CHECKPOINT_DIR --task text-generation``
 (:func:`fxport.tasks.load_task`), and the built-in rule ``rewrites/generation.py`` that stands in for
@@ -43,10 +45,12 @@ __all__ = ["GenerationSettings", "TextGenerator", "generation_settings"]
 
 
 class TextGenerator(torch.nn.Module):
-    """Greedy or beam search around ``lm`` (a transformers causal LM): ``(input_ids, attention_mask) → ids``.
+    """Greedy search, sampling or beam search around ``lm`` (a transformers causal LM):
+    ``(input_ids, attention_mask[, random_draws]) → ids``.
 
     ``attention_mask`` is left-padded (0 before each prompt, as transformers' tokenizers pad for
-    generation). The output is the prompt followed by the generated ids; it is as long as the
+    generation). With sampling, ``random_draws`` (batch, max_new_tokens), uniform in [0, 1),
+    are the random numbers (:mod:`fxport.models.sampling`). The output is the prompt followed by the generated ids; it is as long as the
     longest row ran (every row stopped, or ``max_new_tokens``); rows that stopped hold
     ``pad_token_id``.
     """
