@@ -1,8 +1,8 @@
-"""Greedy and beam search for transformers encoder–decoder models (T5, BART): the encoder runs once
-before the loop, then each step feeds the last token and an ``EncoderDecoderCache`` (the
-decoder's self-attention cache grows; the cross-attention cache is filled at the first step and
-read after) back into the model — ``generate()``'s ``_sample`` without sampling, for
-``is_encoder_decoder`` models.
+"""Greedy search, sampling and beam search for transformers encoder–decoder models (T5, BART):
+the encoder runs once before the loop, then each step feeds the last token and an
+``EncoderDecoderCache`` (the decoder's self-attention cache grows; the cross-attention cache is
+filled at the first step and read after) back into the model — ``generate()``'s ``_sample`` and
+``_beam_search`` for ``is_encoder_decoder`` models.
 
 The output is what ``generate()`` returns for them: the decoder's ids, starting with
 ``decoder_start_token_id``, as long as the longest row ran.
