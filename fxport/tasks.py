@@ -180,6 +180,7 @@ def _stopping_sets(generator, vocab: int, draw: torch.Generator) -> list[InputSe
     arguments = generator.example_arguments(ids, torch.ones_like(ids), draw)
     with torch.no_grad():
         out = generator(*arguments)[:, generator.prefix_length(ids):]
+    out = out[::settings.num_return_sequences]  # each prompt's best sequence (rows are prompt × returned)
     is_end = torch.isin(out, torch.tensor(settings.eos_token_ids))
     stop_step = torch.where(is_end.any(1), is_end.int().argmax(1) + 1, torch.full((len(ids),), 0))
     by_step: dict[int, int] = {}

@@ -575,3 +575,18 @@ def test_hand_written_static_cache_loop_converts_and_equals_generate():
     for ids, mask in prompts:
         lengths_seen.add(generate(lm, ids, mask, max_new_tokens=5, eos_token_id=ends).shape[1] - ids.shape[1])
     assert min(lengths_seen) < 5, "no batch stopped early"
+
+
+def test_task_inputs_search_stopping_rows_with_several_returned_sequences():
+    """With num_return_sequences the generator gives prompts × returned rows; the search for
+    rows that stop early reads each prompt's best one (it failed on the row count)."""
+    lm = tiny_llama(eos_token_id=7)
+    generator = TextGenerator(lm, generation_settings(lm, max_new_tokens=5, num_beams=3, num_return_sequences=2,
+                                                      eos_token_id=[7, 9, 13]))
+    sets = fxport.tasks.generation_inputs(generator)
+    names = [input_set.name for input_set in sets]
+    assert any(name.startswith("rows stopping at steps") for name in names), names
+    for input_set in sets:
+        ids, mask = input_set.args
+        with torch.no_grad():
+            assert generator(ids, mask).shape[0] == 2 * ids.shape[0]
