@@ -50,8 +50,7 @@ def _hoist_out_of(body, graph, loop) -> int:
     for node in list(body):
         outputs_stay = any(output in body_outputs for output in node.outputs)
         reads_body = any(value is not None and (value in owned) for value in node.inputs)
-        if node.op_type in SAFE_TO_HOIST and node.domain in ("", "ai.onnx") and not outputs_stay and not reads_body \
-                and not any(attribute.type.name.startswith("GRAPH") for attribute in node.attributes.values()):
+        if node.op_type in SAFE_TO_HOIST and node.domain in ("", "ai.onnx") and not outputs_stay and not reads_body:
             body.remove(node)
             graph.insert_before(loop, node)
             moved += 1

@@ -223,12 +223,16 @@ def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
     assert min(lengths_seen) < settings["max_new_tokens"]
 
 
-def test_generate_setting_without_onnx_form_is_refused_at_the_users_call():
-    model = GenerateInForward(tiny_llama(), max_new_tokens=4, no_repeat_ngram_size=2).eval()
+@pytest.mark.parametrize("setting, said", [
+    (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size=2"),  # no ONNX form
+    (dict(do_sample=True, top_k=5), "sampling_draws"),  # sampling without the draws as an input
+], ids=["no-onnx-form", "sampling-without-draws"])
+def test_generate_setting_without_onnx_form_is_refused_at_the_users_call(setting, said):
+    model = GenerateInForward(tiny_llama(), max_new_tokens=4, **setting).eval()
     with pytest.raises(fxport.ConversionError) as refused:
         fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
     message = str(refused.value)
-    assert "no_repeat_ngram_size=2" in message and "\n" not in message
+    assert said in message and "\n" not in message
     assert line_of(__file__, "return self.lm.generate(") in message
 
 
@@ -483,15 +487,6 @@ def test_sampling_generate_in_forward_converts_with_the_draws_an_input():
     assert min(lengths_seen) < 6, "no batch stopped early"
 
 
-def test_sampling_without_draws_is_refused_at_the_users_call():
-    model = GenerateInForward(tiny_llama(), max_new_tokens=4, do_sample=True, top_k=5).eval()
-    with pytest.raises(fxport.ConversionError) as refused:
-        fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
-    message = str(refused.value)
-    assert "sampling_draws" in message and "\n" not in message
-    assert line_of(__file__, "return self.lm.generate(") in message
-
-
 @pytest.mark.slow
 def test_cli_task_sampling_flags_make_random_draws_an_input(tmp_path):
     """--do-sample --top-k --temperature: the file takes random_draws (batch, max new tokens) and
@@ -504,6 +499,7 @@ def test_cli_task_sampling_flags_make_random_draws_an_input(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     built = json.loads(result.stdout)["task"]["built"]
     assert built.startswith("sampling from random_draws (temperature 0.9, top_k 12)"), built
+    assert op_counts(onnx.load(out)).get("Loop") == 1
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     assert [(i.name, i.shape) for i in session.get_inputs()][2] == ("random_draws", ["batch", 5])
     for seed, (batch, length) in enumerate([(1, 4), (3, 7), (2, 1)], start=80):

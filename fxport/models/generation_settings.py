@@ -128,8 +128,7 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         if overrides.get(name) is not None:
             raise UsageError(f"generate(): {name}= has no ONNX form in fxport's generator",
                              hint=f"call generate() without {name}=")
-    config = _resolved_config(model, generation_config)
-    global_defaults = config._get_default_generation_params()
+    config, global_defaults = _resolved_config(model, generation_config)
     try:
         unknown = config.update(**overrides)
         config.validate(strict=True)
@@ -190,15 +189,16 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
     )
 
 
-def _resolved_config(model: torch.nn.Module, generation_config: Any):
-    """The generation config ``generate()`` starts from (``_prepare_generation_config``): the one
-    given (or a default one), its unset values taken from the model's, then from transformers'
-    global defaults (``top_k`` 50, ``temperature`` 1.0, …); keyword arguments go on top."""
+def _resolved_config(model: torch.nn.Module, generation_config: Any) -> tuple[Any, dict[str, Any]]:
+    """The generation config ``generate()`` starts from (``_prepare_generation_config``) and
+    transformers' global defaults: the config given (or a default one), its unset values taken
+    from the model's, then from those defaults (``top_k`` 50, ``temperature`` 1.0, …); keyword
+    arguments go on top."""
     from transformers import GenerationConfig
 
     base = GenerationConfig() if generation_config is None else generation_config
     config = base.__class__.from_dict(base.to_dict())
-    if generation_config is None or generation_config is not model.generation_config:
-        config.update(**model.generation_config.to_dict(), defaults_only=True, allow_custom_entries=True)
-    config.update(**config._get_default_generation_params(), defaults_only=True)
-    return config
+    config.update(**model.generation_config.to_dict(), defaults_only=True, allow_custom_entries=True)
+    global_defaults = config._get_default_generation_params()
+    config.update(**global_defaults, defaults_only=True)
+    return config, global_defaults

@@ -45,16 +45,12 @@ def _register_transformers_caches() -> None:
             raise ValueError("a DynamicCache with layers other than initialized DynamicLayers")
         return [layer.keys for layer in layers] + [layer.values for layer in layers], len(layers)
 
-    def flatten_with_keys(cache):
-        values, context = flatten(cache)
-        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
-
     def unflatten(values, count):
         cache = DynamicCache()
         cache.layers = [_dynamic_layer(DynamicLayer, k, v) for k, v in zip(values[:count], values[count:])]
         return cache
 
-    pytree.register_pytree_node(DynamicCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+    pytree.register_pytree_node(DynamicCache, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
                                 serialized_type_name="transformers.cache_utils.DynamicCache")
     _register_encoder_decoder_cache()
     _register_static_cache()
@@ -78,10 +74,6 @@ def _register_encoder_decoder_cache() -> None:
             raise ValueError("an EncoderDecoderCache of caches other than DynamicCache")
         return own + cross, (len(own), own_spec, cross_spec, tuple(sorted(cache.is_updated.items())))
 
-    def flatten_with_keys(cache):
-        values, context = flatten(cache)
-        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
-
     def unflatten(values, context):
         count, own_spec, cross_spec, updated = context
         cache = EncoderDecoderCache.__new__(EncoderDecoderCache)  # __init__ would ask each layer's length again
@@ -90,7 +82,7 @@ def _register_encoder_decoder_cache() -> None:
         cache.is_updated = dict(updated)
         return cache
 
-    pytree.register_pytree_node(EncoderDecoderCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+    pytree.register_pytree_node(EncoderDecoderCache, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
                                 serialized_type_name="transformers.cache_utils.EncoderDecoderCache")
 
 
@@ -114,10 +106,6 @@ def _register_static_cache() -> None:
         leaves = [tensor for layer in layers for tensor in (layer.keys, layer.values, layer.cumulative_length)]
         return leaves, len(layers)
 
-    def flatten_with_keys(cache):
-        values, context = flatten(cache)
-        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
-
     def unflatten(values, count):
         from transformers.cache_utils import Cache
 
@@ -125,7 +113,7 @@ def _register_static_cache() -> None:
         Cache.__init__(cache, layers=[_static_layer(*values[3 * i: 3 * i + 3]) for i in range(count)])
         return cache
 
-    pytree.register_pytree_node(StaticCache, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+    pytree.register_pytree_node(StaticCache, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
                                 serialized_type_name="transformers.cache_utils.StaticCache")
 
 
@@ -141,6 +129,16 @@ def _static_layer(keys, values, filled):
     layer.dtype, layer.device = keys.dtype, keys.device
     layer.is_initialized = True
     return layer
+
+
+def _numbered(flatten):
+    """``flatten`` with each leaf keyed by its position (the keyed flatten pytree asks for)."""
+
+    def flatten_with_keys(cache):
+        values, context = flatten(cache)
+        return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
+
+    return flatten_with_keys
 
 
 def _dynamic_layer(layer_class, keys, values):
