@@ -24,6 +24,19 @@ changing what is computed (each equals torchvision's function on every input):
   runs; with no boxes it gives (0, K, 4) where torchvision gives (0, 4K), and every
   torchvision caller reshapes both to the same (0, 4).
 - ``_topk_min`` takes ``min(k, size)`` in Python; the patch uses ``torch.sym_min``.
+- ``paste_masks_in_image`` (Mask R-CNN) loops over the detected boxes in Python, resizing each
+  mask to its box with ``interpolate`` and writing it into a blank image. The patch pastes all
+  masks at once: each box's resize is a row and a column matrix of bilinear weights (torch's
+  ``align_corners=False`` source index, clamped as torch clamps it, zero outside the box), so
+  the pasted masks are ``rows @ mask @ columns.T`` — two batched ``MatMul``s, equal to the loop
+  up to float32 rounding.
+- ``heatmaps_to_keypoints`` (Keypoint R-CNN) loops over the detected boxes in Python, resizing
+  each box's heatmaps to the box's size (``bicubic``, a size read with ``.item()``) and taking
+  each keypoint's arg-max. The patch resizes all boxes' heatmaps at once with bicubic weight
+  matrices (torch's coefficients, ``A = -0.75``, clamped source indices), to the largest box's
+  size, with the pixels outside each box at ``-inf``; arg-max, keypoint coordinates and scores
+  then follow torchvision's arithmetic. Cost: ``boxes × keypoints × max height × max width``
+  floats at once, where the loop holds one box's maps.
 - ``GeneralizedRCNNTransform`` compares image sizes in Python (``min(h, w)`` in
   ``_resize_image_and_masks``, ``max`` over the images in ``batch_images``), which bakes the
   example's aspect ratio and the larger image into the file; the patches compute the scale and
@@ -47,6 +60,105 @@ import fxport
 from fxport.rewrites._helpers import const_like, ints
 
 _INT64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+def bilinear_paste_weights(start, end, image_size, mask_size: int):
+    """Per box, the (image_size, mask_size) matrix that resizes a mask_size-long side to the
+    box's pixels ``start..end`` (inclusive, int64) the way ``F.interpolate(mode="bilinear",
+    align_corners=False)`` does, with zero rows for the image's pixels outside the box.
+
+        >>> w = bilinear_paste_weights(torch.tensor([1]), torch.tensor([2]), 4, 2)
+        >>> w[0].tolist()
+        [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
+    """
+    length = (end - start + 1).clamp(min=1)
+    pixel = torch.arange(image_size, device=start.device)[None, :]
+    inside = (pixel >= start[:, None]) & (pixel <= end[:, None])
+    scale = mask_size / length.to(torch.float32)  # torch: (float) input size / output size
+    source = ((pixel - start[:, None]).to(torch.float32) + 0.5) * scale[:, None] - 0.5
+    source = source.clamp(min=0)
+    low = source.floor().clamp(max=mask_size - 1)
+    weight_high = (source - low).clamp(0, 1)
+    high = (low + 1).clamp(max=mask_size - 1)
+    index = torch.arange(mask_size, device=start.device).to(torch.float32)
+    weights = ((index == low[..., None]) * (1 - weight_high)[..., None]
+               + (index == high[..., None]) * weight_high[..., None])
+    return weights * inside[..., None]
+
+
+def _cubic_near(x, a: float = -0.75):
+    """torch's ``cubic_convolution1``: the weight of a source pixel within 1 of the point."""
+    return ((a + 2) * x - (a + 3)) * x * x + 1
+
+
+def _cubic_far(x, a: float = -0.75):
+    """torch's ``cubic_convolution2``: the weight of a source pixel 1 to 2 from the point."""
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+
+def bicubic_resize_weights(lengths, max_length, source_size: int):
+    """Per row of ``lengths`` (int64), the (max_length, source_size) matrix that resizes a
+    source_size-long side to ``length`` pixels like ``F.interpolate(mode="bicubic",
+    align_corners=False)``; rows past the length are zero.
+
+        >>> w = bicubic_resize_weights(torch.tensor([4]), 4, 4)
+        >>> torch.allclose(w[0], torch.eye(4))
+        True
+    """
+    pixel = torch.arange(max_length, device=lengths.device)[None, :]
+    scale = source_size / lengths.to(torch.float32)
+    source = scale[:, None] * (pixel.to(torch.float32) + 0.5) - 0.5
+    base = source.floor()
+    fraction = source - base
+    coefficients = (_cubic_far(fraction + 1), _cubic_near(fraction), _cubic_near(1 - fraction),
+                    _cubic_far(2 - fraction))
+    index = torch.arange(source_size, device=lengths.device).to(torch.float32)
+    weights = sum((index == (base + (tap - 1)).clamp(0, source_size - 1)[..., None]) * weight[..., None]
+                  for tap, weight in enumerate(coefficients))
+    return weights * (pixel < lengths[:, None])[..., None]
+
+
+def heatmaps_to_keypoints_vectorised(maps, rois):
+    """torchvision's ``heatmaps_to_keypoints`` for all boxes at once: (N, K, S, S) heatmaps and
+    (N, 4) boxes to (N, K, 3) keypoints (x, y, 1) and (N, K) scores."""
+    offset_x, offset_y = rois[:, 0], rois[:, 1]
+    widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+    heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+    map_widths = widths.ceil().to(torch.int64)
+    map_heights = heights.ceil().to(torch.int64)
+    one = torch.ones(1, dtype=torch.int64, device=rois.device)
+    width_tensor = torch.cat([map_widths, one]).max()  # arithmetic on it: torch.onnx cannot
+    max_width = width_tensor.item()                    # take % of a symbolic scalar
+    max_height = torch.cat([map_heights, one]).max().item()
+    torch._check(max_width >= 1)
+    torch._check(max_height >= 1)
+    rows = bicubic_resize_weights(map_heights, max_height, maps.shape[2])
+    columns = bicubic_resize_weights(map_widths, max_width, maps.shape[3])
+    resized = rows[:, None] @ maps @ columns[:, None].transpose(2, 3)
+    inside = ((torch.arange(max_height, device=rois.device)[None, :, None] < map_heights[:, None, None])
+              & (torch.arange(max_width, device=rois.device)[None, None, :] < map_widths[:, None, None]))
+    resized = torch.where(inside[:, None], resized, float("-inf")).flatten(2)
+    scores, position = resized.max(dim=2)
+    x_int = position % width_tensor
+    y_int = torch.div(position - x_int, width_tensor, rounding_mode="floor")
+    x = (x_int.to(torch.float32) + 0.5) * (widths / map_widths)[:, None]
+    y = (y_int.to(torch.float32) + 0.5) * (heights / map_heights)[:, None]
+    keypoints = torch.stack([x + offset_x[:, None], y + offset_y[:, None], torch.ones_like(x)], dim=2)
+    return keypoints, scores
+
+
+def paste_masks_vectorised(masks, boxes, img_shape, padding: int = 1):
+    """torchvision's ``paste_masks_in_image`` for all boxes at once: (N, 1, M, M) masks and
+    (N, 4) boxes to (N, 1, H, W) image masks."""
+    from torchvision.models.detection import roi_heads
+
+    masks, scale = roi_heads.expand_masks(masks, padding=padding)
+    boxes = roi_heads.expand_boxes(boxes, scale).to(dtype=torch.int64)
+    image_height, image_width = img_shape
+    size = masks.shape[-1]
+    rows = bilinear_paste_weights(boxes[:, 1], boxes[:, 3], image_height, size)
+    columns = bilinear_paste_weights(boxes[:, 0], boxes[:, 2], image_width, size)
+    return (rows @ masks[:, 0] @ columns.transpose(1, 2))[:, None]
 #: torchvision's batched_nms offsets boxes per class (the "coordinate trick") up to this many
 #: coordinates on CPU and runs NMS per class above it (torchvision/ops/boxes.py).
 _TRICK_MAX_NUMEL = 4000
@@ -169,6 +281,18 @@ if "torchvision" in sys.modules:
         return torch.stack([
             torch.nn.functional.pad(image, (0, width - image.shape[-1], 0, height - image.shape[-2]))
             for image in images])
+
+    @fxport.patch("torchvision.models.detection.transform.paste_masks_in_image",
+                  name="paste-masks-vectorised", priority=fxport.BUILTIN_PRIORITY)
+    def paste_masks_in_image(masks, boxes, img_shape, padding=1):
+        """Mask R-CNN's mask pasting without the Python loop over the detected boxes."""
+        return paste_masks_vectorised(masks, boxes, img_shape, padding)
+
+    @fxport.patch("torchvision.models.detection.roi_heads.heatmaps_to_keypoints",
+                  name="heatmaps-to-keypoints-vectorised", priority=fxport.BUILTIN_PRIORITY)
+    def heatmaps_to_keypoints(maps, rois):
+        """Keypoint R-CNN's keypoint decoding without the Python loop over the detected boxes."""
+        return heatmaps_to_keypoints_vectorised(maps, rois)
 
     @fxport.patch("torchvision.models.detection._utils._topk_min", name="detection-topk-min-symbolic",
                   priority=fxport.BUILTIN_PRIORITY)

@@ -18,19 +18,43 @@ IMAGE_DIMS = {f"image{i}": {1: Dim(f"height{i}", min=32, max=512), 2: Dim(f"widt
               for i in range(2)}
 
 
-def seeded(build, **kwargs):
+def seeded(build, calibrate_backbone: bool = False, **kwargs):
     """The model with seeded random weights; the heads' layers (initialised with std 0.01, so
     every score of an untrained model ties with every other) re-drawn with a wider spread, so
-    that scores, and with them NMS and the order of detections, are well defined."""
+    that scores, and with them NMS and the order of detections, are well defined.
+
+    ``calibrate_backbone``: a deep backbone's untrained batch norms (mean 0, variance 1) let
+    activations grow to 1e8 over ResNet-50's blocks, and every proposal is then dropped; its
+    statistics are set from a few random images first, and only layers outside the backbone
+    are re-drawn."""
     torch.manual_seed(0)
     model = build(weights=None, weights_backbone=None, **kwargs).eval()
+    spread = 1.0 if calibrate_backbone else 2.0
+    if calibrate_backbone:
+        _calibrate_batch_norms(model.backbone)
     with torch.no_grad():
-        for layer in model.modules():
+        for name, layer in model.named_modules():
+            if calibrate_backbone and name.startswith("backbone"):
+                continue
             if isinstance(layer, (nn.Conv2d, nn.Linear)) and float(layer.weight.std()) < 0.05:
-                layer.weight.normal_(0.0, 0.5 / layer.weight[0].numel() ** 0.5 * 4)
+                layer.weight.normal_(0.0, spread / layer.weight[0].numel() ** 0.5)
                 if layer.bias is not None:
                     layer.bias.normal_(0.0, 0.5)
     return model
+
+
+def _calibrate_batch_norms(backbone: nn.Module, batches: int = 3) -> None:
+    """Batch-norm running statistics from random normalised images (cumulative average)."""
+    generator = torch.Generator().manual_seed(2)
+    for layer in backbone.modules():
+        if isinstance(layer, nn.BatchNorm2d):
+            layer.reset_running_stats()
+            layer.momentum = None
+    backbone.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            backbone(torch.randn(2, 3, 128, 160, generator=generator))
+    backbone.eval()
 
 
 class _Detector(nn.Module):
@@ -39,12 +63,13 @@ class _Detector(nn.Module):
     example_dynamic_shapes = IMAGE_DIMS
     builder = ""
     options: dict = {}
+    calibrate_backbone = False
 
     def __init__(self):
         super().__init__()
         from torchvision.models import detection
 
-        self.model = seeded(getattr(detection, self.builder), **self.options)
+        self.model = seeded(getattr(detection, self.builder), self.calibrate_backbone, **self.options)
         self.eval()
 
     def forward(self, image0, image1):
@@ -82,21 +107,25 @@ _ONE_STAGE = dict(min_size=128, max_size=160, score_thresh=0.0, detections_per_i
 class RetinaNet(_Detector):
     builder = "retinanet_resnet50_fpn"
     options = _ONE_STAGE
+    calibrate_backbone = True
 
 
 class FCOS(_Detector):
     builder = "fcos_resnet50_fpn"
     options = _ONE_STAGE
+    calibrate_backbone = True
 
 
 class MaskRCNN(_Detector):
     builder = "maskrcnn_resnet50_fpn"
     options = _SMALL
+    calibrate_backbone = True
 
 
 class KeypointRCNN(_Detector):
     builder = "keypointrcnn_resnet50_fpn"
     options = _SMALL
+    calibrate_backbone = True
 
 
 class VideoR3D(nn.Module):

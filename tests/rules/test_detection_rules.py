@@ -79,3 +79,70 @@ def test_multiscale_roi_align_equals_eager_on_any_number_of_boxes_across_levels(
         module, example, dynamic_shapes={"a": None, "b": None, "boxes": {0: "n"}},
         inputs=[(a, b, boxes(n)) for n in (0, 1, 2, 11)], expect_fired=["multiscale-roi-align-symbolic"])
     assert op_counts(check.result.model).get("RoiAlign") == 2
+
+
+class PasteMasks(torch.nn.Module):
+    """Mask R-CNN's last step: (N, 1, M, M) mask probabilities pasted into the image's size."""
+
+    def forward(self, masks, boxes, image):
+        from torchvision.models.detection import transform
+        return transform.paste_masks_in_image(masks, boxes, image.shape[-2:])
+
+
+def mask_case(n: int, height: int, width: int, seed: int):
+    """Boxes as Mask R-CNN hands them over: clipped to the image, some touching its borders,
+    one thinner than a pixel."""
+    g = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=g) * torch.tensor([width, height]) * 1.1 - 5
+    size = torch.rand(n, 2, generator=g) * torch.tensor([width, height]) * 0.6
+    boxes = torch.cat([corner, corner + size], dim=1)
+    if n > 2:
+        boxes[0] = torch.tensor([2.0, 3.0, 2.3, 3.1])
+        boxes[1] = torch.tensor([0.0, 0.0, width + 9.0, height + 9.0])
+    boxes = torchvision.ops.clip_boxes_to_image(boxes, (height, width))
+    return torch.rand(n, 1, 28, 28, generator=g), boxes, torch.zeros(3, height, width)
+
+
+def test_mask_pasting_equals_eager_for_any_box_count_and_image_size():
+    module = PasteMasks()
+    cases = [mask_case(n, h, w, seed) for seed, (n, h, w) in
+             enumerate([(0, 40, 50), (1, 17, 9), (2, 64, 64), (12, 70, 45), (30, 120, 160)])]
+    check = fxport.testing.assert_rule_converts(
+        module, mask_case(5, 48, 56, 99),
+        dynamic_shapes={"masks": {0: "n"}, "boxes": {0: "n"}, "image": {1: "height", 2: "width"}},
+        inputs=cases, atol=1e-5, expect_fired=["paste-masks-vectorised"])
+    assert op_counts(check.result.model).get("MatMul") == 2
+    assert "Loop" not in op_counts(check.result.model)
+
+
+class Keypoints(torch.nn.Module):
+    """Keypoint R-CNN's decoding of (N, K, S, S) heatmaps inside (N, 4) boxes."""
+
+    def forward(self, maps, rois):
+        from torchvision.models.detection import roi_heads
+        return roi_heads.heatmaps_to_keypoints(maps, rois)
+
+
+def keypoint_case(n: int, seed: int, keypoints: int = 5, size: int = 28):
+    """Boxes from under a pixel (clamped to 1) to larger than the heatmap, both ways."""
+    g = torch.Generator().manual_seed(seed)
+    corner = torch.rand(n, 2, generator=g) * 80
+    extent = torch.rand(n, 2, generator=g) * torch.tensor([90.0, 50.0])
+    rois = torch.cat([corner, corner + extent], dim=1)
+    if n > 2:
+        rois[0] = torch.tensor([3.0, 4.0, 3.5, 4.2])
+        rois[1] = torch.tensor([1.0, 2.0, 61.0, 2.5])
+    return torch.randn(n, keypoints, size, size, generator=g), rois
+
+
+def test_keypoint_decoding_equals_eager_for_any_box_count_and_box_size():
+    module = Keypoints()
+    cases = [keypoint_case(n, seed) for seed, n in enumerate([0, 1, 2, 9, 25])]
+    check = fxport.testing.assert_rule_converts(
+        module, keypoint_case(6, 99), dynamic_shapes={"maps": {0: "n"}, "rois": {0: "n"}},
+        inputs=cases, atol=1e-4, expect_fired=["heatmaps-to-keypoints-vectorised"])
+    assert "Loop" not in op_counts(check.result.model)
+    for case in cases[1:]:  # the arg-max landed on the same heatmap pixel: coordinates exact
+        eager_keypoints, _ = module(*case)
+        onnx_keypoints = torch.from_numpy(fxport.testing.run_onnx(check.result.model, case)[0])
+        assert torch.equal(eager_keypoints, onnx_keypoints)
