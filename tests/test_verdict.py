@@ -100,3 +100,27 @@ def test_user_tolerances_keep_fixed_bounds_without_the_float64_judge(converted):
     with pytest.raises(fxport.VerificationError):
         verify_model(model, result.model, [example], dynamic_axes={0: {0: "batch", 1: "n"}}, generate=False,
                      atol=1e-6, rtol=1e-6)
+
+
+def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipped(converted, monkeypatch):
+    """The reference only judges sets whose fixed tolerances failed; when it is stopped (a big
+    model's perturbed float64 runs on a loaded machine), the set must stay failed: skipping it
+    would let a wrong file pass on the sets fxport made up."""
+    import time
+
+    import fxport.verify
+    from fxport.reference import Float64Reference
+
+    model, result = converted
+    mutant = _wrong_constant(onnx.ModelProto.FromString(result.model.SerializeToString()))
+    monkeypatch.setattr(fxport.verify, "SECONDS", 0.3)
+    monkeypatch.setattr(fxport.verify, "REFERENCE_SLOWDOWN", 1)
+    monkeypatch.setattr(Float64Reference, "run", lambda self, inputs: time.sleep(30))
+    example = InputSet((torch.rand(4, 1000) + 0.1, torch.tensor(3)))
+    with pytest.raises(fxport.VerificationError) as info:
+        verify_model(model, mutant, [example], dynamic_axes={0: {0: "batch", 1: "n"}})
+    generated = info.value.report[1:]
+    assert generated and not any(row.skipped for row in generated)
+    nonempty = [row for row in generated if "=0" not in row.name]  # batch 0 / n 0: nothing to differ
+    assert nonempty and all(not row.passed and "float64 reference was stopped" in row.note
+                            for row in nonempty), [(row.name, row.passed, row.note) for row in nonempty]
