@@ -1,4 +1,5 @@
-"""``any()`` of an empty tensor is False: ``aten::any``, ``aten::any.dim``, ``aten::any.dims``.
+"""Reductions over an empty slice answer as torch does: ``any()`` is False (``aten::any``,
+``aten::any.dim``, ``aten::any.dims``), ``mean()`` is NaN (``aten::mean``, ``aten::mean.dim``).
 
 The stock translation (onnxscript's torch_lib) computes ``Cast(ReduceMax(Cast(x, int64)), bool)``.
 ONNX defines ``ReduceMax`` over an empty set as the lowest value of the type, which casts to
@@ -7,6 +8,13 @@ a decoding loop's ``if not unfinished.any(): break`` ran every step at batch 0 (
 generation sweep's verification, Falcon). These rules count the true elements instead
 (``ReduceSum`` of the int64 flags, > 0): an empty slice sums to 0, so False. Exact.
 (``all()`` needs no rule: ``ReduceMin`` of an empty set is the highest value, True as torch.)
+
+ONNX Runtime's ``ReduceMean`` of an empty set is 0; torch's mean is 0/0 = NaN. So
+``if h.mean() < 1.0:`` at batch 0 took the branch in the file and not in eager (found by the
+fuzzer once a loop's output length showed its trip count). The mean rules keep ``ReduceMean``
+and select NaN where the input has no elements; when every reduced axis has a static non-zero
+size (a feature axis: ``x.pow(2).mean(-1)`` of an RMS norm) they are the plain ``ReduceMean``,
+so ONNX Runtime's norm fusions still see it. Exact.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from fxport.rewrites._helpers import ints, norm_dim, rank
+from fxport.rewrites._helpers import ints, is_float, norm_dim, rank
 
 
 def _any(x, axes: list[int], keepdim: bool):
@@ -49,3 +57,44 @@ def any_dims(self, dim=None, keepdim: bool = False):
         return op.Cast(self, to=ir.DataType.BOOL)
     axes = sorted({norm_dim(d, self) for d in dim}) if dim else []
     return _any(self, axes, keepdim)
+
+
+# torch ScalarType codes (c10/core/ScalarType.h) → ONNX element types, for mean's ``dtype``.
+_SCALAR_TYPES = {5: ir.DataType.FLOAT16, 6: ir.DataType.FLOAT, 7: ir.DataType.DOUBLE,
+                 15: ir.DataType.BFLOAT16}
+
+
+def _mean(self, axes: list[int], keepdim: bool, dtype):
+    """ReduceMean of ``self`` over ``axes`` (empty: all), NaN where ``self`` has no elements."""
+    r = rank(self)  # of the rule's input: an intermediate value (the cast) carries no shape
+    reduced = [self.shape[axis] for axis in (axes or range(r))]
+    never_empty = all(isinstance(size, int) and size > 0 for size in reduced)
+    x = self
+    if dtype is not None and dtype != -1:  # the exporter passes an ONNX DataType (or a torch code)
+        x = op.Cast(self, to=dtype if isinstance(dtype, ir.DataType) else _SCALAR_TYPES[dtype])
+    elif not is_float(self):
+        never_empty = True  # integer means are refused by torch; leave them to ReduceMean
+    if r == 0:
+        return x
+    keep = 1 if keepdim else 0
+    mean = op.ReduceMean(x, ints(*axes), keepdims=keep) if axes else op.ReduceMean(x, keepdims=keep)
+    if never_empty:
+        return mean  # no reduced slice can be empty
+    # a reduced slice is empty only if the input is; an empty input with a non-empty reduced
+    # slice has an empty output, which the select leaves empty
+    empty = op.Equal(op.Size(self), op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64)))
+    return op.Where(empty, op.CastLike(op.Constant(value_float=float("nan")), mean), mean)
+
+
+@fxport.onnx_op("aten::mean", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def mean_all(self, dtype=None):
+    """Mean of all elements; NaN for an empty tensor, as torch (ONNX Runtime's ReduceMean gives 0)."""
+    return _mean(self, [], keepdim=False, dtype=dtype)
+
+
+@fxport.onnx_op("aten::mean.dim", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def mean_dim(self, dim=None, keepdim: bool = False, dtype=None):
+    """Mean over ``dim`` (all when None or empty); NaN for an empty slice, as torch."""
+    dims = [dim] if isinstance(dim, int) else list(dim or [])
+    axes = sorted({norm_dim(d, self) for d in dims}) if rank(self) else []
+    return _mean(self, axes, keepdim, dtype)

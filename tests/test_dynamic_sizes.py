@@ -176,7 +176,8 @@ def test_cli_headline_converts_correctly_and_verifies_batch_one(tmp_path):
     assert result.exit_code == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert {"size[batch=1]", "size[batch=0]"} <= {row["name"] for row in data["verification"]}
-    assert [r["rule"] for r in data["rewrites"]] == ["if-to-where"]
+    # the mean over the dynamic batch keeps torch's NaN on an empty batch (rewrites/empty_reductions.py)
+    assert [r["rule"] for r in data["rewrites"]] == ["if-to-where", "aten::mean.dim"]
     import onnx
 
     model = onnx.load(str(out))

@@ -12,6 +12,14 @@ through branches and loops, reductions, elementwise math that can yield inf/nan 
 path, and calls into submodules (a Linear, and a user module with its own data-dependent
 branch).
 
+State that grows (issue 26): a tensor grown by ``torch.cat`` along axis 0 or 1 — one or more
+rows/columns a step, pieces sliced by the loop counter (``g[:, :i + 1]``), growth inside a
+branch of the body, a second tensor growing along the other axis, the grown tensor read back
+sliced by the counter — in ``for i in range(int(n))`` loops with ``break`` and in ``while``
+loops on a tensor condition, as a statement or returned (an output whose length the loop
+decides); and lists appended to in such loops, indexed (``parts[-1]``, ``parts[i]``) and
+measured with ``len()`` inside and after the loop, stacked or concatenated.
+
 Programs are drawn from hypothesis strategies, so a failing program shrinks to a minimal one.
 Their source is real Python written to a file, because fxport converts the model's own source.
 
@@ -166,6 +174,8 @@ def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list
     kinds = ["assign", "assign", "write_column", "count", "in_place", "in_place"]
     if depth < MAX_DEPTH:
         kinds += ["if", "if_else", "elif", "for_n", "while_n", "while_cond", "for_dim", "for_static"]
+    if depth == 0:  # a loop whose state grows (not nested: fxport refuses that, documented)
+        kinds += ["grown"]
     if in_loop:
         kinds += ["break", "continue", "return"]
     kind = draw(st.sampled_from(kinds))
@@ -177,6 +187,8 @@ def statement(draw, scope: Scope, depth: int = 0, in_loop: bool = False) -> list
         return [f"{target} = {target}.clone()", f"{target}[:, {column}] = ({draw(expression(scope))})[:, 0]"]
     if kind == "in_place":  # mutation is state: the write must survive the branch or loop
         return draw(in_place_write(scope, target))
+    if kind == "grown":
+        return draw(grown_tensor_loop(scope, final=False))
     if kind == "count":  # a Python int carried through branches and loops
         return ["steps = steps + 1"]
     if kind in ("break", "continue"):
@@ -230,10 +242,145 @@ def in_place_write(draw, scope: Scope, target: str) -> list[str]:
     ]))
 
 
+#: Pieces a grown tensor takes per step, by the axis it grows along (``{b}`` an operand, ``{upto}``
+#: the loop counter + 1): one or more rows/columns, a slice by the loop counter (a different
+#: size each step), a reduction, and a function of the grown tensor's own last entry.
+GROWN_PIECES = {
+    1: ["{b}[:, :1]", "{b}[:, 1:3]", "{b}.sum(dim=-1, keepdim=True)", "{b}[:, :{upto}]",
+        "torch.tanh(acc[:, -1:])"],
+    0: ["{b}[:1]", "{b}", "{b}.mean(dim=0, keepdim=True)", "{b}[:{upto}]", "torch.tanh(acc[-1:])"],
+}
+#: What a grown tensor starts as, by axis: a copy, like every variable (an in-place write into
+#: ``h`` in the body would change an ``acc`` that is a view of it until ``acc`` is rebound: the
+#: aliasing fxport documents as not carried, docs/control-flow.md "Limitations").
+GROWN_STARTS = {1: ["{a}[:, :1].clone()", "{a}.clone()", "{a}[:, :0].clone()"], 0: ["{a}.clone()", "{a}[:1].clone()"]}
+
+
+@st.composite
+def grown_tensor_loop(draw, scope: Scope, final: bool) -> list[str]:
+    """A loop whose carried tensor ``acc`` grows by ``torch.cat`` along axis 0 or 1 (issue 26).
+
+    A ``for i in range(int(n))`` loop with a ``break`` under a tensor condition, or a ``while``
+    loop on a counter and a tensor condition; one or more rows/columns per step, pieces sliced by
+    the loop counter (``g[:, :i + 1]``), growth inside a branch of the body, a second tensor
+    growing along the other axis, the grown tensor read back sliced by the counter, and other
+    statements in the body. ``final``: the program returns the grown tensor (its length is the
+    trip count the loop decided); otherwise it is folded into ``h`` and the program goes on.
+    """
+    dim = draw(st.sampled_from([1, 0]))
+    loop = draw(st.sampled_from(["for", "while"]))
+    a = draw(operand(scope))
+    upto = "i + 1" if loop == "for" else "k"  # the while counter moves first: k >= 1 in the body
+
+    def piece(choices: list[str]) -> str:
+        return draw(st.sampled_from(choices)).format(b=draw(operand(scope)), upto=upto)
+
+    def grow(in_branch: bool = False) -> str:
+        # in a branch, no piece sliced by the counter or read from acc itself: fxport refuses
+        # those there (docs/reliability.md), and a refused program tests nothing further
+        choices = GROWN_PIECES[dim][:3] if in_branch else GROWN_PIECES[dim]
+        pieces = [piece(choices) for _ in range(draw(st.integers(1, 2)))]  # one or two pieces a step
+        return f"acc = torch.cat([acc, {', '.join(pieces)}], {dim})"
+
+    where = draw(st.sampled_from(["plain", "plain", "branch", "branch_else"]))
+    # no empty start for growth in a branch: fxport refuses that body (docs/reliability.md)
+    starts = GROWN_STARTS[dim] if where == "plain" else [s for s in GROWN_STARTS[dim] if ":0]" not in s]
+    lines = [f"acc = {draw(st.sampled_from(starts)).format(a=a)}"]
+    second = draw(st.booleans())  # a second tensor growing along the other axis
+    if second:
+        lines.append(f"rows = {draw(operand(scope))}[:, :1].clone()" if dim == 0
+                     else f"rows = {draw(operand(scope))}[:1].clone()")
+    if loop == "for":
+        lines.append("for i in range(int(n)):")
+        body = []
+    else:
+        lines += ["k = torch.zeros((), dtype=torch.int64)", f"while (k < n) and ({draw(predicate(scope))}):"]
+        body = ["k = k + 1"]
+    b = draw(operand(scope))
+    body.append(f"{b} = torch.tanh({b}) * 0.9 + {draw(operand(scope))} * 0.1")
+    if draw(st.booleans()):  # other statements (branches, in-place writes, loops) in the body
+        body += draw(block(scope, MAX_DEPTH - 1, True))
+    if where == "plain":
+        body.append(grow())
+    else:  # growth inside a branch of the body (the branches may grow by different sizes)
+        body += [f"if {draw(predicate(scope))}:", f"    {grow(in_branch=True)}"]
+        if where == "branch_else":
+            body += ["else:", f"    {grow(in_branch=True)}"]
+    if second:
+        other = 1 - dim
+        grown = draw(st.sampled_from(GROWN_PIECES[other][:3]))
+        body.append(f"rows = torch.cat([rows, {grown.format(b=draw(operand(scope)), upto=upto)}], {other})")
+    if draw(st.booleans()):  # the grown tensor read back, sliced by the loop counter
+        read = f"acc[:, :{upto}].sum(dim=-1, keepdim=True)" if dim == 1 else f"acc[:{upto}].sum(dim=0)"
+        body.append(f"{draw(operand(scope))} = {draw(operand(scope))} + {read} * 0.1")
+    if loop == "for" or draw(st.booleans()):
+        body += [f"if {draw(predicate(scope))}:", "    break"]
+    lines += indent(body)
+    extra = ", rows" if second else ""
+    if not final:  # the sums keep (batch, 4), also for an acc of no columns
+        folds = {1: "sum(dim=-1, keepdim=True)", 0: "sum(dim=0)"}
+        lines.append(f"h = h + acc.{folds[dim]} * 0.1")
+        return lines + ([f"g = g + rows.{folds[1 - dim]} * 0.1"] if second else [])
+    reduce = "acc.sum(dim=-1) + g.sum(dim=-1)" if dim == 1 else "acc.sum(dim=0) + g.sum(dim=0)"
+    return lines + [draw(st.sampled_from([f"return acc{extra}", f"return acc, (h + g).sum(dim=-1) + steps{extra}",
+                                          f"return {reduce}{extra}"]))]
+
+
+@st.composite
+def grown_list_loop(draw, scope: Scope) -> list[str]:
+    """A list appended to in a data-dependent loop, used as a list (issue 26): indexed
+    (``parts[-1]``, ``parts[i]``) and measured with ``len()`` inside and after the loop, stacked
+    or concatenated (the output's length is the loop's trip count).
+
+    fxport converts indexing after the loop and refuses, in one line, indexing inside the loop
+    and ``len()`` (documented): each program has at most one such use, in one of three.
+    """
+    loop = draw(st.sampled_from(["for", "while"]))
+    a = draw(operand(scope))
+    upto = "i + 1" if loop == "for" else "k"
+    element = draw(st.sampled_from(["same", "same", "prefix"]))  # prefix: a different size each step
+    uses = ["none"] * 5 + ["len_after", "len_break", "len_inside"]
+    if element == "same":  # a list of prefixes is only concatenated
+        uses += ["parts[-1]"] + (["parts[i]"] if loop == "for" else [])
+    use = draw(st.sampled_from(uses))
+    lines = [f"parts = [{a}]" if element == "same" else f"parts = [{a}[:, :1]]"]
+    if loop == "for":
+        lines.append("for i in range(int(n)):")
+        body = []
+    else:
+        lines += ["k = torch.zeros((), dtype=torch.int64)", f"while (k < n) and ({draw(predicate(scope))}):"]
+        body = ["k = k + 1"]
+    if use.startswith("parts["):  # the list indexed inside the loop
+        body.append(f"{a} = {a} + {use} * 0.5")
+    elif use == "len_inside":
+        body.append(f"{a} = {a} * 0.5 + len(parts) * 0.1")
+    body.append(f"{a} = torch.tanh({a}) * 0.9 + {draw(operand(scope))} * 0.1")
+    body.append(f"parts.append({a})" if element == "same" else f"parts.append({a}[:, :{upto}])")
+    if use == "len_break":
+        body += [f"if len(parts) > {draw(st.integers(1, 3))}:", "    break"]
+    elif draw(st.booleans()):
+        body += [f"if {draw(predicate(scope))}:", "    break"]
+    lines += indent(body)
+    if use == "len_after":
+        result = ("torch.cat(parts, dim=1).sum(dim=-1) + len(parts)" if element == "prefix"
+                  else "torch.stack(parts).sum(dim=0) * len(parts)")
+    elif element == "prefix":
+        result = "torch.cat(parts, dim=1)"
+    else:
+        result = draw(st.sampled_from(["torch.stack(parts)", "parts[-1] + parts[0]", "torch.cat(parts, dim=1)",
+                                       "torch.stack(parts)[-1] - g"]))
+    return lines + [f"return {result}"]
+
+
 @st.composite
 def epilogue(draw, scope: Scope) -> list[str]:
     """Optionally a list-append loop, a buffer write loop, or an early return; then the return."""
-    kind = draw(st.sampled_from(["plain", "append", "buffer", "early_return", "append_while", "buffer_while"]))
+    kind = draw(st.sampled_from(["plain", "append", "buffer", "early_return", "append_while", "buffer_while",
+                                 "grown", "grown", "grown_list"]))
+    if kind == "grown":  # the output is the grown tensor: its length is what the loop decided
+        return draw(grown_tensor_loop(scope, final=True))
+    if kind == "grown_list":
+        return draw(grown_list_loop(scope))
     a = draw(operand(scope))
     if kind == "append_while":  # a list grown in a loop on a tensor condition
         combine = draw(st.sampled_from(["torch.stack(outs).sum(dim=0)", "torch.cat(outs).sum()"]))

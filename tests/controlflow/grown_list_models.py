@@ -280,3 +280,19 @@ class IndexOfVaryingRows(nn.Module):
             x = x - 1
             parts.append(x[x > 0])
         return parts[-1]
+
+
+class LenOfGrownListAfterAReturn(nn.Module):
+    """len() of a grown list in the rest of the function after a loop that returns: that rest
+    is a cond branch dynamo traces, where the refusal points at the loop that grew the list."""
+
+    def forward(self, x):
+        while x.sum() > 8.0:
+            x = x - 1
+            if x.sum() < 4.5:
+                return x * 2
+        parts = [x]
+        while x.sum() > 1.0:  # error-line
+            x = x - 1
+            parts.append(x * len(parts))
+        return torch.stack(parts)

@@ -176,6 +176,20 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
     assert f"grown_list_models.py:{line_in_source(cls.forward, '# error-line')}" in message
 
 
+def test_len_of_a_grown_list_in_a_traced_branch_is_refused_in_one_line_at_the_loop():
+    """Inside a body dynamo traces (the rest of the function after a loop that returns) the
+    refusal cannot read the call stack; it names the loop (it was a generic capture failure)."""
+    model = m.LenOfGrownListAfterAReturn()
+    x = torch.full((3,), 3.0)
+    assert model(x).shape == (3, 3)  # eager runs: 9 -> 6, then 3 appends
+    with pytest.raises(ControlFlowError) as info:
+        with convert_control_flow(model):
+            torch.export.export(model, (x,), strict=False)
+    message = str(info.value)
+    assert "\n" not in message and re.search(r"len\(\) of list 'parts' grown in a data-dependent loop", message), message
+    assert f"grown_list_models.py:{line_in_source(model.forward, '# error-line')}" in message
+
+
 @pytest.mark.slow
 def test_end_to_end_convert_verifies_a_list_grown_in_a_while_loop():
     """fxport.convert: captured, lowered, verified on generated sizes (0, 1, 2, ...) and trip counts."""

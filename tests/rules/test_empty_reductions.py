@@ -1,5 +1,6 @@
-"""``any()`` of an empty tensor is False in the file, as in torch (rewrites/empty_reductions.py):
-the stock translation's ReduceMax of an empty set casts to True."""
+"""``any()`` of an empty tensor is False and ``mean()`` NaN in the file, as in torch
+(rewrites/empty_reductions.py): the stock translation's ReduceMax of an empty set casts to True,
+and ONNX Runtime's ReduceMean of one is 0."""
 
 from __future__ import annotations
 
@@ -54,3 +55,42 @@ def test_the_stock_translation_is_wrong_on_an_empty_tensor():
     result = fxport.convert(Reduce(lambda x: x.any()), (example,), dynamic_shapes={"x": {0: "rows"}},
                             disable_rules=("aten::any",), verify=False)
     assert bool(run(result.model, torch.zeros(0, 2, dtype=torch.bool))) is True
+
+
+MEANS = {
+    "mean": lambda x: x.mean(),
+    "mean_dim": lambda x: x.mean(-1),
+    "mean_dim0_keepdim": lambda x: x.mean(0, keepdim=True),
+    "mean_dims": lambda x: x.mean(dim=(0, 1)),
+    "mean_dtype": lambda x: x.mean(dtype=torch.float64),
+    "mean_of_abs": lambda x: x.abs().mean(0),
+}
+
+
+@pytest.mark.parametrize("name", list(MEANS))
+def test_mean_is_nan_on_empty_slices_and_exact_elsewhere(name):
+    fn = MEANS[name]
+    result = fxport.convert(Reduce(fn), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "rows", 1: "columns"}})
+    assert result.verified and any(r.rule.startswith("aten::mean") for r in result.rewrites)
+    draw = torch.Generator().manual_seed(0)
+    for x in [torch.zeros(0, 3), torch.zeros(2, 0), torch.zeros(0, 0), torch.randn(4, 5, generator=draw),
+              torch.randn(1, 1, generator=draw)]:
+        expected = fn(x).numpy()
+        got = run(result.model, x)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, x.shape
+        torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(expected), equal_nan=True)
+
+
+def test_mean_over_static_axes_stays_one_reduce_mean():
+    """No select where no reduced slice can be empty (ONNX Runtime's norm fusions match ReduceMean)."""
+    result = fxport.convert(Reduce(lambda x: x.pow(2).mean(-1, keepdim=True)), (torch.randn(2, 8),),
+                            dynamic_shapes={"x": {0: "rows"}})
+    ops = [node.op_type for node in result.model.graph.node]
+    assert "ReduceMean" in ops and "Where" not in ops, ops
+
+
+def test_the_stock_mean_is_zero_on_an_empty_tensor():
+    """Why the rule exists: without it, the mean of an empty tensor is 0 in the file, not NaN."""
+    result = fxport.convert(Reduce(lambda x: x.mean()), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "rows"}},
+                            disable_rules=("aten::mean",), verify=False)
+    assert float(run(result.model, torch.zeros(0, 3))) == 0.0

@@ -141,21 +141,25 @@ class Appender:
         return self.mode == "rows" or not any(varies(s) for s in self.replay.element.shape)
 
     def __iter__(self):
-        raise ControlFlowError(
-            f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
-            where=here(), hint="stack or concatenate it right after the loop",
-        )
+        self._refuse(f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
+                     "stack or concatenate it right after the loop")
 
     def __bool__(self):
-        raise ControlFlowError(
-            f"truth value of list {self.name!r} grown in a data-dependent loop is not known while exporting",
-            where=here(), hint="make the list non-empty on every path (e.g. append before the break)",
-        )
+        self._refuse(f"truth value of list {self.name!r} grown in a data-dependent loop is not known while exporting",
+                     "make the list non-empty on every path (e.g. append before the break)")
 
     def __len__(self):
-        raise ControlFlowError(
-            f"len() of list {self.name!r} grown in a data-dependent loop is not a Python int while exporting",
-            where=here(), hint=f"use torch.stack({self.name}).shape[0] (or count the appends in a tensor)")
+        self._refuse(f"len() of list {self.name!r} grown in a data-dependent loop is not a Python int while exporting",
+                     f"use torch.stack({self.name}).shape[0] (or count the appends in a tensor)")
+
+    def _refuse(self, what: str, hint: str):
+        """A refusal at the user's line; inside a body dynamo traces (a cond branch after a loop
+        that returns) at the loop that grew the list, whose location is known without reading
+        the call stack (dynamo cannot trace that, and the refusal came out as a generic capture
+        failure)."""
+        if torch.compiler.is_dynamo_compiling():
+            fail(what, self, hint)
+        raise ControlFlowError(what, where=here(), hint=hint)
 
 
 class Replay:
