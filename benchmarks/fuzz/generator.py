@@ -256,6 +256,15 @@ GROWN_PIECES = {
 GROWN_STARTS = {1: ["{a}[:, :1].clone()", "{a}.clone()", "{a}[:, :0].clone()"], 0: ["{a}.clone()", "{a}[:1].clone()"]}
 
 
+def _grown_loop_header(draw, loop: str, scope: "Scope") -> tuple[list[str], list[str]]:
+    """The header of a grown-state loop and its body's first lines: ``for i in range(int(n))``,
+    or a ``while`` on a counter below ``n`` and a drawn tensor predicate (counter stepped first)."""
+    if loop == "for":
+        return ["for i in range(int(n)):"], []
+    return (["k = torch.zeros((), dtype=torch.int64)", f"while (k < n) and ({draw(predicate(scope))}):"],
+            ["k = k + 1"])
+
+
 @st.composite
 def grown_tensor_loop(draw, scope: Scope, final: bool) -> list[str]:
     """A loop whose carried tensor ``acc`` grows by ``torch.cat`` along axis 0 or 1 (issue 26).
@@ -290,12 +299,8 @@ def grown_tensor_loop(draw, scope: Scope, final: bool) -> list[str]:
     if second:
         lines.append(f"rows = {draw(operand(scope))}[:, :1].clone()" if dim == 0
                      else f"rows = {draw(operand(scope))}[:1].clone()")
-    if loop == "for":
-        lines.append("for i in range(int(n)):")
-        body = []
-    else:
-        lines += ["k = torch.zeros((), dtype=torch.int64)", f"while (k < n) and ({draw(predicate(scope))}):"]
-        body = ["k = k + 1"]
+    header, body = _grown_loop_header(draw, loop, scope)
+    lines += header
     b = draw(operand(scope))
     body.append(f"{b} = torch.tanh({b}) * 0.9 + {draw(operand(scope))} * 0.1")
     if draw(st.booleans()):  # other statements (branches, in-place writes, loops) in the body
@@ -344,12 +349,8 @@ def grown_list_loop(draw, scope: Scope) -> list[str]:
         uses += ["parts[-1]"] + (["parts[i]"] if loop == "for" else [])
     use = draw(st.sampled_from(uses))
     lines = [f"parts = [{a}]" if element == "same" else f"parts = [{a}[:, :1]]"]
-    if loop == "for":
-        lines.append("for i in range(int(n)):")
-        body = []
-    else:
-        lines += ["k = torch.zeros((), dtype=torch.int64)", f"while (k < n) and ({draw(predicate(scope))}):"]
-        body = ["k = k + 1"]
+    header, body = _grown_loop_header(draw, loop, scope)
+    lines += header
     if use.startswith("parts["):  # the list indexed inside the loop
         body.append(f"{a} = {a} + {use} * 0.5")
     elif use == "len_inside":
