@@ -10,7 +10,7 @@ Example::
     >>> from examples.gated_mlp import GatedMLP
     >>> result = fxport.convert(GatedMLP(), (torch.full((3, 8), -2.0),), dynamic_shapes={"x": {0: "batch"}})
     >>> result.verified, [r.rule for r in result.rewrites]
-    (True, ['if-to-cond', 'ifexp-to-where', 'aten::max'])
+    (True, ['if-to-cond', 'ifexp-to-where', 'aten::mean', 'aten::max'])
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Example::
 
     >>> d = run_diff("examples/gated_mlp.py:GatedMLP", verify=False)
     >>> [r.rewrite.rule for r in d.rewrites]
-    ['if-to-cond', 'ifexp-to-where', 'aten::max']
+    ['if-to-cond', 'ifexp-to-where', 'aten::mean', 'aten::max']
 """
 
 from __future__ import annotations
