@@ -62,6 +62,21 @@ from fxport.rewrites._helpers import const_like, ints
 _INT64_MAX = 0x7FFFFFFFFFFFFFFF
 
 
+def _source_position(offset, lengths, source_size: int):
+    """torch's ``align_corners=False`` source coordinate of output pixels ``offset`` when a
+    side of ``source_size`` pixels is resized to ``lengths`` (one per row):
+    ``(offset + 0.5) · source_size / length − 0.5`` (torch: (float) input size / output size)."""
+    scale = source_size / lengths.to(torch.float32)
+    return (offset.to(torch.float32) + 0.5) * scale[:, None] - 0.5
+
+
+def _tap_matrix(taps, source_size: int, device):
+    """``Σ weight · one_hot(index)`` over ``(index, weight)`` taps: each output pixel's row of
+    weights over the ``source_size`` source pixels."""
+    index = torch.arange(source_size, device=device).to(torch.float32)
+    return sum((index == tap[..., None]) * weight[..., None] for tap, weight in taps)
+
+
 def bilinear_paste_weights(start, end, image_size, mask_size: int):
     """Per box, the (image_size, mask_size) matrix that resizes a mask_size-long side to the
     box's pixels ``start..end`` (inclusive, int64) the way ``F.interpolate(mode="bilinear",
@@ -74,15 +89,11 @@ def bilinear_paste_weights(start, end, image_size, mask_size: int):
     length = (end - start + 1).clamp(min=1)
     pixel = torch.arange(image_size, device=start.device)[None, :]
     inside = (pixel >= start[:, None]) & (pixel <= end[:, None])
-    scale = mask_size / length.to(torch.float32)  # torch: (float) input size / output size
-    source = ((pixel - start[:, None]).to(torch.float32) + 0.5) * scale[:, None] - 0.5
-    source = source.clamp(min=0)
+    source = _source_position(pixel - start[:, None], length, mask_size).clamp(min=0)
     low = source.floor().clamp(max=mask_size - 1)
     weight_high = (source - low).clamp(0, 1)
     high = (low + 1).clamp(max=mask_size - 1)
-    index = torch.arange(mask_size, device=start.device).to(torch.float32)
-    weights = ((index == low[..., None]) * (1 - weight_high)[..., None]
-               + (index == high[..., None]) * weight_high[..., None])
+    weights = _tap_matrix(((low, 1 - weight_high), (high, weight_high)), mask_size, start.device)
     return weights * inside[..., None]
 
 
@@ -106,16 +117,13 @@ def bicubic_resize_weights(lengths, max_length, source_size: int):
         True
     """
     pixel = torch.arange(max_length, device=lengths.device)[None, :]
-    scale = source_size / lengths.to(torch.float32)
-    source = scale[:, None] * (pixel.to(torch.float32) + 0.5) - 0.5
+    source = _source_position(pixel, lengths, source_size)
     base = source.floor()
     fraction = source - base
     coefficients = (_cubic_far(fraction + 1), _cubic_near(fraction), _cubic_near(1 - fraction),
                     _cubic_far(2 - fraction))
-    index = torch.arange(source_size, device=lengths.device).to(torch.float32)
-    weights = sum((index == (base + (tap - 1)).clamp(0, source_size - 1)[..., None]) * weight[..., None]
-                  for tap, weight in enumerate(coefficients))
-    return weights * (pixel < lengths[:, None])[..., None]
+    taps = [((base + (tap - 1)).clamp(0, source_size - 1), weight) for tap, weight in enumerate(coefficients)]
+    return _tap_matrix(taps, source_size, lengths.device) * (pixel < lengths[:, None])[..., None]
 
 
 def heatmaps_to_keypoints_vectorised(maps, rois):
@@ -159,6 +167,8 @@ def paste_masks_vectorised(masks, boxes, img_shape, padding: int = 1):
     rows = bilinear_paste_weights(boxes[:, 1], boxes[:, 3], image_height, size)
     columns = bilinear_paste_weights(boxes[:, 0], boxes[:, 2], image_width, size)
     return (rows @ masks[:, 0] @ columns.transpose(1, 2))[:, None]
+
+
 #: torchvision's batched_nms offsets boxes per class (the "coordinate trick") up to this many
 #: coordinates on CPU and runs NMS per class above it (torchvision/ops/boxes.py).
 _TRICK_MAX_NUMEL = 4000

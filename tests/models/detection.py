@@ -40,8 +40,7 @@ def seeded(build, calibrate_backbone: bool = False, **kwargs):
                 # box deltas of a trained net are O(1); drawn like the scores over ResNet's
                 # large features they reach 100, and exp(delta) makes the boxes ill-conditioned
                 layer.weight.mul_(0.05)
-                continue
-            if isinstance(layer, (nn.Conv2d, nn.Linear)) and float(layer.weight.std()) < 0.05:
+            elif isinstance(layer, (nn.Conv2d, nn.Linear)) and float(layer.weight.std()) < 0.05:
                 layer.weight.normal_(0.0, spread / layer.weight[0].numel() ** 0.5)
                 if layer.bias is not None:
                     layer.bias.normal_(0.0, 0.5)
