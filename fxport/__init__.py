@@ -46,6 +46,7 @@ _LAZY = {
     "graph_rule": "fxport.rules",
     "onnx_op": "fxport.rules",
     "patch": "fxport.rules",
+    "decision": "fxport.decisions",
 }
 
 
@@ -87,6 +88,7 @@ __all__ = [
     "convert",
     "BUILTIN_PRIORITY",
     "Scope",
+    "decision",
     "graph_rule",
     "onnx_op",
     "patch",

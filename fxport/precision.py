@@ -193,6 +193,7 @@ def verify_at_precision(
     from fxport.verify import Acceptance, verify_model
 
     if precision == "fp16":
+        verify_options = {**verify_options, "program": None}  # the program is float16: no decision replay
         rows = verify_model(module, onnx_model, input_sets,
                             acceptance=Acceptance(tolerance_dtype=torch.float16), **verify_options)
         rows += verify_model(half_copy(module), onnx_model, input_sets, prepare_inputs=half_inputs,

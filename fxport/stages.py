@@ -225,6 +225,7 @@ def verify_options(job: Conversion) -> dict[str, Any]:
         device=job.device, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
         generated_sets=job.generated, notes=job.warnings, atol=options.atol, rtol=options.rtol,
         sort_keys=sorted_output_indices(job.program) if job.program is not None else None,
+        program=job.program,
         on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
     )
 

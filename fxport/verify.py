@@ -51,6 +51,7 @@ from fxport.compare import (  # noqa: F401 - re-exported
 from fxport.compare import to_numpy as _to_numpy
 from fxport.domain import InputDomain
 from fxport.providers import describe_placement, fallback_warning, node_placement, select_providers  # noqa: F401
+from fxport.decisions import DecisionReplay
 from fxport.reference import Float64Reference
 from fxport.eager_limits import SECONDS, EagerRunStopped, terminated_after, time_limit
 from fxport.errors import ConversionError, EagerRunError, VerificationError
@@ -215,6 +216,7 @@ def verify_model(
     on_input_set: Callable[[str], None] | None = None,
     generated_sets: list[InputSet] | None = None,
     sort_keys: frozenset[int] | None = None,
+    program: Any = None,
 ) -> list[VerificationRow]:
     """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
 
@@ -229,6 +231,9 @@ def verify_model(
     :func:`generate_input_sets` result when the caller already drew it (the pipeline reuses it
     for the coverage pass); None draws them here. ``sort_keys``: flat indices of the outputs a
     sort orders (:func:`fxport.ties.sorted_output_indices`), whose tied rows may be paired.
+    ``program``: the exported program the file was lowered from; a set that still fails is
+    judged once more with the decisions (top-k, NMS, thresholds) the file took otherwise on
+    keys within tolerance replayed in it (:mod:`fxport.decisions`).
     """
     acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol, sort_keys=sort_keys)
     runner = OnnxRunner(model, device)
@@ -238,6 +243,8 @@ def verify_model(
                            else generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains))
     module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
     reference = Float64Reference(module_on_device) if _judged_by_noise(acceptance) else None
+    replay = (DecisionReplay(program, model, device)
+              if program is not None and acceptance.min_cosine is None else None)
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []
     for inputs in candidates:
@@ -249,7 +256,7 @@ def verify_model(
             on_input_set(prepared.name)
         try:
             rows.append(verify_one(module_on_device, runner, on_device, acceptance, reference,
-                                   bounded=id(inputs) in generated))
+                                   bounded=id(inputs) in generated, replay=replay))
         except EagerRunStopped as stop:  # a generated set the model may never finish on
             rows.append(skipped_row(prepared, runner.provider, f"skipped: {stop.describe()}"))
             if notes is not None:
@@ -340,10 +347,12 @@ def _float64_truth(reference: Float64Reference, inputs: InputSet, bounded: bool,
 
 def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
                acceptance: Acceptance = Acceptance(), reference: Float64Reference | None = None,
-               bounded: bool = False) -> VerificationRow:
+               bounded: bool = False, replay: DecisionReplay | None = None) -> VerificationRow:
     """Eager against ONNX Runtime on one input set; when fixed tolerances fail and ``reference``
-    is given, the float64 run judges whether the difference is float32 noise. ``bounded``: inputs
-    fxport made up, both runs limited in time (fxport/eager_limits.py)."""
+    is given, the float64 run judges whether the difference is float32 noise, and then
+    ``replay`` whether it is decisions taken otherwise on keys within tolerance
+    (:mod:`fxport.decisions`). ``bounded``: inputs fxport made up, both runs limited in time
+    (fxport/eager_limits.py)."""
     shapes = inputs.shapes()
     started = time.perf_counter()
     with time_limit() if bounded else contextlib.nullcontext():
@@ -358,6 +367,11 @@ def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
         elif stopped:
             result.notes.append(f"the float64 reference was stopped ({stopped}): judged by the "
                                 "fixed tolerances")
+    if not result.passed and replay is not None:
+        replayed = replay.judge(inputs, expected, actual, acceptance)
+        if replayed is not None:
+            replayed.notes[:0] = [note for note in result.notes if note not in replayed.notes]
+            result = replayed if replayed.passed else dataclasses.replace(result, notes=replayed.notes)
     noise = result.noise
     return VerificationRow(
         name=inputs.name,

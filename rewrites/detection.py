@@ -206,6 +206,47 @@ def batched_nms_onnx(boxes, scores, idxs, iou_threshold: float):
     return op.Gather(keep, order)
 
 
+def nms_problem(boxes, scores, idxs, iou_threshold: float, keep, limits) -> str | None:
+    """Why ``keep`` is not what greedy per-class NMS keeps on keys within tolerance (None when
+    it is): kept boxes in decreasing score order, no kept box overlapping a higher-scored kept
+    one of its class by more than the threshold, and every dropped box overlapped by more than
+    it by a kept one of its class scoring at least as high. These three hold exactly for the
+    greedy result alone; the tolerance is the comparison's (scores) and atol + rtol (IoU).
+
+    >>> boxes = torch.tensor([[0., 0., 10., 10.], [1., 0., 11., 10.], [20., 20., 30., 30.]])
+    >>> scores, classes = torch.tensor([0.9, 0.9000001, 0.5]), torch.zeros(3, dtype=torch.int64)
+    >>> tolerance = lambda dtype: (1e-4, 1e-3)
+    >>> nms_problem(boxes, scores, classes, 0.5, torch.tensor([0, 2]), tolerance) is None   # the tie, either way
+    True
+    >>> nms_problem(boxes, scores, classes, 0.5, torch.tensor([1, 2]), tolerance) is None
+    True
+    >>> nms_problem(boxes, scores, classes, 0.5, torch.tensor([0]), tolerance)
+    'box 2 was dropped but no kept box of its class overlaps it by more than 0.5'
+    """
+    from torchvision.ops import box_iou
+
+    atol, rtol = limits(scores.dtype)
+    slack = atol + rtol
+    count = boxes.shape[0]
+    if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= count or keep.unique().numel() != keep.numel()):
+        return "kept indices out of range or repeated"
+    kept_scores = scores[keep].double()
+    if kept_scores.numel() > 1 and bool((kept_scores[1:] - kept_scores[:-1] > atol + rtol * kept_scores[:-1].abs()).any()):
+        return "kept boxes are not in decreasing score order"
+    overlap = box_iou(boxes.double(), boxes.double()) * (idxs[:, None] == idxs[None, :])
+    ranked = overlap[keep][:, keep].triu(diagonal=1)
+    if bool((ranked > iou_threshold + slack).any()):
+        return f"two kept boxes of one class overlap by more than {iou_threshold:g}"
+    dropped = torch.ones(count, dtype=torch.bool)
+    dropped[keep] = False
+    for box in dropped.nonzero().flatten().tolist():
+        suppressors = (overlap[keep, box] > iou_threshold - slack) & (
+            scores[keep].double() >= scores[box].double() - (atol + rtol * scores[box].double().abs()))
+        if not bool(suppressors.any()):
+            return f"box {box} was dropped but no kept box of its class overlaps it by more than {iou_threshold:g}"
+    return None
+
+
 if "torchvision" in sys.modules:
     from fxport.rewrites._vision_ops import batched_nms_op
 
@@ -215,6 +256,14 @@ if "torchvision" in sys.modules:
     def batched_nms(boxes, scores, idxs, iou_threshold: float):
         """Batched NMS (torchvision) as ONNX NonMaxSuppression per class, kept by score."""
         return batched_nms_onnx(boxes, scores, idxs, iou_threshold)
+
+    @fxport.decision("fxport_vision::batched_nms", label="NMS")
+    def take_batched_nms(args, kwargs, own, taken, limits):
+        """ONNX Runtime's kept boxes: admissible when they follow greedy per-class NMS on the
+        program's boxes and scores within tolerance (:func:`nms_problem`)."""
+        boxes, scores, idxs, iou_threshold = args[:4]
+        keep = taken[None].to(torch.int64)
+        return keep, nms_problem(boxes, scores, idxs, float(iou_threshold), keep, limits)
 
     @fxport.patch("torchvision.ops.boxes.batched_nms", name="batched-nms-to-onnx-nms",
                   priority=fxport.BUILTIN_PRIORITY)

@@ -37,6 +37,22 @@ def op_counts(model):
     return count_ops(model.graph)
 
 
+def perturbed(model, value: str, delta):
+    """A copy of ONNX ``model`` with ``delta`` (an array) added to ``value`` where every node reads
+    it: a file that decides otherwise than eager, as float noise or a wrong conversion makes it."""
+    import numpy as np
+    import onnx
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = [f"{value}_perturbed" if name == value else name for name in node.input]
+    graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(delta, np.float32), f"{value}_delta"))
+    position = next(i for i, node in enumerate(graph.node) if value in node.output) + 1
+    graph.node.insert(position, onnx.helper.make_node("Add", [value, f"{value}_delta"], [f"{value}_perturbed"]))
+    return model
+
+
 def run_cli(*args, cwd=None, timeout=300):
     """Run ``python -m fxport ARGS`` in a subprocess, like a user in a shell."""
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))

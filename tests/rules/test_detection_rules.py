@@ -146,3 +146,53 @@ def test_keypoint_decoding_equals_eager_for_any_box_count_and_box_size():
         eager_keypoints, _ = module(*case)
         onnx_keypoints = torch.from_numpy(fxport.testing.run_onnx(check.result.model, case)[0])
         assert torch.equal(eager_keypoints, onnx_keypoints)
+
+
+class KeyedNMS(torch.nn.Module):
+    """NMS on keys the model computes (the file's keys can be perturbed in front of the NMS)."""
+
+    def forward(self, boxes, scores, idxs):
+        keys = scores * 2.0
+        keep = torchvision.ops.boxes.batched_nms(boxes, keys, idxs, 0.5)
+        return boxes[keep], keys[keep]
+
+
+OVERLAPPING = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 0.0, 11.0, 10.0], [20.0, 20.0, 30.0, 30.0]])
+
+
+def _nms_file(scores):
+    result = fxport.convert(KeyedNMS(), (OVERLAPPING, scores, torch.zeros(3, dtype=torch.int64)),
+                            verify=False, keep_artifacts=True)
+    return result.model, result.artifacts["exported_program_after"]
+
+
+def _verify_nms(model, program, scores):
+    from fxport.inputs import InputSet
+    from fxport.verify import verify_model
+
+    inputs = InputSet((OVERLAPPING, scores, torch.zeros(3, dtype=torch.int64)))
+    return verify_model(KeyedNMS(), model, [inputs], generate=False, program=program)
+
+
+def test_nms_keeping_the_other_of_two_tied_overlapping_boxes_is_replayed_and_verifies():
+    from tests.conftest import perturbed
+
+    scores = torch.tensor([0.45, 0.45000002, 0.25])              # boxes 0 and 1 overlap (IoU 0.82): a tie
+    model, program = _nms_file(scores)
+    noisy = perturbed(model, "mul", [1e-6, 0, 0])                  # the file keeps box 0, eager box 1
+    with pytest.raises(fxport.VerificationError):                  # compared as they come, box 0 != box 1
+        _verify_nms(noisy, None, scores)
+    rows = _verify_nms(noisy, program, scores)
+    assert rows[0].passed and "NMS at" in rows[0].note
+
+
+def test_nms_keeping_a_box_a_better_one_suppresses_is_refused():
+    from fxport.errors import VerificationError
+    from tests.conftest import perturbed
+
+    scores = torch.tensor([0.45, 0.3, 0.25])
+    model, program = _nms_file(scores)
+    wrong = perturbed(model, "mul", [0, 0.5, 0])                   # a wrong file keeps box 1
+    with pytest.raises(VerificationError) as failure:
+        _verify_nms(wrong, program, scores)
+    assert "box 0 was dropped but no kept box of its class overlaps it" in failure.value.report[0].note

@@ -1,0 +1,413 @@
+"""Decisions ONNX Runtime took otherwise than eager on keys within float noise: replayed.
+
+A top-k, a sort, an arg-max, a threshold or an NMS decides *which* values go on. Where two keys
+are within float32 noise of each other (the 100th and 101st anchor score of a region-proposal
+network, a score at a threshold), the file's keys, a few ulps from eager's, may decide the other
+way, and everything downstream (which boxes, how many) differs by whole values. No tolerance on
+the outputs tells that from a wrong file; a replay does:
+
+1. the exported program (the rewritten model fxport lowered) runs on the inputs and must equal
+   eager: the rewrites are faithful on this set;
+2. ONNX Runtime runs the file with every decision's result as an extra output;
+3. the exported program runs again, each decision taken as ONNX Runtime took it, provided the
+   decision is *admissible* on the program's own keys: a top-k or sort whose picked keys equal
+   the program's within the comparison's tolerance, a comparison whose flipped elements are
+   within tolerance of each other, an NMS whose kept boxes follow the greedy rule within
+   tolerance (rules registered with :func:`decision`, e.g. in rewrites/detection.py);
+4. the file's outputs must equal the replayed program's under the same comparison.
+
+Upstream values the file gets wrong change its keys by more than the tolerance (an inadmissible
+decision) or its outputs (a failed comparison); a decision the file no longer exposes (folded
+by the optimiser) cannot be replayed. Each keeps the set failed.
+
+Example::
+
+    >>> class Top(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return x.topk(2).indices
+    >>> program = torch.export.export(Top(), (torch.randn(4),))
+    >>> [(p.node, p.rule.label, p.outputs) for p in decision_points(program)]
+    [('topk', 'top-k', {1: 'getitem_1'})]
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import tempfile
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+import torch
+
+from fxport.compare import Acceptance, Comparison, compare
+from fxport.frames import frames_in
+
+#: ``take(args, kwargs, own, taken, limits) -> (result, problem)``: the node's result with the
+#: decision ``taken`` (ONNX Runtime's values, by output index; None: the node's only output)
+#: put in place of ``own`` (the program's), and why it is not admissible (None when it is).
+Take = Callable[[tuple, dict, Any, dict, Callable], "tuple[Any, str | None]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DecisionRule:
+    """How one op's decision is taken from ONNX Runtime: which outputs hold it, how to judge it."""
+
+    op: str                       #: schema name, e.g. ``aten::topk``
+    label: str                    #: for people: ``top-k``
+    outputs: tuple                #: the output indices (None: single output) that hold the decision
+    take: Take
+
+
+_RULES: dict[str, DecisionRule] = {}
+
+
+def decision(op: str, *, label: str, outputs: tuple = (None,)) -> Callable[[Take], Take]:
+    """Register how verification replays ``op``'s decision (module docstring).
+
+    Example::
+
+        >>> @decision("mylib::keep_best", label="keep-best")          # doctest: +SKIP
+        ... def take_keep_best(args, kwargs, own, taken, limits):
+        ...     return taken[None], None if admissible(...) else "why not"
+    """
+    def register(take: Take) -> Take:
+        _RULES[op] = DecisionRule(op, label, tuple(outputs), take)
+        return take
+    return register
+
+
+@dataclasses.dataclass(frozen=True)
+class DecisionPoint:
+    """A node of the exported program that decides, and the ONNX value names of its decision."""
+
+    node: str
+    rule: DecisionRule
+    outputs: dict                 #: output index (None: single) → ONNX value name
+    where: str                    #: the innermost frame of the node's stack trace, or its name
+
+
+def decision_points(program: Any) -> list[DecisionPoint]:
+    """The deciding nodes of ``program``'s top-level graph (ops registered with :func:`decision`)."""
+    points = []
+    for node in program.graph_module.graph.nodes:
+        rule = _rule_of(node)
+        if rule is None:
+            continue
+        getters = {user.args[1]: user.name for user in node.users if _is_getitem(user)}
+        names = {index: (node.name if index is None else getters.get(index)) for index in rule.outputs}
+        if all(name is not None for name in names.values()):
+            frames = frames_in(node.meta.get("stack_trace"))
+            where = f"{frames[-1]}" if frames else node.name
+            points.append(DecisionPoint(node.name, rule, names, where))
+    return points
+
+
+def _rule_of(node: torch.fx.Node) -> DecisionRule | None:
+    if node.op != "call_function":
+        return None
+    schema = getattr(getattr(node.target, "_schema", None), "name", None)
+    rule = _RULES.get(schema) if schema else None
+    if rule is None or (rule.op in _FLOAT_ONLY and not _compares_floats(node)):
+        return None
+    return rule
+
+
+def _is_getitem(node: torch.fx.Node) -> bool:
+    import operator
+
+    return node.op == "call_function" and node.target is operator.getitem
+
+
+def _compares_floats(node: torch.fx.Node) -> bool:
+    values = [arg.meta.get("val") for arg in node.args if isinstance(arg, torch.fx.Node)]
+    return any(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in values)
+
+
+class DecisionReplay:
+    """The replay of one program against one ONNX file (module docstring).
+
+    Built once per verification; the session that exposes the decisions is opened on the first
+    set that needs it. ``judge`` returns None when nothing could be replayed.
+    """
+
+    def __init__(self, program: Any, model: "onnx.ModelProto | str | os.PathLike", device: str = "cpu"):
+        self.program, self.model, self.device = program, model, device
+        self.points: list[DecisionPoint] | None = None  # found on the first set that fails
+        self.module: torch.fx.GraphModule | None = None
+        self._runner = None
+
+    def _prepare(self) -> None:
+        if self.points is None:
+            produced = _produced_values(self.model)
+            self.points = [p for p in decision_points(self.program) if set(p.outputs.values()) <= produced]
+            self.module = self.program.module() if self.points else None
+
+    def judge(self, inputs: Any, eager_outputs: Any, onnx_outputs: list[np.ndarray],
+              acceptance: Acceptance) -> Comparison | None:
+        """The comparison of the file with the replayed program, or None (nothing to replay)."""
+        self._prepare()
+        if not self.points:
+            return None
+        from fxport.eager import run_eager
+
+        faithful = compare(eager_outputs, _flat_numpy(run_eager(self.module, inputs)), acceptance)
+        if not faithful.passed:
+            return _failed(faithful, "the exported program itself differs from eager on these inputs: "
+                                     "decisions not replayed")
+        outputs, taken = self._run_exposed(inputs, len(onnx_outputs))
+        same_run = compare(_as_tensors(onnx_outputs), outputs, acceptance)
+        if not same_run.passed:
+            return _failed(same_run, "the file's run with its decisions exposed differs from its own run")
+        replayer = _Replayer(self.module, {p.node: p for p in self.points}, taken, acceptance.limits)
+        try:
+            replayed = replayer.replay(inputs)
+        except _Inadmissible as refusal:
+            return _failed(compare(eager_outputs, onnx_outputs, acceptance), str(refusal))
+        result = compare(replayed, outputs, acceptance)
+        if replayer.taken:
+            result.notes.insert(0, f"{len(replayer.taken)} decision(s) ONNX Runtime took otherwise on keys "
+                                   f"within tolerance ({'; '.join(replayer.taken)}): compared with the "
+                                   "exported program replaying them")
+        return result
+
+    def _run_exposed(self, inputs: Any, count: int) -> tuple[list[np.ndarray], dict[str, torch.Tensor]]:
+        if self._runner is None:
+            self._runner = _exposing_runner(self.model, self.device,
+                                            sorted({n for p in self.points for n in p.outputs.values()}))
+        values = self._runner.run(inputs)
+        names = [o.name for o in self._runner.session.get_outputs()]
+        exposed = {name: torch.from_numpy(np.asarray(v)) for name, v in zip(names[count:], values[count:])}
+        return values[:count], exposed
+
+
+class _Inadmissible(Exception):
+    """A decision no key within tolerance of the program's would take."""
+
+
+class _Replayer(torch.fx.Interpreter):
+    """The program's module run with each decision point's result taken from ONNX Runtime."""
+
+    def __init__(self, module: torch.fx.GraphModule, points: dict, values: dict, limits: Callable):
+        super().__init__(module)
+        self.points, self.values, self.limits = points, values, limits
+        self.taken: list[str] = []
+
+    def replay(self, inputs: Any) -> Any:
+        module = self.module
+        flat = torch.fx._pytree.tree_flatten_spec((inputs.copy().args, inputs.copy().kwargs), module._in_spec)
+        with torch.no_grad():
+            outputs = self.run(*flat)
+        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        return torch.utils._pytree.tree_unflatten(outputs, module._out_spec)
+
+    def run_node(self, node: torch.fx.Node) -> Any:
+        own = super().run_node(node)
+        point = self.points.get(node.name)
+        if point is None:
+            return own
+        taken = {index: self.values[name] for index, name in point.outputs.items()}
+        if all(_same_decision(_output(own, index), value) for index, value in taken.items()):
+            return own
+        args, kwargs = self.fetch_args_kwargs_from_env(node)
+        result, problem = point.rule.take(args, kwargs, own, taken, self.limits)
+        if problem:
+            raise _Inadmissible(f"the file's {point.rule.label} at {point.where} is not one eager takes on "
+                                f"keys within tolerance ({problem})")
+        self.taken.append(f"{point.rule.label} at {point.where}")
+        return result
+
+
+def _output(result: Any, index: int | None) -> torch.Tensor:
+    return result if index is None else result[index]
+
+
+def _same_decision(own: torch.Tensor, taken: torch.Tensor) -> bool:
+    return own.shape == taken.shape and torch.equal(own, taken.to(own.dtype))
+
+
+def _produced_values(model: "onnx.ModelProto | str | os.PathLike") -> set[str]:
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(os.fspath(model), load_external_data=False)
+    return {name for node in proto.graph.node for name in node.output if name}
+
+
+def _exposing_runner(model: "onnx.ModelProto | str | os.PathLike", device: str, names: list[str]):
+    """An :class:`~fxport.verify.OnnxRunner` on a copy of the file with ``names`` as extra outputs
+    (a file with external data is copied beside its data, then removed)."""
+    from fxport.verify import OnnxRunner
+
+    if isinstance(model, onnx.ModelProto):
+        exposed = copy.deepcopy(model)
+        _add_outputs(exposed, names)
+        return OnnxRunner(exposed, device)
+    path = os.fspath(model)
+    exposed = onnx.load(path, load_external_data=False)
+    _add_outputs(exposed, names)
+    handle, copy_path = tempfile.mkstemp(suffix=".onnx", prefix=".fxport-decisions-",
+                                         dir=os.path.dirname(os.path.abspath(path)))
+    os.close(handle)
+    try:
+        onnx.save(exposed, copy_path)
+        return OnnxRunner(copy_path, device)
+    finally:
+        os.remove(copy_path)
+
+
+def _add_outputs(model: onnx.ModelProto, names: list[str]) -> None:
+    present = {o.name for o in model.graph.output}
+    for name in names:
+        if name not in present:
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+
+
+def _flat_numpy(outputs: Any) -> list[np.ndarray]:
+    from fxport.compare import flatten_outputs, to_numpy
+
+    return [to_numpy(t) for t in flatten_outputs(outputs)]
+
+
+def _as_tensors(values: list[np.ndarray]) -> list[torch.Tensor]:
+    return [torch.from_numpy(np.array(v)) for v in values]
+
+
+def _failed(comparison: Comparison, why: str) -> Comparison:
+    comparison.notes.append(why)
+    return comparison
+
+
+# --- admissibility of the built-in decisions -------------------------------------------------
+
+def keys_within(picked: torch.Tensor, own: torch.Tensor, limits: Callable, what: str) -> str | None:
+    """Why ``picked`` keys are not ``own`` within the comparison's tolerance (None when they are).
+
+    >>> keys_within(torch.tensor([2.0, 1.0]), torch.tensor([2.0, 1.00001]), lambda d: (1e-4, 1e-3), "top-k keys")
+    >>> keys_within(torch.tensor([2.0, 0.5]), torch.tensor([2.0, 1.0]), lambda d: (1e-4, 1e-3), "top-k keys")
+    'top-k keys 0.5 where eager has 1 (beyond tolerance)'
+    """
+    if picked.shape != own.shape:
+        return f"{what} have shape {list(picked.shape)} where eager has {list(own.shape)}"
+    atol, rtol = limits(own.dtype) if own.dtype.is_floating_point else (0.0, 0.0)
+    a, b = picked.double(), own.double()
+    outside = (a - b).abs() > atol + rtol * b.abs()
+    outside &= ~(torch.isinf(a) & (a == b))
+    if not bool(outside.any()):
+        return None
+    at = outside.nonzero()[0].tolist()
+    return f"{what} {a[tuple(at)].item():.6g} where eager has {b[tuple(at)].item():.6g} (beyond tolerance)"
+
+
+def valid_indices(indices: torch.Tensor, size: int, dim: int) -> str | None:
+    """Why ``indices`` are not distinct positions along ``dim`` of a ``size``-long axis."""
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= size):
+        return f"index out of range 0..{size - 1}"
+    ordered = indices.sort(dim=dim).values
+    if ordered.shape[dim] > 1 and bool((ordered.diff(dim=dim) == 0).any()):
+        return "an index picked twice"
+    return None
+
+
+def _take_by_indices(x: torch.Tensor, dim: int, own_values: torch.Tensor, indices: torch.Tensor,
+                     limits: Callable, what: str) -> tuple[torch.Tensor, str | None]:
+    indices = indices.to(torch.int64)
+    problem = valid_indices(indices, x.shape[dim], dim) if indices.shape == own_values.shape else \
+        f"{what} have shape {list(indices.shape)} where eager has {list(own_values.shape)}"
+    if problem:
+        return own_values, problem
+    values = x.gather(dim, indices)
+    ordered_own, ordered = own_values.sort(dim=dim).values, values.sort(dim=dim).values
+    return values, keys_within(ordered, ordered_own, limits, what)
+
+
+def _dim(args: tuple, kwargs: dict, position: int, default: int, rank: int) -> int:
+    dim = args[position] if len(args) > position else kwargs.get("dim", default)
+    return dim % max(rank, 1)
+
+
+@decision("aten::topk", label="top-k", outputs=(1,))
+def take_topk(args, kwargs, own, taken, limits):
+    """ONNX Runtime's top-k indices: admissible when its picked keys are the k largest (smallest)
+    within tolerance."""
+    x = args[0]
+    dim = _dim(args, kwargs, 2, -1, x.dim())
+    values, problem = _take_by_indices(x, dim, own[0], taken[1], limits, "top-k keys")
+    return (values, taken[1].to(torch.int64)), problem
+
+
+@decision("aten::sort", label="sort", outputs=(1,))
+def take_sort(args, kwargs, own, taken, limits):
+    """ONNX Runtime's sort order: admissible when the keys it puts at each position are eager's
+    within tolerance."""
+    x = args[0]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else -1)
+    dim = dim % max(x.dim(), 1)
+    values, problem = _take_by_indices(x, dim, own[0], taken[1], limits, "sorted keys")
+    if problem is None:
+        problem = keys_within(values, own[0], limits, "sorted keys")
+    return (values, taken[1].to(torch.int64)), problem
+
+
+@decision("aten::argsort", label="argsort")
+def take_argsort(args, kwargs, own, taken, limits):
+    """Like :func:`take_sort`, the indices only."""
+    x = args[0]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else -1) % max(x.dim(), 1)
+    indices = taken[None].to(torch.int64)
+    problem = valid_indices(indices, x.shape[dim], dim) if indices.shape == own.shape else "shapes differ"
+    if problem is None:
+        problem = keys_within(x.gather(dim, indices), x.gather(dim, own), limits, "sorted keys")
+    return indices, problem
+
+
+def _take_extreme(args, kwargs, own, taken, limits, what):
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    indices = taken[None].to(torch.int64)
+    if indices.shape != own.shape:
+        return own, f"{what} has shape {list(indices.shape)} where eager has {list(own.shape)}"
+    flat = x.reshape(-1) if dim is None else x
+    axis = 0 if dim is None else dim % max(x.dim(), 1)
+    picked, best = (indices.reshape(-1), own.reshape(-1)) if dim is None else (
+        (indices, own) if keepdim else (indices.unsqueeze(axis), own.unsqueeze(axis)))
+    problem = valid_indices(picked, flat.shape[axis], axis) if picked.numel() else None
+    return indices, problem or keys_within(flat.gather(axis, picked), flat.gather(axis, best), limits, f"{what} keys")
+
+
+@decision("aten::argmax", label="arg-max")
+def take_argmax(args, kwargs, own, taken, limits):
+    """ONNX Runtime's arg-max: admissible when the key it picks is the maximum within tolerance."""
+    return _take_extreme(args, kwargs, own, taken, limits, "arg-max")
+
+
+@decision("aten::argmin", label="arg-min")
+def take_argmin(args, kwargs, own, taken, limits):
+    """ONNX Runtime's arg-min: admissible when the key it picks is the minimum within tolerance."""
+    return _take_extreme(args, kwargs, own, taken, limits, "arg-min")
+
+
+def take_comparison(args, kwargs, own, taken, limits):
+    """ONNX Runtime's comparison of float values: admissible when every element it decides
+    otherwise compares values within tolerance of each other (a score at the threshold)."""
+    flags = taken[None].to(torch.bool)
+    if flags.shape != own.shape:
+        return own, f"the comparison has shape {list(flags.shape)} where eager has {list(own.shape)}"
+    flipped = flags != own
+    left, right = (torch.as_tensor(a, dtype=torch.float64) for a in args[:2])
+    left, right = torch.broadcast_tensors(left, right)
+    dtype = next((a.dtype for a in args[:2] if isinstance(a, torch.Tensor) and a.dtype.is_floating_point),
+                 torch.float32)
+    atol, rtol = limits(dtype)
+    near = (left - right).abs() <= atol + rtol * torch.maximum(left.abs(), right.abs())
+    far = flipped & ~near.expand_as(flipped)
+    if bool(far.any()):
+        at = tuple(far.nonzero()[0].tolist())
+        return own, f"it decides {left[at].item():.6g} against {right[at].item():.6g} otherwise"
+    return flags, None
+
+
+_FLOAT_ONLY = set()
+for _name in ("gt", "ge", "lt", "le"):
+    decision(f"aten::{_name}", label=f"comparison ({_name})")(take_comparison)
+    _FLOAT_ONLY.add(f"aten::{_name}")

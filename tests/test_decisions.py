@@ -1,0 +1,104 @@
+"""Decisions taken otherwise on keys within tolerance are replayed; others still fail (fxport/decisions.py).
+
+Each test converts a small model, then *perturbs the file* at the key of one decision (an Add
+in front of the TopK, the comparison, the NMS), which makes ONNX Runtime decide otherwise than
+eager the way float32 noise does on a knife edge — or, with a large perturbation, the way a
+wrong conversion does. The first must verify (the verdict says which decision it replayed);
+the second must still be refused.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import fxport
+from fxport.errors import VerificationError
+from fxport.inputs import InputSet
+from fxport.verify import verify_model
+from tests.conftest import perturbed
+
+
+class TopBoxes(torch.nn.Module):
+    """The boxes of the three best keys (the keys themselves are not an output)."""
+
+    def forward(self, scores, boxes):
+        keys = scores * 2.0
+        return boxes[keys.topk(3).indices] + 1.0
+
+
+class KeptBoxes(torch.nn.Module):
+    """The boxes whose key passes a threshold: how many depends on the decision."""
+
+    def forward(self, scores, boxes):
+        keys = scores * 2.0
+        return boxes[keys > 1.0] * 3.0
+
+
+def _converted(module, *inputs):
+    result = fxport.convert(module, inputs, verify=False, keep_artifacts=True)
+    return result.model, result.artifacts["exported_program_after"]
+
+
+def _boxes(count):
+    return torch.arange(count * 4, dtype=torch.float32).reshape(count, 4)
+
+
+def _verify(module, model, program, *inputs):
+    return verify_model(module, model, [InputSet(inputs)], generate=False, program=program)
+
+
+def test_a_top_k_decided_otherwise_on_tied_keys_is_replayed_and_verifies():
+    scores = torch.tensor([2.5, 2.0, 1.50000012, 1.5, 0.5])     # keys 3.0000002 and 3.0 tie for third place
+    model, program = _converted(TopBoxes(), scores, _boxes(5))
+    noisy = perturbed(model, "mul", np.array([0, 0, 0, 1e-6, 0]))  # the file now picks index 3
+    with pytest.raises(VerificationError):                          # position by position the boxes differ
+        _verify(TopBoxes(), noisy, None, scores, _boxes(5))
+    rows = _verify(TopBoxes(), noisy, program, scores, _boxes(5))
+    assert rows[0].passed and rows[0].max_abs_error == 0.0
+    assert "1 decision(s) ONNX Runtime took otherwise on keys within tolerance (top-k at" in rows[0].note
+    assert "test_decisions.py" in rows[0].note                      # the user's line of the topk
+
+
+def test_a_top_k_that_picks_a_key_beyond_tolerance_is_refused():
+    scores = torch.tensor([2.5, 2.0, 1.5, 1.4, 0.5])                # keys 3.0 and 2.8: no tie
+    model, program = _converted(TopBoxes(), scores, _boxes(5))
+    wrong = perturbed(model, "mul", np.array([0, 0, 0, 0.5, 0]))   # a wrong file picks index 3
+    with pytest.raises(VerificationError) as failure:
+        _verify(TopBoxes(), wrong, program, scores, _boxes(5))
+    assert "top-k at" in failure.value.report[0].note and "is not one eager takes" in failure.value.report[0].note
+    assert "top-k keys 2.8 where eager has 3" in failure.value.report[0].note
+
+
+def test_a_threshold_decided_otherwise_at_the_threshold_is_replayed_and_changes_the_count():
+    scores = torch.tensor([0.9, 0.50000006, 0.2, 0.7])              # key 1.0000001 at the threshold 1.0
+    model, program = _converted(KeptBoxes(), scores, _boxes(4))
+    noisy = perturbed(model, "mul", np.array([0, -1e-6, 0, 0]))    # the file drops it: 2 boxes, not 3
+    rows = _verify(KeptBoxes(), noisy, program, scores, _boxes(4))
+    assert rows[0].passed and "comparison (gt) at" in rows[0].note
+
+
+def test_a_threshold_decided_otherwise_far_from_it_is_refused():
+    scores = torch.tensor([0.9, 0.6, 0.2, 0.7])                     # key 1.2, clearly above 1.0
+    model, program = _converted(KeptBoxes(), scores, _boxes(4))
+    wrong = perturbed(model, "mul", np.array([0, -0.3, 0, 0]))
+    with pytest.raises(VerificationError) as failure:
+        _verify(KeptBoxes(), wrong, program, scores, _boxes(4))
+    assert "it decides 1.2 against 1 otherwise" in failure.value.report[0].note
+
+
+def test_a_file_whose_outputs_differ_after_the_replay_is_refused():
+    scores = torch.tensor([2.5, 2.0, 1.50000012, 1.5, 0.5])
+    model, program = _converted(TopBoxes(), scores, _boxes(5))
+    gathered = next(node.output[0] for node in model.graph.node if node.op_type == "GatherND")
+    noisy = perturbed(perturbed(model, "mul", np.array([0, 0, 0, 1e-6, 0])), gathered,
+                       np.full((3, 4), 0.25))                       # and a wrong offset on the gathered boxes
+    with pytest.raises(VerificationError) as failure:
+        _verify(TopBoxes(), noisy, program, scores, _boxes(5))
+    assert failure.value.report[0].max_abs_error >= 0.25
+
+
+def test_sets_that_pass_never_build_the_replay():
+    scores = torch.tensor([2.5, 2.0, 1.5, 1.4, 0.5])
+    model, program = _converted(TopBoxes(), scores, _boxes(5))
+    rows = _verify(TopBoxes(), model, program, scores, _boxes(5))
+    assert rows[0].passed and rows[0].note == ""
