@@ -65,14 +65,8 @@ _RULES: dict[str, DecisionRule] = {}
 
 
 def decision(op: str, *, label: str, outputs: tuple = (None,)) -> Callable[[Take], Take]:
-    """Register how verification replays ``op``'s decision (module docstring).
-
-    Example::
-
-        >>> @decision("mylib::keep_best", label="keep-best")          # doctest: +SKIP
-        ... def take_keep_best(args, kwargs, own, taken, limits):
-        ...     return taken[None], None if admissible(...) else "why not"
-    """
+    """Register how verification replays ``op``'s decision (module docstring; docs/rules.md,
+    "Decisions verification may replay", has an example)."""
     def register(take: Take) -> Take:
         _RULES[op] = DecisionRule(op, label, tuple(outputs), take)
         return take
@@ -133,8 +127,10 @@ class DecisionReplay:
     set that needs it. ``judge`` returns None when nothing could be replayed.
     """
 
-    def __init__(self, program: Any, model: "onnx.ModelProto | str | os.PathLike", device: str = "cpu"):
-        self.program, self.model, self.device = program, model, device
+    def __init__(self, program: Any, model: "onnx.ModelProto | str | os.PathLike",
+                 open_runner: Callable[[Any], Any]):
+        """``open_runner(proto or path)``: an :class:`~fxport.verify.OnnxRunner` on the device verified."""
+        self.program, self.model, self.open_runner = program, model, open_runner
         self.points: list[DecisionPoint] | None = None  # found on the first set that fails
         self.module: torch.fx.GraphModule | None = None
         self._runner = None
@@ -158,7 +154,7 @@ class DecisionReplay:
             return _failed(faithful, "the exported program itself differs from eager on these inputs: "
                                      "decisions not replayed")
         outputs, taken = self._run_exposed(inputs, len(onnx_outputs))
-        same_run = compare(_as_tensors(onnx_outputs), outputs, acceptance)
+        same_run = compare([torch.from_numpy(np.array(v)) for v in onnx_outputs], outputs, acceptance)
         if not same_run.passed:
             return _failed(same_run, "the file's run with its decisions exposed differs from its own run")
         replayer = _Replayer(self.module, {p.node: p for p in self.points}, taken, acceptance.limits)
@@ -175,7 +171,7 @@ class DecisionReplay:
 
     def _run_exposed(self, inputs: Any, count: int) -> tuple[list[np.ndarray], dict[str, torch.Tensor]]:
         if self._runner is None:
-            self._runner = _exposing_runner(self.model, self.device,
+            self._runner = _exposing_runner(self.model, self.open_runner,
                                             sorted({n for p in self.points for n in p.outputs.values()}))
         values = self._runner.run(inputs)
         names = [o.name for o in self._runner.session.get_outputs()]
@@ -233,15 +229,13 @@ def _produced_values(model: "onnx.ModelProto | str | os.PathLike") -> set[str]:
     return {name for node in proto.graph.node for name in node.output if name}
 
 
-def _exposing_runner(model: "onnx.ModelProto | str | os.PathLike", device: str, names: list[str]):
-    """An :class:`~fxport.verify.OnnxRunner` on a copy of the file with ``names`` as extra outputs
-    (a file with external data is copied beside its data, then removed)."""
-    from fxport.verify import OnnxRunner
-
+def _exposing_runner(model: "onnx.ModelProto | str | os.PathLike", open_runner: Callable, names: list[str]):
+    """A runner on a copy of the file with ``names`` as extra outputs (a file with external data
+    is copied beside its data, then removed)."""
     if isinstance(model, onnx.ModelProto):
         exposed = copy.deepcopy(model)
         _add_outputs(exposed, names)
-        return OnnxRunner(exposed, device)
+        return open_runner(exposed)
     path = os.fspath(model)
     exposed = onnx.load(path, load_external_data=False)
     _add_outputs(exposed, names)
@@ -250,7 +244,7 @@ def _exposing_runner(model: "onnx.ModelProto | str | os.PathLike", device: str, 
     os.close(handle)
     try:
         onnx.save(exposed, copy_path)
-        return OnnxRunner(copy_path, device)
+        return open_runner(copy_path)
     finally:
         os.remove(copy_path)
 
@@ -266,10 +260,6 @@ def _flat_numpy(outputs: Any) -> list[np.ndarray]:
     from fxport.compare import flatten_outputs, to_numpy
 
     return [to_numpy(t) for t in flatten_outputs(outputs)]
-
-
-def _as_tensors(values: list[np.ndarray]) -> list[torch.Tensor]:
-    return [torch.from_numpy(np.array(v)) for v in values]
 
 
 def _failed(comparison: Comparison, why: str) -> Comparison:
@@ -321,8 +311,8 @@ def _take_by_indices(x: torch.Tensor, dim: int, own_values: torch.Tensor, indice
 
 
 def _dim(args: tuple, kwargs: dict, position: int, default: int, rank: int) -> int:
-    dim = args[position] if len(args) > position else kwargs.get("dim", default)
-    return dim % max(rank, 1)
+    given = args[position] if len(args) > position and not isinstance(args[position], bool) else None
+    return (kwargs.get("dim", default) if given is None else given) % max(rank, 1)
 
 
 @decision("aten::topk", label="top-k", outputs=(1,))
@@ -330,8 +320,7 @@ def take_topk(args, kwargs, own, taken, limits):
     """ONNX Runtime's top-k indices: admissible when its picked keys are the k largest (smallest)
     within tolerance."""
     x = args[0]
-    dim = _dim(args, kwargs, 2, -1, x.dim())
-    values, problem = _take_by_indices(x, dim, own[0], taken[1], limits, "top-k keys")
+    values, problem = _take_by_indices(x, _dim(args, kwargs, 2, -1, x.dim()), own[0], taken[1], limits, "top-k keys")
     return (values, taken[1].to(torch.int64)), problem
 
 
@@ -340,23 +329,16 @@ def take_sort(args, kwargs, own, taken, limits):
     """ONNX Runtime's sort order: admissible when the keys it puts at each position are eager's
     within tolerance."""
     x = args[0]
-    dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else -1)
-    dim = dim % max(x.dim(), 1)
-    values, problem = _take_by_indices(x, dim, own[0], taken[1], limits, "sorted keys")
-    if problem is None:
-        problem = keys_within(values, own[0], limits, "sorted keys")
-    return (values, taken[1].to(torch.int64)), problem
+    values, problem = _take_by_indices(x, _dim(args, kwargs, 1, -1, x.dim()), own[0], taken[1], limits, "sorted keys")
+    return (values, taken[1].to(torch.int64)), problem or keys_within(values, own[0], limits, "sorted keys")
 
 
 @decision("aten::argsort", label="argsort")
 def take_argsort(args, kwargs, own, taken, limits):
     """Like :func:`take_sort`, the indices only."""
     x = args[0]
-    dim = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool) else -1) % max(x.dim(), 1)
-    indices = taken[None].to(torch.int64)
-    problem = valid_indices(indices, x.shape[dim], dim) if indices.shape == own.shape else "shapes differ"
-    if problem is None:
-        problem = keys_within(x.gather(dim, indices), x.gather(dim, own), limits, "sorted keys")
+    dim = _dim(args, kwargs, 1, -1, x.dim())
+    (_, indices), problem = take_sort((x, dim), {}, (x.gather(dim, own), own), {1: taken[None]}, limits)
     return indices, problem
 
 

@@ -243,7 +243,7 @@ def verify_model(
                            else generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains))
     module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
     reference = Float64Reference(module_on_device) if _judged_by_noise(acceptance) else None
-    replay = (DecisionReplay(program, model, device)
+    replay = (DecisionReplay(program, model, lambda source: OnnxRunner(source, device))
               if program is not None and acceptance.min_cosine is None else None)
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []
