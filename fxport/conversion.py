@@ -113,6 +113,8 @@ class Conversion:
     axis_names: dict[int, dict[int, str]] = dataclasses.field(default_factory=dict)
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     fusions: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the program the exporter translated (after its decompositions): the file's value names
+    translated_program: "torch.export.ExportedProgram | None" = None
     # verify, coverage
     domains: dict[int, "InputDomain"] = dataclasses.field(default_factory=dict)
     bounds: dict[int, dict[int, "DimRange"]] = dataclasses.field(default_factory=dict)

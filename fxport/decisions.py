@@ -161,7 +161,7 @@ class DecisionReplay:
         try:
             replayed = replayer.replay(inputs)
         except _Inadmissible as refusal:
-            return _failed(compare(eager_outputs, onnx_outputs, acceptance), str(refusal))
+            return _failed(compare(eager_outputs, onnx_outputs, acceptance), str(refusal).splitlines()[0])
         result = compare(replayed, outputs, acceptance)
         if replayer.taken:
             result.notes.insert(0, f"{len(replayer.taken)} decision(s) ONNX Runtime took otherwise on keys "

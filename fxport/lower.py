@@ -45,6 +45,7 @@ def lower(
     external_data: bool | None = None,
     stage: Staging | None = None,
     fusions: dict[str, int] | None = None,
+    programs: dict[str, torch.export.ExportedProgram] | None = None,
 ) -> onnx.ModelProto:
     """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError.
 
@@ -55,6 +56,8 @@ def lower(
     ``optimize``: ``"none"`` (or False), ``"generic"`` (or True: the optimizer above) or
     ``"ort"``: the optimizer, then onnxscript's ONNX Runtime fusions (fxport/ort_optimize.py;
     ``node_counts["ort"]``); ``fusions``, when given, receives the counts of those that fired.
+    ``programs``, when given, receives ``"translated"``: the program the exporter translated
+    (``program`` after its decompositions), whose node names the file's values carry.
 
     ``external_data`` (None: when the weights exceed ``fxport.external.THRESHOLD_BYTES``)
     streams the weights into a data file in ``stage`` and returns a proto that references it
@@ -77,6 +80,8 @@ def lower(
                 verbose=False,
             )
             counts["exported"] = count_ir_nodes(onnx_program.model)
+            if programs is not None:
+                programs["translated"] = onnx_program.exported_program
             if level != "none":
                 hoist_loop_invariants(onnx_program.model.graph)  # before CSE: a hoisted transpose meets its twin
                 onnx_program.optimize()

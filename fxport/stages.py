@@ -91,10 +91,14 @@ def rewrite_graphs(job: Conversion) -> None:
 def lower_to_onnx(job: Conversion) -> None:
     """The dynamo exporter with the rules' op translations; dynamic axes named and bounded."""
     options = job.options
+    programs: dict[str, Any] = {}
     job.onnx_model = job.float_model = lower(
         job.program, opset=options.opset, optimize=options.optimize,
         translation_table=job.ruleset.translation_table(), node_counts=job.node_counts,
-        external_data=options.external_data, stage=job.staging, fusions=job.fusions)
+        external_data=options.external_data, stage=job.staging, fusions=job.fusions, programs=programs)
+    job.translated_program = programs.get("translated")
+    if options.keep_artifacts:
+        job.artifacts["translated_program"] = job.translated_program
     job.ruleset.record_op_rules_fired(job.onnx_model, job.rewrites)
     job.axis_names = dynamic_axes_by_input(job.signature, job.example, job.dynamic_shapes)
     if options.rewrites:  # without rewrites (fxport diff's stock baseline) the file stays as the exporter wrote it
@@ -182,12 +186,12 @@ STAGES: tuple[Stage, ...] = (
           adds=("program", "rewrites")),
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset"), adds=("program", "rewrites")),
     Stage("lower", lower_to_onnx, reads=("program", "ruleset", "signature", "example", "dynamic_shapes", "staging"),
-          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions")),
+          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions", "translated_program")),
     Stage("precision", convert_precision, reads=("float_model", "calibration_sets", "staging"),
           adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
     Stage("verify", verify_outputs, reads=("model", "program", "onnx_model", "float_model", "example", "extra_sets",
-                                          "axis_names", "device"),
+                                          "axis_names", "device", "translated_program"),
           adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
     Stage("coverage", exercise_converted_control_flow,
           reads=("model", "rewrites", "onnx_model", "example", "extra_sets", "generated", "domains", "verification"),
@@ -225,7 +229,7 @@ def verify_options(job: Conversion) -> dict[str, Any]:
         device=job.device, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
         generated_sets=job.generated, notes=job.warnings, atol=options.atol, rtol=options.rtol,
         sort_keys=sorted_output_indices(job.program) if job.program is not None else None,
-        program=job.program,
+        program=job.translated_program,  # its node names are the file's value names (decision replay)
         on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
     )
 

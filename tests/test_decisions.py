@@ -36,7 +36,7 @@ class KeptBoxes(torch.nn.Module):
 
 def _converted(module, *inputs):
     result = fxport.convert(module, inputs, verify=False, keep_artifacts=True)
-    return result.model, result.artifacts["exported_program_after"]
+    return result.model, result.artifacts["translated_program"]
 
 
 def _boxes(count):

@@ -163,7 +163,7 @@ OVERLAPPING = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 0.0, 11.0, 10.0], [20.
 def _nms_file(scores):
     result = fxport.convert(KeyedNMS(), (OVERLAPPING, scores, torch.zeros(3, dtype=torch.int64)),
                             verify=False, keep_artifacts=True)
-    return result.model, result.artifacts["exported_program_after"]
+    return result.model, result.artifacts["translated_program"]
 
 
 def _verify_nms(model, program, scores):
