@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
-import tempfile
 from typing import Any, Callable
 
 import numpy as np
@@ -127,8 +125,7 @@ class DecisionReplay:
     set that needs it. ``judge`` returns None when nothing could be replayed.
     """
 
-    def __init__(self, program: Any, model: "onnx.ModelProto | str | os.PathLike",
-                 open_runner: Callable[[Any], Any]):
+    def __init__(self, program: Any, model: onnx.ModelProto, open_runner: Callable[[Any], Any]):
         """``open_runner(proto or path)``: an :class:`~fxport.verify.OnnxRunner` on the device verified."""
         self.program, self.model, self.open_runner = program, model, open_runner
         self.points: list[DecisionPoint] | None = None  # found on the first set that fails
@@ -224,29 +221,15 @@ def _same_decision(own: torch.Tensor, taken: torch.Tensor) -> bool:
     return own.shape == taken.shape and torch.equal(own, taken.to(own.dtype))
 
 
-def _produced_values(model: "onnx.ModelProto | str | os.PathLike") -> set[str]:
-    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(os.fspath(model), load_external_data=False)
-    return {name for node in proto.graph.node for name in node.output if name}
+def _produced_values(model: onnx.ModelProto) -> set[str]:
+    return {name for node in model.graph.node for name in node.output if name}
 
 
-def _exposing_runner(model: "onnx.ModelProto | str | os.PathLike", open_runner: Callable, names: list[str]):
-    """A runner on a copy of the file with ``names`` as extra outputs (a file with external data
-    is copied beside its data, then removed)."""
-    if isinstance(model, onnx.ModelProto):
-        exposed = copy.deepcopy(model)
-        _add_outputs(exposed, names)
-        return open_runner(exposed)
-    path = os.fspath(model)
-    exposed = onnx.load(path, load_external_data=False)
+def _exposing_runner(model: onnx.ModelProto, open_runner: Callable, names: list[str]):
+    """A runner on a copy of the file with ``names`` as extra outputs."""
+    exposed = copy.deepcopy(model)
     _add_outputs(exposed, names)
-    handle, copy_path = tempfile.mkstemp(suffix=".onnx", prefix=".fxport-decisions-",
-                                         dir=os.path.dirname(os.path.abspath(path)))
-    os.close(handle)
-    try:
-        onnx.save(exposed, copy_path)
-        return open_runner(copy_path)
-    finally:
-        os.remove(copy_path)
+    return open_runner(exposed)
 
 
 def _add_outputs(model: onnx.ModelProto, names: list[str]) -> None:

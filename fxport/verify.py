@@ -243,8 +243,10 @@ def verify_model(
                            else generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains))
     module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
     reference = Float64Reference(module_on_device) if _judged_by_noise(acceptance) else None
+    # a second session is a second copy of the weights: files with external data are not replayed
     replay = (DecisionReplay(program, model, lambda source: OnnxRunner(source, device))
-              if program is not None and acceptance.min_cosine is None else None)
+              if program is not None and acceptance.min_cosine is None and isinstance(model, onnx.ModelProto)
+              else None)
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     rows = []
     for inputs in candidates:
