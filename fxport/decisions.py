@@ -192,9 +192,8 @@ class _Replayer(torch.fx.Interpreter):
         module = self.module
         flat = torch.fx._pytree.tree_flatten_spec((inputs.copy().args, inputs.copy().kwargs), module._in_spec)
         with torch.no_grad():
-            outputs = self.run(*flat)
-        outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        return torch.utils._pytree.tree_unflatten(outputs, module._out_spec)
+            outputs = self.run(*flat, enable_io_processing=False)
+        return torch.utils._pytree.tree_unflatten(list(outputs), module._out_spec)
 
     def run_node(self, node: torch.fx.Node) -> Any:
         own = super().run_node(node)

@@ -102,3 +102,20 @@ def test_sets_that_pass_never_build_the_replay():
     model, program = _converted(TopBoxes(), scores, _boxes(5))
     rows = _verify(TopBoxes(), model, program, scores, _boxes(5))
     assert rows[0].passed and rows[0].note == ""
+
+
+class PerImage(torch.nn.Module):
+    """torchvision's output structure: a list of dicts, one per image."""
+
+    def forward(self, scores, boxes):
+        keys = scores * 2.0
+        best = keys.topk(3).indices
+        return [{"boxes": boxes[best], "count": (keys > 1.0).sum()}, {"boxes": boxes[:2] * 2.0}]
+
+
+def test_a_replay_keeps_the_output_structure_of_lists_of_dicts():
+    scores = torch.tensor([2.5, 2.0, 1.50000012, 1.5, 0.5])
+    model, program = _converted(PerImage(), scores, _boxes(5))
+    noisy = perturbed(model, "mul", np.array([0, 0, 0, 1e-6, 0]))
+    rows = _verify(PerImage(), noisy, program, scores, _boxes(5))
+    assert rows[0].passed and "top-k at" in rows[0].note
