@@ -119,3 +119,27 @@ def test_a_replay_keeps_the_output_structure_of_lists_of_dicts():
     noisy = perturbed(model, "mul", np.array([0, 0, 0, 1e-6, 0]))
     rows = _verify(PerImage(), noisy, program, scores, _boxes(5))
     assert rows[0].passed and "top-k at" in rows[0].note
+
+
+class SizeBranch(torch.nn.Module):
+    """A Python branch on a size: torch.export keeps the example's side and guards it."""
+
+    def forward(self, scores, other):
+        keys = scores * 2.0
+        if other.shape[0] > 2:
+            return keys.topk(2).indices
+        return keys.topk(2).indices + 10
+
+
+def test_inputs_the_program_itself_refuses_fail_and_are_not_skipped():
+    from fxport.lower import lower
+
+    scores = torch.tensor([2.5, 2.0, 1.5, 1.4, 0.5])
+    program = torch.export.export(SizeBranch(), (scores, torch.ones(4)),
+                                  dynamic_shapes=(None, {0: torch.export.Dim.DYNAMIC}))
+    programs = {}
+    model = lower(program, programs=programs)
+    with pytest.raises(VerificationError) as failure:   # eager takes the other side at size 1
+        _verify(SizeBranch(), model, programs["translated"], scores, torch.ones(1))
+    assert not failure.value.report[0].passed
+    assert "the exported program refuses these inputs" in failure.value.report[0].note
