@@ -223,6 +223,54 @@ def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
     assert min(lengths_seen) < settings["max_new_tokens"]
 
 
+def tiny_mistral(window):
+    torch.manual_seed(0)
+    config = transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, sliding_window=window)
+    return transformers.MistralForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("build, cache", [(tiny_llama, "static"), (tiny_llama, "hybrid"),
+                                          (lambda: tiny_mistral(4), "sliding_window")],
+                         ids=["static", "hybrid", "sliding-window-4"])
+def test_generate_with_a_cache_implementation_gives_the_generators_ids(build, cache):
+    """generate(cache_implementation=...) with a cache that holds the model's keys and values
+    (a fixed buffer, a window of 4 over prompts up to 9 tokens): the growing cache of fxport's
+    generator gives the same ids, and the settings say which cache generate() was asked for."""
+    lm = build()
+    settings = generation_settings(lm, max_new_tokens=6, cache_implementation=cache)
+    generator = TextGenerator(lm, settings)
+    assert settings.generate_kwargs()["cache_implementation"] == cache and cache in settings.describe()
+    for seed, (batch, length) in enumerate(SHAPES):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        expected = generate(lm, ids, mask, max_new_tokens=6, cache_implementation=cache)
+        with torch.no_grad():
+            assert torch.equal(generator(ids, mask), expected), seed
+
+
+@pytest.mark.parametrize("cache", ["quantized", "offloaded"])
+def test_caches_that_change_values_or_need_cuda_are_refused_in_one_line(cache):
+    with pytest.raises(UsageError) as refused:
+        generation_settings(tiny_llama(), max_new_tokens=4, cache_implementation=cache)
+    assert f"cache_implementation={cache!r}" in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_generate_with_a_static_cache_in_forward_converts_and_equals_generate():
+    lm = tiny_llama(seed=1)
+    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
+    settings = dict(max_new_tokens=5, eos_token_id=stopping_tokens(lm, prompts), cache_implementation="static")
+    model = GenerateInForward(lm, **settings).eval()
+    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+                            verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
+    assert result.verified and "Loop" in result.op_counts()
+    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed, (batch, length) in enumerate([(1, 3), (4, 7), (2, 1)], start=50):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        np.testing.assert_array_equal(produced, generate(lm, ids, mask, **settings).numpy())
+
+
 @pytest.mark.parametrize("setting, said", [
     (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size=2"),  # no ONNX form
     (dict(do_sample=True, top_k=5), "sampling_draws"),  # sampling without the draws as an input

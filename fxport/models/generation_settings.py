@@ -30,6 +30,12 @@ _SAMPLING_UNCONVERTED = frozenset({"epsilon_cutoff", "eta_cutoff", "top_h"})
 _IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id",
                           "repetition_penalty", "do_sample", "num_beams", "length_penalty", "early_stopping",
                           "num_return_sequences", "forced_eos_token_id", *SAMPLING_WARPERS})
+#: ``cache_implementation`` values whose cache holds the same keys and values as the generator's
+#: growing one (a fixed-size or offloaded buffer, sliding windows the model's masks already
+#: apply): the same ids up to float noise, which verification against ``generate()`` checks.
+#: ``quantized`` changes the cached values and is refused; the offloaded caches need CUDA streams
+#: in eager ``generate()``, the reference, and are refused too.
+SAME_VALUE_CACHES = ("dynamic", "static", "sliding_window", "hybrid", "hybrid_chunked")
 #: ``generate()`` keyword arguments that are not generation settings and have no ONNX form.
 UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
                          "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
@@ -62,6 +68,8 @@ class GenerationSettings:
     top_p: float | None = None
     min_p: float | None = None
     typical_p: float | None = None
+    #: the cache ``generate()`` is asked to use (:data:`SAME_VALUE_CACHES`); the file grows its own
+    cache_implementation: str | None = None
 
     def applied_warpers(self) -> dict[str, float]:
         """The sampling warpers ``generate()`` applies with these settings, ``{setting: value}``
@@ -94,6 +102,8 @@ class GenerationSettings:
                       num_return_sequences=self.num_return_sequences)
         if self.do_sample:  # None overrides the checkpoint's value: generate() then applies no such warper
             kwargs.update({name: getattr(self, name) for name in SAMPLING_WARPERS})
+        if self.cache_implementation is not None:
+            kwargs["cache_implementation"] = self.cache_implementation
         return kwargs
 
     def describe(self) -> str:
@@ -109,6 +119,8 @@ class GenerationSettings:
             parts.append(f"at least {self.min_new_tokens} new tokens")
         if self.repetition_penalty != 1.0:
             parts.append(f"repetition penalty {self.repetition_penalty:g}")
+        if self.cache_implementation is not None:
+            parts.append(f"generate()'s {self.cache_implementation} cache as a growing one")
         return ", ".join(parts)
 
 
@@ -144,6 +156,12 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
             continue
         if name in _SAMPLING_UNCONVERTED and not config.do_sample:
             continue  # generate() ignores it without sampling
+        if name == "cache_implementation" and value in SAME_VALUE_CACHES:
+            continue
+        if name == "cache_implementation":
+            raise UsageError(f"cache_implementation={value!r} is not converted (fxport's generator keeps keys "
+                             "and values as the model computes them, in memory)",
+                             hint=f"use one of {', '.join(SAME_VALUE_CACHES)}, or leave it out")
         raise UsageError(f"generation setting {name}={value!r} is not converted "
                          "(fxport converts greedy search, sampling and beam search)",
                          hint=f"leave {name} at its default, or export the one-step model with "
@@ -185,6 +203,7 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         length_penalty=1.0 if config.length_penalty is None else float(config.length_penalty),
         early_stopping=False if config.early_stopping is None else config.early_stopping,
         num_return_sequences=returned, do_sample=bool(config.do_sample),
+        cache_implementation=config.cache_implementation,
         **{name: getattr(config, name) for name in SAMPLING_WARPERS},
     )
 
