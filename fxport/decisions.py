@@ -360,6 +360,29 @@ def take_argmin(args, kwargs, own, taken, limits):
     return _take_extreme(args, kwargs, own, taken, limits, "arg-min")
 
 
+def _take_reduction(args, kwargs, own, taken, limits, what):
+    x = args[0]
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    axis = (args[1] if len(args) > 1 else kwargs["dim"]) % max(x.dim(), 1)
+    indices, problem = _take_extreme(args, kwargs, own[1], {None: taken[1]}, limits, what)
+    if problem:
+        return own, problem
+    values = x.gather(axis, indices if keepdim else indices.unsqueeze(axis))
+    return (values if keepdim else values.squeeze(axis), indices), None
+
+
+@decision("aten::max", label="max over a dimension", outputs=(1,))
+def take_max_dim(args, kwargs, own, taken, limits):
+    """``max(dim)``'s indices (the full reduction has no indices and is no decision)."""
+    return _take_reduction(args, kwargs, own, taken, limits, "arg-max")
+
+
+@decision("aten::min", label="min over a dimension", outputs=(1,))
+def take_min_dim(args, kwargs, own, taken, limits):
+    """``min(dim)``'s indices, like :func:`take_max_dim`."""
+    return _take_reduction(args, kwargs, own, taken, limits, "arg-min")
+
+
 def take_comparison(args, kwargs, own, taken, limits):
     """ONNX Runtime's comparison of float values: admissible when every element it decides
     otherwise compares values within tolerance of each other (a score at the threshold)."""

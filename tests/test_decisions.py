@@ -143,3 +143,25 @@ def test_inputs_beyond_the_programs_guards_fail_and_are_not_skipped():
         _verify(SizeBranch(), model, programs["translated"], scores, torch.ones(1))
     assert not failure.value.report[0].passed
     assert "the exported program itself differs from eager on these inputs" in failure.value.report[0].note
+
+
+class BestPerRow(torch.nn.Module):
+    """max over a dimension: which column wins decides what is gathered."""
+
+    def forward(self, scores, table):
+        keys = scores * 2.0
+        best, where = keys.max(dim=1)
+        return table[where] + best[:, None]
+
+
+def test_a_max_over_a_dimension_decided_otherwise_on_a_tie_is_replayed():
+    scores = torch.tensor([[0.5, 1.00000006, 1.0], [0.3, 0.2, 0.1]])     # row 0: columns 1 and 2 tie
+    table = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    model, program = _converted(BestPerRow(), scores, table)
+    noisy = perturbed(model, "mul", np.array([[0, 0, 1e-6], [0, 0, 0]]))
+    rows = _verify(BestPerRow(), noisy, program, scores, table)
+    assert rows[0].passed and "max over a dimension at" in rows[0].note
+    wrong = perturbed(model, "mul", np.array([[0, 0, 0], [0, 0.5, 0]]))  # row 1 picks column 1 (0.4 < 0.6)
+    with pytest.raises(VerificationError) as failure:
+        _verify(BestPerRow(), wrong, program, scores, table)
+    assert "arg-max keys 0.4 where eager has 0.6" in failure.value.report[0].note
