@@ -1,24 +1,13 @@
 """Decisions ONNX Runtime took otherwise than eager on keys within float noise: replayed.
 
-A top-k, a sort, an arg-max, a threshold or an NMS decides *which* values go on. Where two keys
-are within float32 noise of each other (the 100th and 101st anchor score of a region-proposal
-network, a score at a threshold), the file's keys, a few ulps from eager's, may decide the other
-way, and everything downstream (which boxes, how many) differs by whole values. No tolerance on
-the outputs tells that from a wrong file; a replay does:
-
-1. the exported program (the rewritten model fxport lowered) runs on the inputs and must equal
-   eager: the rewrites are faithful on this set;
-2. ONNX Runtime runs the file with every decision's result as an extra output;
-3. the exported program runs again, each decision taken as ONNX Runtime took it, provided the
-   decision is *admissible* on the program's own keys: a top-k or sort whose picked keys equal
-   the program's within the comparison's tolerance, a comparison whose flipped elements are
-   within tolerance of each other, an NMS whose kept boxes follow the greedy rule within
-   tolerance (rules registered with :func:`decision`, e.g. in rewrites/detection.py);
-4. the file's outputs must equal the replayed program's under the same comparison.
-
-Upstream values the file gets wrong change its keys by more than the tolerance (an inadmissible
-decision) or its outputs (a failed comparison); a decision the file no longer exposes (folded
-by the optimiser) cannot be replayed. Each keeps the set failed.
+A top-k, a sort, an arg-max, a threshold or an NMS decides *which* values go on; on keys tied
+within float32 noise the file may decide otherwise than eager, and everything downstream differs
+by whole values. The replay (docs/getting-started.md, "Decisions taken otherwise on tied keys
+are replayed"): the exported program's graph must equal eager on the set; ONNX Runtime runs the
+file with every decision as an extra output; each decision must be *admissible*, one the op
+takes on keys within the comparison's tolerance of the program's own (rules registered with
+:func:`decision`, e.g. NMS in rewrites/detection.py); the program then runs with the file's
+decisions, and the file's outputs must equal it. Anything else keeps the set failed.
 
 Example::
 
