@@ -20,11 +20,12 @@ from tests.conftest import run_cli
 pytest.importorskip("torchvision")
 
 
-def convert_detector_from_the_cli(name: str, tmp_path) -> tuple[dict, onnx.ModelProto]:
-    """``fxport convert tests/models/detection.py:NAME --no-verify --json``: the report and file."""
+def convert_detector_from_the_cli(name: str, tmp_path, verify: bool = False) -> tuple[dict, onnx.ModelProto]:
+    """``fxport convert tests/models/detection.py:NAME --json`` (``--no-verify`` unless ``verify``):
+    the report and file."""
     out = tmp_path / f"{name}.onnx"
     done = run_cli("convert", f"tests/models/detection.py:{name}", "-o", str(out), "--json",
-                   "--no-verify", timeout=1800)
+                   *([] if verify else ["--no-verify"]), timeout=1800)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(done.stdout), onnx.load(str(out))
 
@@ -62,17 +63,36 @@ def test_faster_rcnn_converts_from_the_cli_with_its_own_size_per_image(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name, rules", [
+    ("MaskRCNN", {"paste-masks-vectorised", "batched-nms-to-onnx-nms", "multiscale-roi-align-symbolic"}),
+    ("RetinaNet", {"batched-nms-to-onnx-nms", "detection-resize-symbolic"}),
+])
+def test_resnet50_detectors_convert_and_verify_from_the_cli(name, rules, tmp_path):
+    """Mask R-CNN and RetinaNet verified end to end on the verify stage's own 12 sets (other
+    sizes, portrait and landscape, one image up to 512 px), with their post-processing rules
+    and no Loop. Mask R-CNN's region-proposal top-k and NMS sit on keys tied within float32
+    noise on some sets: those pass by replaying the file's decisions (fxport/decisions.py),
+    never by loosening a tolerance."""
+    report, model_proto = convert_detector_from_the_cli(name, tmp_path, verify=True)
+    rows = report["verification"]
+    assert report["ok"] and len(rows) == 12 and all(row["passed"] for row in rows), rows
+    assert not any("skipped" in (row.get("note") or "") for row in rows)
+    assert rules <= {rewrite["rule"] for rewrite in report["rewrites"]}
+    ops = count_ops(model_proto.graph)
+    assert ops.get("NonMaxSuppression", 0) >= 1 and "Loop" not in ops, ops
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name, rule, extra_outputs", [
-    ("MaskRCNN", "paste-masks-vectorised", {"masks"}),
     ("KeypointRCNN", "heatmaps-to-keypoints-vectorised", {"keypoints", "keypoints_scores"}),
 ])
 def test_mask_and_keypoint_rcnn_convert_with_their_post_processing_rules(name, rule, extra_outputs, tmp_path):
-    """The ResNet-50 R-CNNs capture and lower with both images' sizes dynamic, their Python loops
-    over the detected boxes replaced (no Loop in the file), and the file runs on an image pair
-    the export never saw, giving each image's outputs at eager's shapes past the box count.
-    The rules' values are checked against eager torchvision in tests/rules/test_detection_rules.py;
-    end to end, this random-weight ResNet-50 model's region-proposal top-k sits on knife edges
-    (docs/vision-models.md, "Status per detector"), so values are not compared here."""
+    """Keypoint R-CNN captures and lowers with both images' sizes dynamic, its Python loop over
+    the detected boxes replaced (no Loop in the file), and the file runs on an image pair the
+    export never saw, giving each image's outputs at eager's shapes past the box count. The
+    rule's values are checked against eager torchvision in tests/rules/test_detection_rules.py;
+    end to end, verification still refuses one of its 12 sets (docs/vision-models.md, "Status
+    per detector"), so values are not compared here. Mask R-CNN: the test above."""
     from fxport.testing import run_onnx
     from tests.models import detection
 
