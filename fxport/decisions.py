@@ -11,6 +11,7 @@ decisions, and the file's outputs must equal it. Anything else keeps the set fai
 
 Example::
 
+    >>> import fxport.decision_rules  # the built-in decisions (verify imports them)
     >>> class Top(torch.nn.Module):
     ...     def forward(self, x):
     ...         return x.topk(2).indices
@@ -47,16 +48,17 @@ class DecisionRule:
     label: str                    #: for people: ``top-k``
     outputs: tuple                #: the output indices (None: single output) that hold the decision
     take: Take
+    floats_only: bool = False     #: a decision only where an argument is a float tensor (comparisons)
 
 
 _RULES: dict[str, DecisionRule] = {}
 
 
-def decision(op: str, *, label: str, outputs: tuple = (None,)) -> Callable[[Take], Take]:
+def decision(op: str, *, label: str, outputs: tuple = (None,), floats_only: bool = False) -> Callable[[Take], Take]:
     """Register how verification replays ``op``'s decision (module docstring; docs/rules.md,
     "Decisions verification may replay", has an example)."""
     def register(take: Take) -> Take:
-        _RULES[op] = DecisionRule(op, label, tuple(outputs), take)
+        _RULES[op] = DecisionRule(op, label, tuple(outputs), take, floats_only)
         return take
     return register
 
@@ -92,7 +94,7 @@ def _rule_of(node: torch.fx.Node) -> DecisionRule | None:
         return None
     schema = getattr(getattr(node.target, "_schema", None), "name", None)
     rule = _RULES.get(schema) if schema else None
-    if rule is None or (rule.op in _FLOAT_ONLY and not _compares_floats(node)):
+    if rule is None or (rule.floats_only and not _compares_floats(node)):
         return None
     return rule
 
@@ -247,7 +249,7 @@ def _failed(comparison: Comparison, why: str) -> Comparison:
     return comparison
 
 
-# --- admissibility of the built-in decisions -------------------------------------------------
+# --- helpers for rules that judge a decision --------------------------------------------------
 
 def keys_within(picked: torch.Tensor, own: torch.Tensor, limits: Callable, what: str) -> str | None:
     """Why ``picked`` keys are not ``own`` within the comparison's tolerance (None when they are).
@@ -276,123 +278,3 @@ def valid_indices(indices: torch.Tensor, size: int, dim: int) -> str | None:
     if ordered.shape[dim] > 1 and bool((ordered.diff(dim=dim) == 0).any()):
         return "an index picked twice"
     return None
-
-
-def _take_by_indices(x: torch.Tensor, dim: int, own_values: torch.Tensor, indices: torch.Tensor,
-                     limits: Callable, what: str) -> tuple[torch.Tensor, str | None]:
-    indices = indices.to(torch.int64)
-    problem = valid_indices(indices, x.shape[dim], dim) if indices.shape == own_values.shape else \
-        f"{what} have shape {list(indices.shape)} where eager has {list(own_values.shape)}"
-    if problem:
-        return own_values, problem
-    values = x.gather(dim, indices)
-    ordered_own, ordered = own_values.sort(dim=dim).values, values.sort(dim=dim).values
-    return values, keys_within(ordered, ordered_own, limits, what)
-
-
-def _dim(args: tuple, kwargs: dict, position: int, default: int, rank: int) -> int:
-    given = args[position] if len(args) > position and not isinstance(args[position], bool) else None
-    return (kwargs.get("dim", default) if given is None else given) % max(rank, 1)
-
-
-@decision("aten::topk", label="top-k", outputs=(1,))
-def take_topk(args, kwargs, own, taken, limits):
-    """ONNX Runtime's top-k indices: admissible when its picked keys are the k largest (smallest)
-    within tolerance."""
-    x = args[0]
-    values, problem = _take_by_indices(x, _dim(args, kwargs, 2, -1, x.dim()), own[0], taken[1], limits, "top-k keys")
-    return (values, taken[1].to(torch.int64)), problem
-
-
-@decision("aten::sort", label="sort", outputs=(1,))
-def take_sort(args, kwargs, own, taken, limits):
-    """ONNX Runtime's sort order: admissible when the keys it puts at each position are eager's
-    within tolerance."""
-    x = args[0]
-    values, problem = _take_by_indices(x, _dim(args, kwargs, 1, -1, x.dim()), own[0], taken[1], limits, "sorted keys")
-    return (values, taken[1].to(torch.int64)), problem or keys_within(values, own[0], limits, "sorted keys")
-
-
-@decision("aten::argsort", label="argsort")
-def take_argsort(args, kwargs, own, taken, limits):
-    """Like :func:`take_sort`, the indices only."""
-    x = args[0]
-    dim = _dim(args, kwargs, 1, -1, x.dim())
-    (_, indices), problem = take_sort((x, dim), {}, (x.gather(dim, own), own), {1: taken[None]}, limits)
-    return indices, problem
-
-
-def _take_extreme(args, kwargs, own, taken, limits, what):
-    x = args[0]
-    dim = args[1] if len(args) > 1 else kwargs.get("dim")
-    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-    indices = taken[None].to(torch.int64)
-    if indices.shape != own.shape:
-        return own, f"{what} has shape {list(indices.shape)} where eager has {list(own.shape)}"
-    flat = x.reshape(-1) if dim is None else x
-    axis = 0 if dim is None else dim % max(x.dim(), 1)
-    picked, best = (indices.reshape(-1), own.reshape(-1)) if dim is None else (
-        (indices, own) if keepdim else (indices.unsqueeze(axis), own.unsqueeze(axis)))
-    problem = valid_indices(picked, flat.shape[axis], axis) if picked.numel() else None
-    return indices, problem or keys_within(flat.gather(axis, picked), flat.gather(axis, best), limits, f"{what} keys")
-
-
-@decision("aten::argmax", label="arg-max")
-def take_argmax(args, kwargs, own, taken, limits):
-    """ONNX Runtime's arg-max: admissible when the key it picks is the maximum within tolerance."""
-    return _take_extreme(args, kwargs, own, taken, limits, "arg-max")
-
-
-@decision("aten::argmin", label="arg-min")
-def take_argmin(args, kwargs, own, taken, limits):
-    """ONNX Runtime's arg-min: admissible when the key it picks is the minimum within tolerance."""
-    return _take_extreme(args, kwargs, own, taken, limits, "arg-min")
-
-
-def _take_reduction(args, kwargs, own, taken, limits, what):
-    x = args[0]
-    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-    axis = (args[1] if len(args) > 1 else kwargs["dim"]) % max(x.dim(), 1)
-    indices, problem = _take_extreme(args, kwargs, own[1], {None: taken[1]}, limits, what)
-    if problem:
-        return own, problem
-    values = x.gather(axis, indices if keepdim else indices.unsqueeze(axis))
-    return (values if keepdim else values.squeeze(axis), indices), None
-
-
-@decision("aten::max", label="max over a dimension", outputs=(1,))
-def take_max_dim(args, kwargs, own, taken, limits):
-    """``max(dim)``'s indices (the full reduction has no indices and is no decision)."""
-    return _take_reduction(args, kwargs, own, taken, limits, "arg-max")
-
-
-@decision("aten::min", label="min over a dimension", outputs=(1,))
-def take_min_dim(args, kwargs, own, taken, limits):
-    """``min(dim)``'s indices, like :func:`take_max_dim`."""
-    return _take_reduction(args, kwargs, own, taken, limits, "arg-min")
-
-
-def take_comparison(args, kwargs, own, taken, limits):
-    """ONNX Runtime's comparison of float values: admissible when every element it decides
-    otherwise compares values within tolerance of each other (a score at the threshold)."""
-    flags = taken[None].to(torch.bool)
-    if flags.shape != own.shape:
-        return own, f"the comparison has shape {list(flags.shape)} where eager has {list(own.shape)}"
-    flipped = flags != own
-    left, right = (torch.as_tensor(a, dtype=torch.float64) for a in args[:2])
-    left, right = torch.broadcast_tensors(left, right)
-    dtype = next((a.dtype for a in args[:2] if isinstance(a, torch.Tensor) and a.dtype.is_floating_point),
-                 torch.float32)
-    atol, rtol = limits(dtype)
-    near = (left - right).abs() <= atol + rtol * torch.maximum(left.abs(), right.abs())
-    far = flipped & ~near.expand_as(flipped)
-    if bool(far.any()):
-        at = tuple(far.nonzero()[0].tolist())
-        return own, f"it decides {left[at].item():.6g} against {right[at].item():.6g} otherwise"
-    return flags, None
-
-
-_FLOAT_ONLY = set()
-for _name in ("gt", "ge", "lt", "le"):
-    decision(f"aten::{_name}", label=f"comparison ({_name})")(take_comparison)
-    _FLOAT_ONLY.add(f"aten::{_name}")

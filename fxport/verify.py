@@ -51,6 +51,7 @@ from fxport.compare import (  # noqa: F401 - re-exported
 from fxport.compare import to_numpy as _to_numpy
 from fxport.domain import InputDomain
 from fxport.providers import describe_placement, fallback_warning, node_placement, select_providers  # noqa: F401
+from fxport import decision_rules  # noqa: F401 - registers the built-in decisions the replay judges
 from fxport.decisions import DecisionReplay
 from fxport.reference import Float64Reference
 from fxport.eager_limits import SECONDS, EagerRunStopped, terminated_after, time_limit

@@ -165,3 +165,24 @@ def test_a_max_over_a_dimension_decided_otherwise_on_a_tie_is_replayed():
     with pytest.raises(VerificationError) as failure:
         _verify(BestPerRow(), wrong, program, scores, table)
     assert "arg-max keys 0.4 where eager has 0.6" in failure.value.report[0].note
+
+
+class CeilSize(torch.nn.Module):
+    """A size rounded up from float keys (Keypoint R-CNN's box widths)."""
+
+    def forward(self, scores):
+        return (scores * 2.0).ceil() * 3.0
+
+
+def test_a_rounding_decided_otherwise_at_an_integer_is_replayed_and_one_far_from_it_refused():
+    scores = torch.tensor([1.0000001, 0.3, 1.15])                      # keys 2.0000002, 0.6, 2.3
+    model, program = _converted(CeilSize(), scores)
+    noisy = perturbed(model, "mul", np.array([-5e-7, 0, 0]))           # the file rounds 1.9999997 up to 2
+    with pytest.raises(VerificationError):
+        _verify(CeilSize(), noisy, None, scores)
+    rows = _verify(CeilSize(), noisy, program, scores)
+    assert rows[0].passed and "ceil at" in rows[0].note
+    wrong = perturbed(model, "mul", np.array([0, 0, -0.5]))            # 1.8 rounded up: 2, not 3
+    with pytest.raises(VerificationError) as failure:
+        _verify(CeilSize(), wrong, program, scores)
+    assert "it rounds 2.3 to 2 where eager has 3" in failure.value.report[0].note
