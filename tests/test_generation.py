@@ -255,22 +255,6 @@ def test_caches_that_change_values_or_need_cuda_are_refused_in_one_line(cache):
     assert f"cache_implementation={cache!r}" in str(refused.value) and "\n" not in str(refused.value)
 
 
-@pytest.mark.slow
-def test_generate_with_a_static_cache_in_forward_converts_and_equals_generate():
-    lm = tiny_llama(seed=1)
-    prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
-    settings = dict(max_new_tokens=5, eos_token_id=stopping_tokens(lm, prompts), cache_implementation="static")
-    model = GenerateInForward(lm, **settings).eval()
-    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
-                            verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
-    assert result.verified and "Loop" in result.op_counts()
-    session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for seed, (batch, length) in enumerate([(1, 3), (4, 7), (2, 1)], start=50):
-        ids, mask = left_padded_prompts(batch, length, seed)
-        (produced,) = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
-        np.testing.assert_array_equal(produced, generate(lm, ids, mask, **settings).numpy())
-
-
 @pytest.mark.parametrize("setting, said", [
     (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size=2"),  # no ONNX form
     (dict(do_sample=True, top_k=5), "sampling_draws"),  # sampling without the draws as an input
@@ -285,12 +269,16 @@ def test_generate_setting_without_onnx_form_is_refused_at_the_users_call(setting
 
 
 @pytest.mark.slow
-def test_beam_search_generate_in_forward_converts_and_equals_generate():
-    """generate(num_beams=3, num_return_sequences=2) in forward: one Loop, equal to eager
-    generate() on prompts the export never saw."""
-    lm = tiny_llama(seed=2)
+@pytest.mark.parametrize("seed, settings", [
+    (2, dict(max_new_tokens=5, num_beams=3, num_return_sequences=2)),
+    (1, dict(max_new_tokens=5, cache_implementation="static")),
+], ids=["beam-3-return-2", "static-cache"])
+def test_generate_in_forward_converts_and_equals_generate(seed, settings):
+    """generate(num_beams=3, num_return_sequences=2), and greedy generate() asked for a static
+    cache, in forward: one Loop, equal to eager generate() on prompts the export never saw."""
+    lm = tiny_llama(seed=seed)
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
-    settings = dict(max_new_tokens=5, num_beams=3, num_return_sequences=2, eos_token_id=stopping_tokens(lm, prompts))
+    settings = dict(settings, eos_token_id=stopping_tokens(lm, prompts))
     model = GenerateInForward(lm, **settings).eval()
     result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
                             verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
