@@ -157,7 +157,7 @@ class DecisionReplay:
             replayed = replayer.replay(inputs)
         except Exception as refusal:  # noqa: BLE001 - inadmissible, or the program fails on the file's decisions
             return _failed(compare(eager_outputs, onnx_outputs, acceptance), first_line(refusal))
-        result = compare(replayed, outputs, acceptance)
+        result = compare(replayed, onnx_outputs, acceptance)  # the file as it runs, not the exposing copy
         if replayer.taken:
             result.notes.insert(0, f"{len(replayer.taken)} decision(s) ONNX Runtime took otherwise on keys "
                                    f"within tolerance ({'; '.join(replayer.taken)}): compared with the "
