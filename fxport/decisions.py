@@ -188,7 +188,8 @@ class _Replayer(torch.fx.Interpreter):
 
     def replay(self, inputs: Any) -> Any:
         module = self.module
-        flat = torch.fx._pytree.tree_flatten_spec((inputs.copy().args, inputs.copy().kwargs), module._in_spec)
+        copied = inputs.copy()  # the graph may write into its inputs; the caller's stay as they were
+        flat = torch.fx._pytree.tree_flatten_spec((copied.args, copied.kwargs), module._in_spec)
         with torch.no_grad():
             outputs = self.run(*flat, enable_io_processing=False)
         return torch.utils._pytree.tree_unflatten(list(outputs), module._out_spec)
