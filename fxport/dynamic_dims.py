@@ -149,10 +149,35 @@ def _is_dynamic_spec(dim: Any) -> bool:
 
 
 def dim_name(dim: Any, input_name: str, axis: int) -> str:
+    """A dimension's name: the Dim's, a derived Dim's expression (``8*h8``, shared by every axis
+    declared with it), or ``input_axis``."""
     if isinstance(dim, str):
         return dim
+    if _is_derived(dim):
+        return str(dim.__name__)
     name = getattr(dim, "__name__", None)
     return name if isinstance(name, str) and name.isidentifier() else f"{input_name}_{axis}"
+
+
+def _is_derived(dim: Any) -> bool:
+    return hasattr(dim, "root") and callable(getattr(dim, "fn", None))
+
+
+def dim_step(dim: Any) -> tuple[int, int]:
+    """``(step, offset)``: the sizes a derived Dim takes are ``offset + step * k`` (``8 * Dim("h8")``
+    → (8, 0)); (1, 0) for any other dimension or a derivation that is not linear.
+
+    >>> dim_step(8 * torch.export.Dim("h8")), dim_step(torch.export.Dim("n"))
+    ((8, 0), (1, 0))
+    """
+    if not _is_derived(dim):
+        return 1, 0
+    try:
+        values = [int(dim.fn(k)) for k in (0, 1, 2)]
+    except Exception:  # noqa: BLE001 - a derivation we cannot evaluate on plain ints
+        return 1, 0
+    step = values[1] - values[0]
+    return (step, values[0]) if step > 0 and values[2] - values[1] == step else (1, 0)
 
 
 #: Stands for "no upper bound" in size ranges.
@@ -175,14 +200,15 @@ class DimRange(tuple):
         (True, '2..inf', '0..inf')
     """
 
-    def __new__(cls, low, high, declared=(0, UNBOUNDED), name=None, where=None, reason=None):
+    def __new__(cls, low, high, declared=(0, UNBOUNDED), name=None, where=None, reason=None, step=(1, 0)):
         self = super().__new__(cls, (int(low), int(high)))
         self.declared = (int(declared[0]), int(declared[1]))
         self.name, self.where, self.reason = name, where, reason
+        self.step = (int(step[0]), int(step[1]))  #: (step, offset): sizes offset + step·k (dim_step)
         return self
 
     def __reduce__(self):
-        return DimRange, (self[0], self[1], self.declared, self.name, self.where, self.reason)
+        return DimRange, (self[0], self[1], self.declared, self.name, self.where, self.reason, self.step)
 
     @property
     def narrowed(self) -> bool:
@@ -239,7 +265,8 @@ def annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_
                 else:
                     reason = "narrowed by torch.export"
             ranges[axis] = {"low": low, "high": high, "declared": declared, "name": name,
-                            "where": str(where) if where is not None else None, "reason": reason}
+                            "where": str(where) if where is not None else None, "reason": reason,
+                            "step": dim_step(spec[0]) if spec is not None else (1, 0)}
         if ranges:
             node.meta[_RANGES_KEY] = ranges
 
@@ -367,7 +394,7 @@ def dynamic_dim_bounds(program: torch.export.ExportedProgram) -> dict[int, dict[
             if axis in stored:
                 r = stored[axis]
                 result.setdefault(index, {})[axis] = DimRange(r["low"], r["high"], r["declared"], r["name"],
-                                                              r["where"], r["reason"])
+                                                              r["where"], r["reason"], r.get("step", (1, 0)))
             elif isinstance(size, torch.SymInt):
                 low, high = _valid_range(size)
                 result.setdefault(index, {})[axis] = DimRange(low, high, (0, UNBOUNDED), f"input{index}_{axis}")

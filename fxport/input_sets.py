@@ -41,8 +41,10 @@ def generate_input_sets(
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if sizes:
         low, high = _size_limits(dynamic_axes, bounds or {})
-        larger = _larger_sizes(example, dynamic_axes, sizes, high)
-        smaller = {name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()}
+        grid = size_grid(dynamic_axes, bounds or {})
+        larger = _on_grid(_larger_sizes(example, dynamic_axes, sizes, high), grid, low, high, up=True)
+        smaller = _on_grid({name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()},
+                           grid, low, high, up=False)
         for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
             if new_sizes != sizes:
                 desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
@@ -131,9 +133,12 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
     budget = max(MAX_GENERATED_ELEMENTS, 16 * sum(t.numel() for t in example.tensors()))
     found: list[tuple[dict[str, int], str]] = []
 
+    grid = size_grid(dynamic_axes, bounds)
+
     def add(name: str, size: int, why: str = "") -> None:
         lo, hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
-        if size < lo or size > hi or size == sizes[name]:
+        step, offset = grid.get(name, (1, 0))
+        if size < lo or size > hi or size == sizes[name] or (size - offset) % step:
             return
         if size < low.get(name, 0) or size > high.get(name, 2**62):
             why = f"outside exported {_describe(low.get(name, 0), high.get(name, 2**62))}"
@@ -167,6 +172,38 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
             if all(s != ones for s, _ in found):
                 found.append((ones, why))
     return found
+
+
+def size_grid(dynamic_axes, bounds) -> dict[str, tuple[int, int]]:
+    """Per dimension name, ``(step, offset)`` of the sizes it takes (a derived Dim ``8 * h8``:
+    (8, 0)); dimensions without a grid are left out."""
+    grid = {}
+    for index, axes in (dynamic_axes or {}).items():
+        for axis, name in axes.items():
+            step = getattr(bounds.get(index, {}).get(axis), "step", (1, 0))
+            if step != (1, 0):
+                grid[name] = step
+    return grid
+
+
+def _on_grid(new_sizes: dict[str, int], grid: dict, low: dict, high: dict, up: bool) -> dict[str, int]:
+    """``new_sizes`` moved onto each dimension's grid: up (or down) to the next size it takes,
+    the other way when that leaves the valid range.
+
+    >>> _on_grid({"h": 129, "b": 3}, {"h": (8, 0)}, {"h": 128}, {"h": 512}, up=True)
+    {'h': 136, 'b': 3}
+    >>> _on_grid({"h": 100}, {"h": (8, 0)}, {"h": 64}, {"h": 512}, up=False)
+    {'h': 96}
+    """
+    def snapped(name: str, size: int) -> int:
+        step, offset = grid.get(name, (1, 0))
+        below = offset + (size - offset) // step * step
+        above = below if below == size else below + step
+        first, second = (above, below) if up else (below, above)
+        fits = [s for s in (first, second) if low.get(name, 0) <= s <= high.get(name, 2**62)]
+        return fits[0] if fits else size
+
+    return {name: snapped(name, size) for name, size in new_sizes.items()}
 
 
 def _describe(low: int, high: int) -> str:

@@ -214,3 +214,21 @@ def test_size_condition_before_attention_converts_where_torch_leaves_the_guard_t
     for seq in (1, 3, 7):
         x = torch.randn(2, seq, 8)
         np.testing.assert_allclose(run_onnx(result.model, (x,))[0], model(x).detach().numpy(), atol=1e-5)
+
+
+class _PairedFrames(torch.nn.Module):
+    def forward(self, first, second):
+        return first.unflatten(0, (-1, 8)).sum(1) + second.unflatten(0, (-1, 8)).mean(1)
+
+
+def test_derived_dimensions_keep_their_grid_and_vary_together_in_verification():
+    """Two inputs declared ``8 * Dim("h8")``: every verified size is a multiple of 8 and both
+    inputs change together (the model itself needs multiples of 8: eager would skip others)."""
+    h8 = torch.export.Dim("h8", min=2, max=40)
+    result = fxport.convert(_PairedFrames(), (torch.randn(64), torch.randn(64)),
+                            dynamic_shapes={"first": {0: 8 * h8}, "second": {0: 8 * h8}})
+    sizes = [tuple(shape[0] for shape in row.input_shapes) for row in result.verification]
+    assert not [row.name for row in result.verification if row.note.startswith("skipped")]
+    assert all(a == b and a % 8 == 0 for a, b in sizes), sizes
+    assert {16, 96, 320} <= {a for a, _ in sizes}, sizes    # min, larger (64 → 96), max
+    assert any("8*h8=" in row.name for row in result.verification)
