@@ -172,10 +172,7 @@ def dim_step(dim: Any) -> tuple[int, int]:
     """
     if not _is_derived(dim):
         return 1, 0
-    try:
-        values = [int(dim.fn(k)) for k in (0, 1, 2)]
-    except Exception:  # noqa: BLE001 - a derivation we cannot evaluate on plain ints
-        return 1, 0
+    values = [int(dim.fn(k)) for k in (0, 1, 2)]  # torch derives with +, -, * of ints (linear)
     step = values[1] - values[0]
     return (step, values[0]) if step > 0 and values[2] - values[1] == step else (1, 0)
 
