@@ -113,8 +113,8 @@ def _compares_floats(node: torch.fx.Node) -> bool:
 class DecisionReplay:
     """The replay of one program against one ONNX file (module docstring).
 
-    Built once per verification; the session that exposes the decisions is opened on the first
-    set that needs it. ``judge`` returns None when nothing could be replayed.
+    Built once per verification; the decision points are found and the session that exposes
+    them is opened on the first set that needs them.
     """
 
     def __init__(self, program: Any, model: onnx.ModelProto, open_runner: Callable[[Any], Any]):
@@ -131,38 +131,39 @@ class DecisionReplay:
             self.module = self.program.module() if self.points else None
 
     def judge(self, inputs: Any, eager_outputs: Any, onnx_outputs: list[np.ndarray],
-              acceptance: Acceptance) -> Comparison | None:
-        """The comparison of the file with the replayed program, or None (nothing to replay)."""
+              acceptance: Acceptance, failed: Comparison) -> Comparison:
+        """The set judged with the file's decisions replayed: the replay's comparison (the set's
+        notes first), or ``failed`` (the set's own comparison) with a note saying why the replay
+        could not clear it."""
         self._prepare()
         if not self.points:
-            return None
+            return failed
         # the program's graph without its guards: torch.onnx's decompositions record guards on the
         # example's side of symbolic min/max the graph still computes symbolically; what the graph
         # computes on these inputs is then compared with eager, guards or not
         try:
             program_outputs = _Replayer(self.module, {}, {}, acceptance.limits).replay(inputs)
         except Exception as failure:  # noqa: BLE001 - any failure keeps the set failed
-            return _failed(compare(eager_outputs, onnx_outputs, acceptance), "the exported program fails on "
-                           f"these inputs ({first_line(failure)}): decisions not replayed")
-        faithful = compare(eager_outputs, _flat_numpy(program_outputs), acceptance)
-        if not faithful.passed:
-            return _failed(faithful, "the exported program itself differs from eager on these inputs: "
-                                     "decisions not replayed")
+            return _noted(failed, f"the exported program fails on these inputs ({first_line(failure)}): "
+                                  "decisions not replayed")
+        if not compare(eager_outputs, _flat_numpy(program_outputs), acceptance).passed:
+            return _noted(failed, "the exported program itself differs from eager on these inputs: "
+                                  "decisions not replayed")
         outputs, taken = self._run_exposed(inputs, len(onnx_outputs))
-        same_run = compare([torch.from_numpy(np.array(v)) for v in onnx_outputs], outputs, acceptance)
-        if not same_run.passed:
-            return _failed(same_run, "the file's run with its decisions exposed differs from its own run")
+        if not compare([torch.from_numpy(np.array(v)) for v in onnx_outputs], outputs, acceptance).passed:
+            return _noted(failed, "the file's run with its decisions exposed differs from its own run")
         replayer = _Replayer(self.module, {p.node: p for p in self.points}, taken, acceptance.limits)
         try:
             replayed = replayer.replay(inputs)
         except Exception as refusal:  # noqa: BLE001 - inadmissible, or the program fails on the file's decisions
-            return _failed(compare(eager_outputs, onnx_outputs, acceptance), first_line(refusal))
+            return _noted(failed, first_line(refusal))
         result = compare(replayed, onnx_outputs, acceptance)  # the file as it runs, not the exposing copy
         if replayer.taken:
             result.notes.insert(0, f"{len(replayer.taken)} decision(s) ONNX Runtime took otherwise on keys "
                                    f"within tolerance ({'; '.join(replayer.taken)}): compared with the "
                                    "exported program replaying them")
-        return result
+        notes = [note for note in failed.notes if note not in result.notes] + result.notes
+        return dataclasses.replace(result, notes=notes) if result.passed else dataclasses.replace(failed, notes=notes)
 
     def _run_exposed(self, inputs: Any, count: int) -> tuple[list[np.ndarray], dict[str, torch.Tensor]]:
         if self._runner is None:
@@ -245,9 +246,8 @@ def _flat_numpy(outputs: Any) -> list[np.ndarray]:
     return [to_numpy(t) for t in flatten_outputs(outputs)]
 
 
-def _failed(comparison: Comparison, why: str) -> Comparison:
-    comparison.notes.append(why)
-    return comparison
+def _noted(comparison: Comparison, why: str) -> Comparison:
+    return dataclasses.replace(comparison, notes=[*comparison.notes, why])
 
 
 # --- helpers for rules that judge a decision --------------------------------------------------

@@ -232,8 +232,8 @@ def verify_model(
     :func:`generate_input_sets` result when the caller already drew it (the pipeline reuses it
     for the coverage pass); None draws them here. ``sort_keys``: flat indices of the outputs a
     sort orders (:func:`fxport.ties.sorted_output_indices`), whose tied rows may be paired.
-    ``program``: the exported program the file was lowered from; a set that still fails is
-    judged once more with the decisions (top-k, NMS, thresholds) the file took otherwise on
+    ``program``: the program the exporter translated into the file (after its decompositions:
+    its node names are the file's value names); a set that still fails is judged once more with the decisions (top-k, NMS, thresholds) the file took otherwise on
     keys within tolerance replayed in it (:mod:`fxport.decisions`).
     """
     acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol, sort_keys=sort_keys)
@@ -371,10 +371,7 @@ def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
             result.notes.append(f"the float64 reference was stopped ({stopped}): judged by the "
                                 "fixed tolerances")
     if not result.passed and replay is not None:
-        replayed = replay.judge(inputs, expected, actual, acceptance)
-        if replayed is not None:
-            replayed.notes[:0] = [note for note in result.notes if note not in replayed.notes]
-            result = replayed if replayed.passed else dataclasses.replace(result, notes=replayed.notes)
+        result = replay.judge(inputs, expected, actual, acceptance, failed=result)
     noise = result.noise
     return VerificationRow(
         name=inputs.name,

@@ -239,11 +239,12 @@ def nms_problem(boxes, scores, idxs, iou_threshold: float, keep, limits) -> str 
         return f"two kept boxes of one class overlap by more than {iou_threshold:g}"
     dropped = torch.ones(count, dtype=torch.bool)
     dropped[keep] = False
-    for box in dropped.nonzero().flatten().tolist():
-        suppressors = (overlap[keep, box] > iou_threshold - slack) & (
-            scores[keep].double() >= scores[box].double() - (atol + rtol * scores[box].double().abs()))
-        if not bool(suppressors.any()):
-            return f"box {box} was dropped but no kept box of its class overlaps it by more than {iou_threshold:g}"
+    dropped_scores = scores[dropped].double()
+    suppressed = ((overlap[keep][:, dropped] > iou_threshold - slack)  # kept × dropped
+                  & (kept_scores[:, None] >= dropped_scores - (atol + rtol * dropped_scores.abs()))).any(dim=0)
+    if not bool(suppressed.all()):
+        box = int(dropped.nonzero().flatten()[~suppressed][0])
+        return f"box {box} was dropped but no kept box of its class overlaps it by more than {iou_threshold:g}"
     return None
 
 

@@ -31,8 +31,7 @@ _IMPLEMENTED = frozenset({"max_new_tokens", "min_new_tokens", "eos_token_id", "p
                           "repetition_penalty", "do_sample", "num_beams", "length_penalty", "early_stopping",
                           "num_return_sequences", "forced_eos_token_id", *SAMPLING_WARPERS})
 #: ``cache_implementation`` values whose cache holds the same keys and values as the generator's
-#: growing one (a fixed-size or offloaded buffer, sliding windows the model's masks already
-#: apply): the same ids up to float noise, which verification against ``generate()`` checks.
+#: growing one (a fixed-size buffer, sliding windows the model's masks already apply): the same ids up to float noise, which verification against ``generate()`` checks.
 #: ``quantized`` changes the cached values and is refused; the offloaded caches need CUDA streams
 #: in eager ``generate()``, the reference, and are refused too.
 SAME_VALUE_CACHES = ("dynamic", "static", "sliding_window", "hybrid", "hybrid_chunked")
@@ -156,9 +155,9 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
             continue
         if name in _SAMPLING_UNCONVERTED and not config.do_sample:
             continue  # generate() ignores it without sampling
-        if name == "cache_implementation" and value in SAME_VALUE_CACHES:
-            continue
         if name == "cache_implementation":
+            if value in SAME_VALUE_CACHES:
+                continue
             raise UsageError(f"cache_implementation={value!r} is not converted (fxport's generator keeps keys "
                              "and values as the model computes them, in memory)",
                              hint=f"use one of {', '.join(SAME_VALUE_CACHES)}, or leave it out")
