@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from fxport.controlflow.operators import growing
-from fxport.controlflow.operators.state import session
+from fxport.controlflow.operators.state import growing_body, session
 from fxport.errors import ControlFlowError, LoweringError
 from fxport.quiet import quiet_torch
 
@@ -103,7 +103,8 @@ def _capture_body(loop, node) -> torch.export.ExportedProgram:
         dynamic.append({a: torch.export.Dim.AUTO for a in sorted(axes)} or None)
     body = _Body(loop, len(carried), len(free))
     try:
-        with quiet_torch(), session(loop.strategy, [], loop.disabled), \
+        growing_names = {loop.leaf_name(index).split("[")[0] for index in loop.growing}
+        with quiet_torch(), session(loop.strategy, [], loop.disabled), growing_body(growing_names), \
                 shape_config.patch(backed_size_oblivious=True), torch.no_grad():
             program = torch.export.export(body, tuple(examples), dynamic_shapes=(tuple(dynamic),), strict=False)
     except ControlFlowError:

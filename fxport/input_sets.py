@@ -57,7 +57,8 @@ def generate_input_sets(
             covered.append(new_sizes)
             changed = ",".join(f"{n}={s}" for n, s in new_sizes.items() if s != sizes[n])
             name = f"size[{changed}]" + (f" {why}" if why else "") + (", right-padded mask" if has_mask else "")
-            sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right"))
+            sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right",
+                             keep_unsized=True))
     return sets
 
 
@@ -261,9 +262,17 @@ def _axis_sizes(example, dynamic_axes, new_sizes) -> dict[int, dict[int, int]]:
 
 
 def _with_new_values(example: InputSet, axis_sizes: dict[int, dict[int, int]], *, name: str,
-                     domains: dict[int, InputDomain], generator: torch.Generator, mask_side: str) -> InputSet:
-    """The example with every tensor redrawn (``axis_sizes`` resizes axes) inside its domain."""
+                     domains: dict[int, InputDomain], generator: torch.Generator, mask_side: str,
+                     keep_unsized: bool = False) -> InputSet:
+    """The example with every tensor redrawn (``axis_sizes`` resizes axes) inside its domain.
+
+    ``keep_unsized``: a tensor without a dynamic axis (a trip count, a threshold, a flag) keeps
+    the example's value, so a set that tests a size also runs the loops and branches the
+    example runs (a redrawn count of 0 would leave a loop body untested at that size).
+    """
     def redraw(index: int, value: torch.Tensor) -> torch.Tensor:
+        if keep_unsized and not axis_sizes.get(index):
+            return value.clone()
         shape = list(value.shape)
         for axis, size in axis_sizes.get(index, {}).items():
             shape[axis] = size

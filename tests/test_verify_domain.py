@@ -126,6 +126,18 @@ def test_generated_values_are_never_the_callers_tensors():
         assert all(a.data_ptr() != b.data_ptr() for a, b in zip(input_set.tensors(), example.tensors()))
 
 
+def test_sets_of_other_sizes_keep_the_inputs_they_do_not_resize():
+    """A set testing size 0 or 1 keeps the example's trip count: a count redrawn to 0 would
+    leave the loop body untested at that size (the fuzzer's find: a file failing at batch 0
+    passed because its batch-0 set drew a count that ran no step)."""
+    example = InputSet((torch.rand(3, 4), torch.tensor(7)))
+    sets = generate_input_sets(example, {0: {0: "batch"}})
+    edges = [s for s in sets if s.name.startswith("size[")]
+    assert {s.tensors()[0].shape[0] for s in edges} == {0, 1}
+    assert all(int(s.tensors()[1]) == 7 for s in edges)
+    assert any(int(s.tensors()[1]) != 7 for s in sets if s.name == "random"), "fresh values elsewhere"
+
+
 @pytest.mark.slow
 def test_text_model_verifies_on_padded_masks_through_the_cli(tmp_path):
     result = run_cli("convert", f"{TEXT}:MaskedPooler", "-o", str(tmp_path / "m.onnx"), "--json")

@@ -258,3 +258,20 @@ class GrowsAlongTwoAxes(nn.Module):
             hist = torch.cat([hist, rows], 0)
             i = i + 1
         return x, hist
+
+
+class GrowsByARowOrByTheFirstRow(nn.Module):
+    """Grows ``acc`` by one row in one branch and by ``x[:1]`` in the other: the same length as
+    long as the batch is not empty, one row less at batch 0 (the fuzzer's find: a where over the
+    branches failed in ONNX Runtime there)."""
+
+    def forward(self, x, n):
+        acc = torch.tanh(x)
+        k = torch.zeros((), dtype=torch.int64)
+        while (k < n) and (x < 2.0).all():
+            k = k + 1
+            if x.sum() > 0.5:
+                acc = torch.cat([acc, x.mean(dim=0, keepdim=True)], 0)
+            else:
+                acc = torch.cat([acc, x[:1]], 0)
+        return acc

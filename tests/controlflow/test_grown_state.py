@@ -265,6 +265,22 @@ def test_pad_and_stack_grow_two_tensors_along_different_axes():
             np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_branches_growing_by_amounts_that_differ_only_at_batch_0_become_an_if():
+    """``x[:1]`` is one row except at batch 0, which the body capture sees as one row: the if
+    that grows the state by it or by a mean row is an If in the Loop body, right at batch 0."""
+    model = m.GrowsByARowOrByTheFirstRow().eval()
+    exported = export_to_ort(model, (torch.rand(3, 4), torch.tensor(2)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 1 and exported.ops.get("If") == 1
+    inputs = [(sign * torch.rand(b, 4), torch.tensor(trips)) for b in (0, 1, 3) for trips in (0, 1, 2, 4)
+              for sign in (1, -1)]
+    assert {model(*args).shape[0] - args[0].shape[0] for args in inputs} == {0, 1, 2, 4}
+    for args in inputs:
+        (got,) = run_ort(exported, args)
+        want = model(*args)
+        assert got.shape == tuple(want.shape), f"{[tuple(a.shape) for a in args]}: {got.shape} vs {tuple(want.shape)}"
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_top_k_sampling_with_the_noise_as_an_input_equals_eager():
     """Steps = the noise's second dimension (dynamic): 0, 1, 5, 6 steps, batches 1..4."""

@@ -40,7 +40,15 @@ from fxport.controlflow.operators.failures import check_side_effects, fail, find
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.targets import Missing
-from fxport.controlflow.operators.state import in_traced_body, is_disabled, is_probing, note, record, strategy
+from fxport.controlflow.operators.state import (
+    grows_in_body,
+    in_traced_body,
+    is_disabled,
+    is_probing,
+    note,
+    record,
+    strategy,
+)
 from fxport.controlflow.operators.values import (
     Undefined,
     as_bool_tensor,
@@ -88,6 +96,10 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
     if nested:
         return _if_in_loop_body(pred, true_fn, false_fn, args, info, forced=chosen == "where")
+    if grows_in_body(info.names) and cond_ok and chosen != "where":
+        # the branches may grow it by different amounts where the capture saw one (``g[:1]`` is 0
+        # rows at batch 0): an If keeps each branch's own length, a where would need them equal
+        return _if_cond(pred, true_fn, false_fn, args, info, "assigns a value the loop grows")
     if chosen == "where" and where_ok:
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
     if chosen == "cond" and cond_ok:

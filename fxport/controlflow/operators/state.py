@@ -106,6 +106,22 @@ def note(info, outcome) -> None:
 
 
 _PROBING = [0]  # > 0 while a loop body runs once outside the loop to learn its types
+_GROWING: list[frozenset] = []  # the names a grown loop's body, captured on its own, grows
+
+
+@contextlib.contextmanager
+def growing_body(names):
+    """Capture the body of a loop whose state grows: ``names`` are the variables it grows."""
+    _GROWING.append(frozenset(names))
+    try:
+        yield
+    finally:
+        _GROWING.pop()
+
+
+def grows_in_body(names) -> bool:
+    """True when a statement of the grown loop body being captured assigns a growing variable."""
+    return bool(_GROWING) and not in_traced_body() and not _GROWING[-1].isdisjoint(names)
 
 
 @contextlib.contextmanager
