@@ -93,8 +93,9 @@ def _capture_body(loop, node) -> torch.export.ExportedProgram:
     vals = [arg.meta["val"] for arg in node.args[0]]
     _, counter, state, free, _ = loop.split(vals)
     carried = ([counter] if counter is not None else []) + list(state)
-    examples = [_example(v) for v in carried + list(free)]
     offset = 1 if counter is not None else 0
+    examples = [_example(v, loop.growing.get(index - offset, ()) if offset <= index < offset + len(state) else ())
+                for index, v in enumerate(carried + list(free))]
     dynamic = []
     for index, value in enumerate(carried + list(free)):
         axes = {a for a, size in enumerate(value.shape) if isinstance(size, torch.SymInt)}
@@ -138,11 +139,17 @@ class _Body(torch.nn.Module):
         return (keep,) + ((counter,) if loop.counted else ()) + tuple(new)
 
 
-def _example(value: torch.Tensor) -> torch.Tensor:
-    """Zeros shaped like the fake ``value`` at its example sizes (2 where a size has no hint)."""
+def _example(value: torch.Tensor, growing=()) -> torch.Tensor:
+    """Zeros shaped like the fake ``value`` at its example sizes (2 where a size has no hint).
+
+    A ``growing`` axis is at least 2 long: a state that starts empty (``acc = h[:, :0]``) would
+    otherwise reach the body's ``torch.cond`` as a 0-long tensor, whose guards dynamo checks
+    against ranges that exclude 0 ("0 not in VR[1, 2]").
+    """
     from torch.fx.experimental.symbolic_shapes import optimization_hint
 
     shape = [optimization_hint(s, fallback=2) if isinstance(s, torch.SymInt) else s for s in value.shape]
+    shape = [max(size, 2) if axis in growing else size for axis, size in enumerate(shape)]
     return torch.zeros(shape, dtype=value.dtype)
 
 

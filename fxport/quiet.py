@@ -1,4 +1,5 @@
-"""Silence torch's own progress prints, log lines and warnings while fxport drives it.
+"""Silence torch's own progress prints, log lines and warnings while fxport drives it, and
+leave torch's thread state as it was found.
 
 fxport reports stages and errors itself; torch.export and the ONNX exporter otherwise print
 graphs, progress bars and warnings that bury the one line that matters.
@@ -12,14 +13,23 @@ import logging
 import warnings
 from typing import Iterator
 
+import torch
+
 
 @contextlib.contextmanager
 def quiet_torch() -> Iterator[None]:
     """Run the block with log records up to WARNING, torch's own log records of any level
     (``E… torch/export/_trace.py:1323] always_classified is unsupported.`` for a capture attempt
     fxport retries: its handler holds the real stderr), Python warnings, stdout and stderr
-    suppressed."""
+    suppressed.
+
+    Also restores torch's torch-function state on the way out: an export that fails inside
+    ``torch.cond``'s dynamo compile (a guard that refines a range) leaves ``__torch_function__``
+    disabled for the thread, and every later capture in the process then reads a tensor used as
+    a slice bound as a data-dependent number (a fuzz campaign's finding).
+    """
     previous = logging.root.manager.disable
+    function_state = torch._C._get_torch_function_state()
     logging.disable(logging.WARNING)
     handlers = _torch_handlers()
     for handler in handlers:
@@ -30,6 +40,7 @@ def quiet_torch() -> Iterator[None]:
             warnings.simplefilter("ignore")
             yield
     finally:
+        torch._C._set_torch_function_state(function_state)
         for handler in handlers:
             handler.removeFilter(_drop)
         logging.disable(previous)

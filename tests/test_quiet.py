@@ -18,3 +18,19 @@ def test_torch_error_log_records_are_silenced_during_capture():
     assert "always_classified" not in result.stderr
     assert "after the block" in result.stderr, "only the block is silenced"
     assert not any(f.__class__.__name__ == "function" for h in logging.getLogger("torch").handlers for f in h.filters)  # removed
+
+
+def test_a_failed_export_leaves_torch_function_enabled():
+    """An export failing inside torch.cond's dynamo compile left ``__torch_function__`` disabled
+    for the thread; every later capture in the process then refused a slice by the loop counter
+    as a data-dependent number (a fuzz campaign's finding). The block restores the state."""
+    import pytest
+    import torch
+
+    from fxport.quiet import quiet_torch
+
+    with pytest.raises(RuntimeError):
+        with quiet_torch():
+            torch._C._set_torch_function_state(torch._C._TorchFunctionState.ALL_DISABLED)
+            raise RuntimeError("the export failed")
+    assert torch._C._is_torch_function_enabled() and not torch._C._is_torch_function_all_disabled()

@@ -275,3 +275,21 @@ class GrowsByARowOrByTheFirstRow(nn.Module):
             else:
                 acc = torch.cat([acc, x[:1]], 0)
         return acc
+
+
+class GrowsFromEmptyByThreeOrOne(nn.Module):
+    """Starts empty (``h[:, :0]``) and grows by three columns in one branch, one in the other,
+    in a ``for`` loop with a ``break`` (the fuzzer's find: the body capture failed)."""
+
+    def forward(self, x, n):
+        h = x.clone()
+        acc = h[:, :0].clone()
+        for _ in range(int(n)):
+            h = h * 0.5 + 1.0
+            if h.mean() > 0.2:
+                acc = torch.cat([acc, h[:, :3]], 1)
+            else:
+                acc = torch.cat([acc, h[:, 1:2]], 1)
+            if acc.sum() > 50.0:
+                break
+        return acc

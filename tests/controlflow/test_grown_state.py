@@ -281,6 +281,20 @@ def test_branches_growing_by_amounts_that_differ_only_at_batch_0_become_an_if():
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_a_state_that_starts_empty_and_grows_by_different_amounts_per_branch():
+    model = m.GrowsFromEmptyByThreeOrOne().eval()
+    exported = export_to_ort(model, (torch.rand(3, 5), torch.tensor(3)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 1 and exported.ops.get("If") == 1
+    inputs = [(scale * torch.rand(b, 5), torch.tensor(trips)) for b in (0, 1, 3) for trips in (0, 1, 2, 5)
+              for scale in (0.1, 10.0, -1.0)]
+    assert len({tuple(model(*args).shape) for args in inputs}) > 6, "widths from 0 to 15, breaks included"
+    for args in inputs:
+        (got,) = run_ort(exported, args)
+        want = model(*args)
+        assert got.shape == tuple(want.shape), f"{[tuple(a.shape) for a in args]}: {got.shape} vs {tuple(want.shape)}"
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_top_k_sampling_with_the_noise_as_an_input_equals_eager():
     """Steps = the noise's second dimension (dynamic): 0, 1, 5, 6 steps, batches 1..4."""
