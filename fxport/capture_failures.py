@@ -85,6 +85,23 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
     where = failure_location(exc)
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     first_line = _TORCH_BANNER.sub("", first_line).strip() or type(exc).__name__
+    if _is_data_dependent(exc, text) and where is not None and _in_cond_compile(exc):
+        return ControlFlowError(
+            "a branch of this if uses a size read from a tensor (a slice by a loop counter or a "
+            "carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace",
+            where=where,
+            hint="give the branches sizes that do not depend on tensor values (a fixed slice width), "
+            "or make the condition a Python value",
+        )
+    if "making fake tensor call" in text and _in_cond_compile(exc):
+        return ControlFlowError(
+            "torch.cond could not trace a branch of this statement: a value in it changes size from one "
+            "loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch.cat) "
+            "inside a converted branch, or in the rest of the function after a loop that returns",
+            where=where,
+            hint="move that loop before the loop that returns (or out of the if), or give the values it "
+            "collects one size",
+        )
     if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
         return ControlFlowError(
             "a Python number read from a tensor (.item(), float(), int()) is used as a number inside "
@@ -158,6 +175,13 @@ def _is_data_dependent(exc: BaseException, text: str) -> bool:
     return bool(names & {"GuardOnDataDependentSymNode", "DataDependentOutputException"}) or (
         "data-dependent" in text.lower() or "data dependent" in text.lower()
     )
+
+
+def _in_cond_compile(exc: BaseException) -> bool:
+    """True when the failure was raised while torch.cond compiled its branches (dynamo)."""
+    marker = os.path.join("_higher_order_ops", "cond.py")
+    return any(marker in frame.filename for error in _exception_chain(exc)
+               for frame in traceback.extract_tb(error.__traceback__))
 
 
 def library_frame_from_exception(exc: BaseException) -> tuple[FrameType, int] | None:

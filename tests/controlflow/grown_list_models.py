@@ -296,3 +296,45 @@ class LenOfGrownListAfterAReturn(nn.Module):
             x = x - 1
             parts.append(x * len(parts))
         return torch.stack(parts)
+
+
+class ListPlusListAfterLoop(nn.Module):
+    """``parts + [h]`` and ``[h] + parts`` after a loop that grew ``parts`` with prefixes."""
+
+    def forward(self, x, n):
+        h = torch.tanh(x)
+        parts = []
+        for k in range(int(n)):
+            parts.append(x[:, :k + 1] * 2)
+        return torch.cat(parts + [h], 1), torch.cat([h * 3] + parts, 1)
+
+
+class PrefixesAfterAReturn(nn.Module):
+    """Prefixes collected in the rest of the function after a loop that returns: torch.cond
+    cannot trace their sizes there."""
+
+    def forward(self, x, n):
+        h = x.clone()
+        for _ in range(int(n)):  # error-line
+            h = h * 0.5 + 1.0
+            if h.mean() > 3.0:
+                return h
+        parts = []
+        for k in range(int(n)):
+            parts.append(x[:, :k])
+        return torch.cat(parts + [h], 1)
+
+
+class PrefixByTheCounterInABranch(nn.Module):
+    """A slice by the loop counter inside an if of a loop whose state grows."""
+
+    def forward(self, x, n):
+        h = x.clone()
+        acc = x[:, :1].clone()
+        for i in range(int(n)):
+            h = h * 0.5 + 1.0
+            if h.mean() > 0.2:  # error-line
+                acc = torch.cat([acc, x[:, :i + 1]], 1)
+            if acc.sum() > 50.0:
+                break
+        return acc

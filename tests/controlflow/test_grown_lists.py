@@ -82,6 +82,9 @@ CASES = {
                                           [(rand(b, 4, seed=b) * s,) for b, s in ((1, 0.1), (1, 1.0), (1, 5.0), (3, 0.01), (3, 0.3), (3, 5.0))],
                                           loops=2, dynamic=({0: B},)),
     "collect_indices_int64": Case(m.CollectIndices, (rand(6, 5), n(3)), [(rand(6, 5, seed=k), n(k)) for k in (0, 1, 2, 6)]),
+    "list_plus_list_after_the_loop": Case(m.ListPlusListAfterLoop, (X, n(3)),
+                                          [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 4)],
+                                          loops=3, dynamic=({0: B}, None)),  # one count pass, a write pass per cat
     "formerly_refused_unbounded_while": Case(loop_models.AppendInUnboundedWhile, (X, n(3.0, torch.float32)),
                                              [(X, n(k, torch.float32)) for k in (1.0, 30.0, 50.0, 90.0)]),
 }
@@ -188,6 +191,26 @@ def test_len_of_a_grown_list_in_a_traced_branch_is_refused_in_one_line_at_the_lo
     message = str(info.value)
     assert "\n" not in message and re.search(r"len\(\) of list 'parts' grown in a data-dependent loop", message), message
     assert f"grown_list_models.py:{line_in_source(model.forward, '# error-line')}" in message
+
+
+TRACED_REFUSALS = {
+    "prefixes_after_a_return": (m.PrefixesAfterAReturn, r"torch.cond could not trace a branch of this statement: "
+                                r"a value in it changes size from one loop iteration to the next"),
+    "prefix_by_the_counter_in_a_branch": (m.PrefixByTheCounterInABranch, r"a branch of this if uses a size read "
+                                          r"from a tensor \(a slice by a loop counter"),
+}
+
+
+@pytest.mark.parametrize("name", list(TRACED_REFUSALS))
+def test_sizes_torch_cond_cannot_trace_are_refused_in_one_line(name):
+    """They were 'torch.export failed: TorchRuntimeError' and 'a Python number read from a
+    tensor (.item(), ...)' for code without .item()."""
+    cls, pattern = TRACED_REFUSALS[name]
+    with pytest.raises(fxport.ConversionError) as info:
+        fxport.convert(cls(), (rand(3, 5), n(3)), dynamic_shapes=({0: B}, None), verify=False)
+    message = str(info.value)
+    assert "\n" not in message and re.search(pattern, message), message
+    assert f"grown_list_models.py:{line_in_source(cls.forward, '# error-line')}" in message
 
 
 @pytest.mark.slow

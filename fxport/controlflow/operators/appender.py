@@ -137,6 +137,28 @@ class Appender:
             return self.tail[index]
         return stack(self)[index]
 
+    def __add__(self, other):
+        """After the loop, ``parts + [h]``: the same list with ``h`` after the loop's elements."""
+        if not isinstance(other, (list, tuple)):
+            return NotImplemented
+        clone = self._finished_copy(f"{self.name} + [...]")
+        clone.tail = list(self.tail) + list(other)
+        return clone
+
+    def __radd__(self, other):
+        """After the loop, ``[h] + parts``: the same list with ``h`` before its elements."""
+        if not isinstance(other, (list, tuple)):
+            return NotImplemented
+        clone = self._finished_copy(f"[...] + {self.name}")
+        clone.initial = list(other) + list(self.initial)
+        return clone
+
+    def _finished_copy(self, what: str) -> "Appender":
+        if not self.finished:
+            fail(f"{what}: list {self.name!r} is grown in a data-dependent loop and used inside it", self,
+                 f"concatenate after the loop, or append to {self.name!r} instead")
+        return self.copy()
+
     def _one_shape(self) -> bool:
         return self.mode == "rows" or not any(varies(s) for s in self.replay.element.shape)
 
