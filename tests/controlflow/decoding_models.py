@@ -293,3 +293,36 @@ class GrowsFromEmptyByThreeOrOne(nn.Module):
             if acc.sum() > 50.0:
                 break
         return acc
+
+
+class GrowsInANestedWhile(nn.Module):
+    """A tensor grown by torch.cat in a while nested in another while whose own state keeps its
+    shape (the outer loop becomes a Loop around its exported body too)."""
+
+    def forward(self, x, n):
+        h = x.clone()
+        k = torch.zeros((), dtype=torch.int64)
+        while k < n:
+            acc = h[:, :1]
+            j = torch.zeros((), dtype=torch.int64)
+            while j < k:
+                acc = torch.cat([acc, h[:, 1:2] * 0.5], 1)
+                j = j + 1
+            h = h + acc.mean(1, keepdim=True)
+            k = k + 1
+        return h
+
+
+class GrowsInANestedForWithBreak(nn.Module):
+    """The same with for loops over data-dependent ranges and a break in the inner one."""
+
+    def forward(self, x, n):
+        h = x.clone()
+        for i in range(int(n)):
+            acc = h[:, :2]
+            for j in range(i):
+                acc = torch.cat([acc, torch.tanh(acc[:, -1:]) + j], 1)
+                if acc.mean() > 2.0:
+                    break
+            h = h + acc.sum(1, keepdim=True) * 0.1
+        return h

@@ -295,6 +295,19 @@ def test_a_state_that_starts_empty_and_grows_by_different_amounts_per_branch():
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["GrowsInANestedWhile", "GrowsInANestedForWithBreak"])
+def test_a_tensor_grown_in_a_loop_nested_in_another_data_dependent_loop(name):
+    model = getattr(m, name)().eval()
+    exported = export_to_ort(model, (torch.rand(3, 5), torch.tensor(3)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 2
+    (outer,) = [r for r in exported.records if "a loop in its body grows its own" in r.detail]
+    inputs = [(scale * torch.rand(b, 5), torch.tensor(trips)) for b in (0, 1, 4) for trips in (0, 1, 2, 5)
+              for scale in (0.5, 3.0)]
+    for args in inputs:
+        (got,) = run_ort(exported, args)
+        np.testing.assert_allclose(got, model(*args).numpy(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_top_k_sampling_with_the_noise_as_an_input_equals_eager():
     """Steps = the noise's second dimension (dynamic): 0, 1, 5, 6 steps, batches 1..4."""

@@ -72,7 +72,16 @@ def loops_made():
         _SCOPES.remove(made)
 
 
+def loops_made_so_far() -> int:
+    """How many grown loops this process has emitted (a probe that made one holds such a loop)."""
+    return _MADE[0]
+
+
+_MADE = [0]
+
+
 def _register(loop: "GrownLoop") -> None:
+    _MADE[0] += 1
     LOOPS[loop.key] = loop
     for scope in _SCOPES or [_UNSCOPED]:
         scope[loop.key] = loop
@@ -314,7 +323,8 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     _register(loop)
     operands = [keep] + ([counter] if counter is not None else []) + [dense(t) for t in flat] + inputs + module_tensors
     final = loop.unflatten(grown_loop_op(operands, key))
-    grows = ", ".join(f"{loop.leaf_name(i)} (axis {', '.join(map(str, axes))})" for i, axes in sorted(flat_growing.items()))
+    grows = ", ".join(f"{loop.leaf_name(i)} (axis {', '.join(map(str, axes))})" for i, axes in sorted(flat_growing.items())) \
+        or "none here, a loop in its body grows its own"
     record(info, f"{info.kind}-to-while_loop", f"ONNX Loop whose carried values grow: {grows}; carries "
            f"{', '.join(info.names)}", lowering="ONNX Loop around the exported body (carried shapes change)",
            carried=list(info.names), grows=grows)

@@ -26,7 +26,7 @@ import torch.utils._pytree as pytree
 from fxport.controlflow.operators.appender import Appender, Replay, varies
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
-from fxport.controlflow.operators.growing import grown_loop
+from fxport.controlflow.operators.growing import grown_loop, loops_made_so_far
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.rule_names import rule_name
@@ -55,9 +55,9 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     check_side_effects(info, kind)
     names = info.names
     state = _loop_entry_state(state, info, rng)
-    growing = {}
+    growing, made = {}, loops_made_so_far()
     state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing)
-    if growing:  # an ONNX Loop whose carried values change shape (operators/growing.py)
+    if growing or loops_made_so_far() > made:  # carried shapes change, here or in a loop of the body
         return grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
                           item_from_rows=item_from_rows, growing=growing)
     loop = _Loop(info, free, body_fn, test_fn, rng, item_from_rows)
