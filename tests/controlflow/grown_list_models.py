@@ -144,8 +144,19 @@ class IterateGrownList(nn.Module):
             x = x - 1
             parts.append(x)
         total = x
-        for p in parts:  # error-line
-            total = total + p
+        for p in parts:  # a later data-dependent loop over torch.stack(parts)
+            total = total * 0.5 + p
+        return total
+
+
+class IterateGrownPrefixes(nn.Module):
+    def forward(self, x, n):
+        parts = []
+        for k in range(int(n)):  # error-line
+            parts.append(x[:k])
+        total = x.sum()
+        for p in parts:
+            total = total + p.sum()
         return total
 
 

@@ -85,6 +85,9 @@ CASES = {
     "list_plus_list_after_the_loop": Case(m.ListPlusListAfterLoop, (X, n(3)),
                                           [(rand(b, 4, seed=b), n(k)) for b in (1, 6) for k in (0, 1, 2, 4)],
                                           loops=3, dynamic=({0: B}, None)),  # one count pass, a write pass per cat
+    "iterated_by_a_later_loop": Case(m.IterateGrownList, (torch.rand(3) * 3,),
+                                     [(torch.full((3,), v) + rand(3, seed=i) * 0.05,) for i, v in enumerate((0.1, 0.8, 1.5, 3.2))],
+                                     loops=3),  # two passes, then a Loop over the stacked rows
     "formerly_refused_unbounded_while": Case(loop_models.AppendInUnboundedWhile, (X, n(3.0, torch.float32)),
                                              [(X, n(k, torch.float32)) for k in (1.0, 30.0, 50.0, 90.0)]),
 }
@@ -160,7 +163,8 @@ REFUSALS = {
     "index_of_rows_that_change_size": (m.IndexOfVaryingRows, r"indexing list 'parts' grown in a data-dependent loop with elements that change size is not supported"),
     "index_inside_the_loop": (m.PreviousStepInLoop, r"while: indexing list 'parts' grown in a data-dependent loop inside the loop is not supported|indexing list 'parts' grown in a data-dependent loop inside the loop is not supported"),
     "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
-    "iterate": (m.IterateGrownList, r"list 'parts' grown in a data-dependent loop can only be used with torch.stack/torch.cat"),
+    "iterate_prefixes": (m.IterateGrownPrefixes, r"iterating over list 'parts' grown in a data-dependent loop with "
+                                                 r"elements that change size is not supported"),
     "len": (m.LenOfGrownList, r"len\(\) of list 'parts' grown in a data-dependent loop is not a Python int .*; use torch.stack\(parts\)"),
     "truth_value": (m.TruthOfGrownList, r"truth value of list 'parts' grown in a data-dependent loop is not known"),
 }
@@ -172,7 +176,8 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
     model = cls()
     with pytest.raises(ControlFlowError) as info:
         with convert_control_flow(model):
-            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name == "nested_appends" else (torch.rand(3) * 3,),
+            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name in ("nested_appends", "iterate_prefixes")
+                                else (torch.rand(3) * 3,),
                                 strict=False)
     message = str(info.value)
     assert "\n" not in message and re.search(pattern, message), message

@@ -162,6 +162,16 @@ class Appender:
     def _one_shape(self) -> bool:
         return self.mode == "rows" or not any(varies(s) for s in self.replay.element.shape)
 
+    def rows(self) -> torch.Tensor:
+        """What ``for p in parts:`` after the loop iterates: ``torch.stack(parts)`` (elements of
+        one shape), whose rows a data-dependent loop then reads one by one."""
+        problem = ("inside the loop that grows it" if not self.finished
+                   else "with elements that change size" if not self._one_shape() else None)
+        if problem is not None:
+            fail(f"iterating over list {self.name!r} grown in a data-dependent loop {problem} is not supported",
+                 self, "torch.stack/torch.cat the list and iterate over that, or keep what you need in a tensor")
+        return stack(self)
+
     def __iter__(self):
         self._refuse(f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
                      "stack or concatenate it right after the loop")

@@ -25,6 +25,7 @@ from typing import Callable
 
 import torch
 
+from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.loop_lowering import tensor_loop
@@ -127,6 +128,8 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         if not _left_as_written(info.kind):
             return tensor_loop(info, state, free, body_fn=body_fn, rng=iterable)
         iterable = iterable.as_written()
+    if isinstance(iterable, Appender):  # a list grown in an earlier data-dependent loop
+        iterable = iterable.rows()
     if (isinstance(iterable, torch.Tensor) and is_traced(iterable) and iterable.dim() > 0
             and is_symbolic(iterable.shape[0]) and not _left_as_written(info.kind)):
         rows = TensorRange(0, iterable.shape[0], 1)
