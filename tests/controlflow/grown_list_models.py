@@ -221,7 +221,7 @@ class LenOfGrownList(nn.Module):
         while x.sum() > 1.0:
             x = x - 1
             parts.append(x)
-        return x * len(parts)  # error-line
+        return x * len(parts) + torch.stack(parts).sum(0)
 
 
 class WrittenInPlaceAfterTheLoop(nn.Module):
@@ -294,16 +294,17 @@ class IndexOfVaryingRows(nn.Module):
 
 
 class LenOfGrownListAfterAReturn(nn.Module):
-    """len() of a grown list in the rest of the function after a loop that returns: that rest
-    is a cond branch dynamo traces, where the refusal points at the loop that grew the list."""
+    """A list grown by a while loop (with len() in it) in the rest of the function after a loop
+    that returns: that rest is a cond branch dynamo traces, which cannot trace the sizes the
+    list's second pass allocates; the refusal points at the loop that returns."""
 
     def forward(self, x):
-        while x.sum() > 8.0:
+        while x.sum() > 8.0:  # error-line
             x = x - 1
             if x.sum() < 4.5:
                 return x * 2
         parts = [x]
-        while x.sum() > 1.0:  # error-line
+        while x.sum() > 1.0:
             x = x - 1
             parts.append(x * len(parts))
         return torch.stack(parts)
@@ -349,3 +350,27 @@ class PrefixByTheCounterInABranch(nn.Module):
             if acc.sum() > 50.0:
                 break
         return acc
+
+
+class LenInsideAndAfterTheLoop(nn.Module):
+    """len() in the loop's break test and in an element, and after the loop."""
+
+    def forward(self, x, n):
+        parts = [x]
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:
+            parts.append(x * len(parts) + i)
+            if len(parts) >= 4:
+                break
+            i = i + 1
+        return torch.stack(parts) * len(parts)
+
+
+class LenInsideALoopOfSeveralRows(nn.Module):
+    def forward(self, x, n):
+        parts = []
+        i = torch.zeros((), dtype=torch.int64)
+        while i < n:  # error-line
+            parts.append(x[: i + 1] * len(parts))
+            i = i + 1
+        return torch.cat(parts)

@@ -1,9 +1,9 @@
 """Call sites → ``_fx.call(f)(...)``, so user functions called from converted code are
-converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` (lists grown in a
-data-dependent loop); ``int(t)`` → ``_fx.int_(t)``; ``float(t)`` → ``_fx.float_(t, nested)``
-and ``t.tolist()`` → ``_fx.tolist(t, nested)`` (numbers read from tensors stay symbolic inside
-branches and loop bodies; ``nested`` is False at the function's top level, where they run as
-written).
+converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)`` →
+``_fx.len_(xs)`` (lists grown in a data-dependent loop); ``int(t)`` → ``_fx.int_(t)``;
+``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``
+(numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
+at the function's top level, where they run as written).
 
 Plain names and ``self.method`` / ``module.function`` are wrapped; builtins, methods of local
 values and calls into ``torch``/``math``/… are left as written.
@@ -75,8 +75,8 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("stack", "cat", "concat", "concatenate")) and node.args:
             node.func = rt(func.attr if func.attr in ("stack", "cat") else "cat")
             return node
-        if isinstance(func, ast.Name) and func.id == "int" and len(node.args) == 1 and not node.keywords:
-            node.func = ast.copy_location(rt("int_"), func)
+        if isinstance(func, ast.Name) and func.id in ("int", "len") and len(node.args) == 1 and not node.keywords:
+            node.func = ast.copy_location(rt(func.id + "_"), func)
             return node
         if not self._may_be_user_function(func):
             return node

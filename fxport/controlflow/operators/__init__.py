@@ -47,7 +47,7 @@ Example::
 import importlib as _importlib
 import pkgutil as _pkgutil
 
-from fxport.controlflow.operators.appender import Appender, cat, stack
+from fxport.controlflow.operators.appender import Appender, cat, len_, stack
 from fxport.controlflow.operators.calls import CONVERTED, call, use_converter
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
@@ -86,6 +86,7 @@ __all__ = [
     "if_stmt",
     "ifexp",
     "int_",
+    "len_",
     "not_",
     "or_",
     "probing",

@@ -181,8 +181,9 @@ class Appender:
                      "make the list non-empty on every path (e.g. append before the break)")
 
     def __len__(self):
-        self._refuse(f"len() of list {self.name!r} grown in a data-dependent loop is not a Python int while exporting",
-                     f"use torch.stack({self.name}).shape[0] (or count the appends in a tensor)")
+        where = "inside the loop that grows it" if not self.finished else "here"
+        self._refuse(f"len() of list {self.name!r} grown in a data-dependent loop is not a Python int {where}",
+                     f"count the appends in a tensor, or take len({self.name}) after the loop")
 
     def _refuse(self, what: str, hint: str):
         """A refusal at the user's line; inside a body dynamo traces (a cond branch after a loop
@@ -275,6 +276,34 @@ def cat(tensors, dim: int = 0, *, out=None):
     return torch.cat(pieces, dim) if len(pieces) > 1 else loop_part
 
 
+def len_(value):
+    """``len(parts)`` of a list grown in a data-dependent loop: after the loop, the number of
+    elements (a SymInt while exporting); inside it, the number so far as a 0-d int64 tensor
+    (``if len(parts) >= k: break`` is then a tensor condition)."""
+    if not isinstance(value, Appender):
+        return len(value)
+    if not value.finished:
+        return _length_so_far(value)
+    if torch.compiler.is_dynamo_compiling():
+        value.__len__()  # refused: in a traced body (after a loop that returns) it is not a Python int
+    grown = value.copy()
+    if grown.mode == "rows" and grown.exact:
+        count = grown.data.shape[0]
+    else:
+        count = _size(grown.length)
+    return len(grown.initial) + count + len(grown.tail)
+
+
+def _length_so_far(grown: Appender):
+    """Inside the loop: the initial elements plus the appends so far."""
+    if grown.mode == "probe":
+        return len(grown.initial) + len(grown.probe)
+    if grown.mode == "write" and grown.axis is not None:  # rows along the cat axis, not elements
+        fail(f"len() of list {grown.name!r} inside the loop that grows it, with elements of several rows, "
+             "is not supported", grown, "count the appends in a tensor")
+    return grown.length + len(grown.initial)
+
+
 def _element_rank(grown: Appender) -> int:
     if grown.mode == "count":
         return grown.replay.element.dim()
@@ -313,7 +342,9 @@ def _two_pass(grown: Appender, axis: int | None):
         rows = _size(grown.data[axis]) if varies(element.shape[axis]) else count * shape[axis]
         rest = shape[:axis] + shape[axis + 1:]
     buf = torch.zeros([rows + 1] + rest, dtype=element.dtype)  # + 1: the row for untaken writes
-    writer = Appender(grown.name, [], buf, torch.zeros((), dtype=torch.int64), mode="write", axis=axis)
+    # the initial elements are not written (stack/cat put them first), but len() in the body counts them
+    writer = Appender(grown.name, grown.initial, buf, torch.zeros((), dtype=torch.int64), mode="write", axis=axis)
+    writer.location = grown.location
     return grown.replay.written(grown.name, writer).narrow(0, 0, rows)
 
 
