@@ -266,7 +266,7 @@ class LastOfGrownList(nn.Module):
 class PreviousStepInLoop(nn.Module):
     def forward(self, x):
         parts = [x]
-        while x.abs().sum() > 1.0:  # error-line (refusals from inside the body point at the loop)
+        while x.abs().sum() > 1.0:
             x = x * 0.5 + parts[-1] * 0
             parts.append(x)
         return torch.stack(parts)
@@ -374,3 +374,35 @@ class LenInsideALoopOfSeveralRows(nn.Module):
             parts.append(x[: i + 1] * len(parts))
             i = i + 1
         return torch.cat(parts)
+
+
+class ScoresListedWhileTokensGrow(nn.Module):
+    """Decoding-shaped: tokens grow by torch.cat while each step's scores are appended to a
+    list, with an early exit; the list is stacked after the loop."""
+
+    def forward(self, x, n):
+        tokens = x[:, :1].clone()
+        scores = []
+        k = torch.zeros((), dtype=torch.int64)
+        while k < n:
+            step = torch.tanh(tokens[:, -1:] + k)
+            scores.append(step[:, 0] * 2)
+            tokens = torch.cat([tokens, step], 1)
+            k = k + 1
+            if tokens.mean() > 0.9:
+                break
+        return tokens, torch.stack(scores + [tokens[:, 0]], 1)
+
+
+class PreviousElementsReadInTheLoop(nn.Module):
+    """parts[-1], parts[0] and parts[k] (k a tensor counter) and len() inside the loop."""
+
+    def forward(self, x, n):
+        parts = [x, x * 2]
+        k = torch.zeros((), dtype=torch.int64)
+        while k < n:
+            parts.append(parts[k] + torch.tanh(parts[-1]) * 0.5 - parts[0] * 0.1)
+            k = k + 1
+            if len(parts) > 6:
+                break
+        return torch.cat(parts, 0) * len(parts)

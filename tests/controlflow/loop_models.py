@@ -282,9 +282,11 @@ class GrowsByConcatenation(nn.Module):
 
 
 class GrowsAndAppends(nn.Module):
+    """x doubles its rows each step while its column sums are appended (a stack that grows)."""
+
     def forward(self, x, n):
         parts = []
-        for _ in range(int(n)):  # error-line
+        for _ in range(int(n)):
             x = torch.cat([x, x])
             parts.append(x.sum(0))
         return x, torch.stack(parts)

@@ -166,7 +166,6 @@ def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
 
 REFUSALS = {
     "index_of_rows_that_change_size": (m.IndexOfVaryingRows, r"indexing list 'parts' grown in a data-dependent loop with elements that change size is not supported"),
-    "index_inside_the_loop": (m.PreviousStepInLoop, r"while: indexing list 'parts' grown in a data-dependent loop inside the loop is not supported|indexing list 'parts' grown in a data-dependent loop inside the loop is not supported"),
     "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
     "iterate_prefixes": (m.IterateGrownPrefixes, r"iterating over list 'parts' grown in a data-dependent loop with "
                                                  r"elements that change size is not supported"),
@@ -201,6 +200,37 @@ def test_a_list_grown_by_a_while_in_a_traced_branch_is_refused_in_one_line_at_th
     message = str(info.value)
     assert "\n" not in message and "a value in it changes size from one loop iteration to the next" in message, message
     assert f"grown_list_models.py:{line_in_source(model.forward, '# error-line')}" in message
+
+
+@pytest.mark.parametrize("name", ["ScoresListedWhileTokensGrow", "PreviousElementsReadInTheLoop"])
+def test_a_list_read_inside_its_loop_or_next_to_growth_is_a_stack_that_grows(name):
+    """One ONNX Loop around the exported body, the list carried as the stack of its elements."""
+    model = getattr(m, name)()
+    exported = export_to_ort(model, (rand(3, 5), n(3)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 1, exported.ops
+    (record,) = [r for r in exported.records if r.rule == "while-to-while_loop"]
+    assert "grow" in record.detail, record.detail
+    inputs = [(rand(b, 5, seed=b + k) * s, n(k)) for b in (1, 4) for k in (0, 1, 2, 3, 7) for s in (0.3, 3.0)]
+    seen = set().union(*trip_counts(model, inputs).values())
+    assert {0, 1, 2} <= seen and max(seen) >= 3, sorted(seen)
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_a_tensor_that_grows_next_to_a_list_was_refused_and_converts():
+    """'grow 'parts' with torch.cat too' before: x doubles its rows while its sums are listed."""
+    model = loop_models.GrowsAndAppends()
+    exported = export_to_ort(model, (rand(3, 4), n(2)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 1, exported.ops
+    assert_matches_eager(model, exported, [(rand(b, 4, seed=b), n(k)) for b in (1, 3) for k in (1, 2, 5)])
+
+
+def test_the_previous_element_read_inside_the_loop_was_refused_and_converts():
+    model = m.PreviousStepInLoop()
+    exported = export_to_ort(model, (torch.rand(3) * 3,))
+    assert exported.ops.get("Loop") == 1, exported.ops
+    inputs = [(torch.full((3,), v) * sign,) for v in (0.1, 0.5, 1.5, 6.0) for sign in (1, -1)]
+    assert {0, 1} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
 
 
 TRACED_REFUSALS = {

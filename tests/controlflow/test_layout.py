@@ -95,26 +95,26 @@ def test_augmented_item_assignment_in_a_branch_converts():
     assert info.names == ("x",) and "indexing with i" in info.expensive[0]
 
 
-class _LenToShape(ExpressionConverter):
-    """A newcomer's construct: ``len(t)`` → ``t.shape[0]`` (one class, no engine change)."""
+class _AbsToMethod(ExpressionConverter):
+    """A newcomer's construct: ``abs(t)`` → ``t.abs()`` (one class, no engine change)."""
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1:
-            return ast.copy_location(ast.Subscript(value=ast.Attribute(value=node.args[0], attr="shape", ctx=ast.Load()),
-                                                   slice=ast.Constant(0), ctx=ast.Load()), node)
+        if isinstance(node.func, ast.Name) and node.func.id == "abs" and len(node.args) == 1:
+            method = ast.Attribute(value=node.args[0], attr="abs", ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=method, args=[], keywords=[]), node)
         return node
 
 
-def _uses_len(x):
-    return len(x) + 1
+def _uses_abs(x):
+    return abs(x) + 1
 
 
 def test_a_construct_is_added_as_one_converter_without_touching_the_engine():
     at = next(i for i, c in enumerate(CONVERTERS) if c.stage == "statements")
-    converters = CONVERTERS[:at] + [_LenToShape] + CONVERTERS[at:]
-    assert "return x.shape[0] + 1" in convert_function(_uses_len, converters).source.after
-    assert "len(x)" in convert_function(_uses_len).source.after
+    converters = CONVERTERS[:at] + [_AbsToMethod] + CONVERTERS[at:]
+    assert "return x.abs() + 1" in convert_function(_uses_abs, converters).source.after
+    assert "abs(x)" in convert_function(_uses_abs).source.after
 
 
 def test_every_converter_is_a_known_kind_in_stage_order():

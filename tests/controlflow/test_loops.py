@@ -155,7 +155,6 @@ def test_loop_record_names_carried_variables():
 
 ERRORS = {
     "carried_dtype_changes": (m.CarriedDtypeChanges, r"for: loop variable 'x' changes dtype from float32 to bool at .*loop_models.py:(\d+); cast"),
-    "grows_and_appends": (m.GrowsAndAppends, r"for: loop variable 'x' grows from \(3, 4\) to \(6, 4\) in a loop that also appends to list 'parts' at .*loop_models.py:(\d+); grow 'parts'"),
     "defined_only_in_loop": (m.DefinedOnlyInLoop, r"for: variable 'y' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'y' an initial value"),
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
     "index_undefined_before_loop": (m.IndexUndefinedBeforeLoop, r"for: variable 'i' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'i' an initial value"),

@@ -11,6 +11,8 @@ after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
   elements (pass 1). ``stack``/``cat`` then allocate a buffer of exactly that many rows and
   run the loop again (:class:`Replay`) in ``write`` mode, each element written at its running
   offset (pass 2).
+* ``grow`` — in a loop whose state grows (an ONNX ``Loop`` around its exported body): the stack
+  of the elements so far, one row longer after each append, read and indexed inside the loop too.
 
 Example::
 
@@ -56,6 +58,7 @@ class Appender:
         self.tail: list = []
         self.exact = False
         self.finished = False
+        self.read_inside = False  # indexed inside its loop (seen by the probe): the loop carries a stack
 
     @property
     def data(self):
@@ -92,6 +95,8 @@ class Appender:
             self.length = self.length + 1
         elif self.mode == "count":
             self._count(value)
+        elif self.mode == "grow":  # a loop whose state grows: the stack so far, one row longer
+            self.data = torch.cat([self.data, value.to(self.data.dtype).unsqueeze(0)])
         else:
             self._write(value)
 
@@ -117,6 +122,7 @@ class Appender:
         """The same list with other tensors (a loop's carried values)."""
         clone = Appender(self.name, self.initial, data, length, mode=self.mode, axis=self.axis, replay=self.replay)
         clone.probe, clone.tail, clone.exact, clone.finished = self.probe, list(self.tail), self.exact, self.finished
+        clone.read_inside = self.read_inside
         clone.location = self.location
         return clone
 
@@ -125,6 +131,12 @@ class Appender:
 
     def __getitem__(self, index):
         """After the loop, ``parts[i]`` of elements of one shape is ``torch.stack(parts)[i]``."""
+        if self.mode == "grow":  # the stack so far, inside the loop or after it
+            return stack(self)[index]
+        if self.mode == "probe":  # the loop will carry the stack (list_lowering.allocate_growing)
+            self.read_inside = True
+            items = list(self.initial) + list(self.probe)
+            return items[index] if isinstance(index, int) else torch.stack(items)[index]
         problem = ("inside the loop" if not self.finished
                    else "with elements that change size" if not self._one_shape()
                    else None if isinstance(index, int) else f"with a {type(index).__name__} index")
@@ -160,7 +172,7 @@ class Appender:
         return self.copy()
 
     def _one_shape(self) -> bool:
-        return self.mode == "rows" or not any(varies(s) for s in self.replay.element.shape)
+        return self.mode in ("rows", "grow") or not any(varies(s) for s in self.replay.element.shape)
 
     def rows(self) -> torch.Tensor:
         """What ``for p in parts:`` after the loop iterates: ``torch.stack(parts)`` (elements of
@@ -252,7 +264,7 @@ def stack(tensors, dim: int = 0, *, out=None):
     grown = tensors
     rank = _element_rank(grown)
     dim = dim + rank + 1 if dim < 0 else dim
-    rows = _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
+    rows = grown.data if grown.mode == "grow" else _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
     pieces = [torch.stack(grown.initial)] if grown.initial else []
     pieces += [rows] + ([torch.stack(grown.tail)] if grown.tail else [])
     return torch.movedim(torch.cat(pieces) if len(pieces) > 1 else rows, 0, dim)  # cat promotes dtypes
@@ -268,8 +280,8 @@ def cat(tensors, dim: int = 0, *, out=None):
         raise ControlFlowError(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
                                where=here(), hint="use torch.stack")
     dim = dim + rank if dim < 0 else dim
-    if grown.mode == "rows":
-        loop_part = _cat_rows(_stacked(grown), dim)
+    if grown.mode in ("rows", "grow"):
+        loop_part = _cat_rows(grown.data if grown.mode == "grow" else _stacked(grown), dim)
     else:
         loop_part = torch.movedim(_two_pass(grown, dim), 0, dim)
     pieces = list(grown.initial) + [loop_part] + list(grown.tail)
@@ -282,6 +294,8 @@ def len_(value):
     (``if len(parts) >= k: break`` is then a tensor condition)."""
     if not isinstance(value, Appender):
         return len(value)
+    if value.mode == "grow":  # the stack so far: its length is a size, inside the loop too
+        return len(value.initial) + value.data.shape[0] + len(value.tail)
     if not value.finished:
         return _length_so_far(value)
     if torch.compiler.is_dynamo_compiling():

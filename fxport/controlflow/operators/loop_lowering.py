@@ -23,11 +23,12 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender, Replay, varies
+from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.growing import grown_loop, loops_made_so_far
 from fxport.controlflow.operators.indexing import getitem
+from fxport.controlflow.operators.list_lowering import allocate, allocate_growing, finish, finish_grown
 from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import probing, record
@@ -56,12 +57,12 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     names = info.names
     state = _loop_entry_state(state, info, rng)
     growing, made = {}, loops_made_so_far()
-    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing)
+    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing, made)
     if growing or loops_made_so_far() > made:  # carried shapes change, here or in a loop of the body
-        return grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
-                          item_from_rows=item_from_rows, growing=growing)
+        return finish_grown(grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
+                                       item_from_rows=item_from_rows, growing=growing))
     loop = _Loop(info, free, body_fn, test_fn, rng, item_from_rows)
-    values = _finish_appenders(loop.run(state), state, info, loop)
+    values = finish(loop.run(state), state, info, loop)
     two_pass = any(isinstance(v, Appender) and v.mode == "count" for v in values)
     lowering = "while_loop (ONNX Loop)" + (
         " twice (count, then write the appended rows)" if two_pass else " + preallocated buffer" if info.appended else "")
@@ -181,13 +182,14 @@ def _loop_entry_state(state, info, rng):
     return tuple(checked)
 
 
-def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=None):
+def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=None, made=None):
     """Carried Python numbers → 0-d tensors of the dtype the body gives them; size appenders.
 
     Runs the body once outside the loop (a probe; its ops are dead code and get removed) to
     learn the dtypes, shapes and list elements the loop produces, and to check them. A tensor
     that grows (same rank, other sizes) is noted in ``growing`` (state index → axes) instead of
-    refused when ``growing`` is given.
+    refused when ``growing`` is given; the lists of such a loop, or of one whose body made a
+    grown loop (more than ``made`` so far), grow too.
     """
     promoted = [_number_to_tensor(v) for v in state]
     probe_in = [
@@ -203,20 +205,25 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
             outs = body_fn(item, *params)
         else:
             outs = body_fn(*params)
-    final = []
+    final, lists = [], {}
     for name, before, original, after in zip(info.names, promoted, state, outs):
         if isinstance(before, Appender):
-            final.append(_allocate(before, after, rng, info))
+            lists[len(final)] = (before, after)
+            final.append(allocate(before, after, rng, info))
             continue
         if before is None and name == info.retval:
             before = _return_placeholder(after, info)
         if isinstance(before, torch.Tensor) and is_number(original):
             after_t = after if isinstance(after, torch.Tensor) else scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
-        axes = _check_carry(name, before, after, info, growing is not None and not info.appended)
+        axes = _check_carry(name, before, after, info, growing is not None)
         if axes:
             growing[len(final)] = axes
         final.append(before)
+    read_inside = any(getattr(after, "read_inside", False) for _, after in lists.values())
+    if growing or read_inside or (made is not None and loops_made_so_far() > made):  # lists: stacks, a row per append
+        for index, (before, after) in lists.items():
+            final[index], growing[index] = allocate_growing(before, after, info), {0: (0,)}
     return tuple(final)
 
 
@@ -247,26 +254,6 @@ def _number_to_tensor(value):
     return value
 
 
-def _allocate(appender: Appender, probed, rng, info):
-    """``rows`` mode (a range, elements of one shape), else ``count`` mode (two passes)."""
-    values = probed.probe if isinstance(probed, Appender) else []
-    if not values:
-        fail(f"{info.kind}: could not learn the element type of list {appender.name!r} (no append on the first "
-             "iteration)", info, "append on every iteration or preallocate a buffer and write buf[i] = ...")
-    element = values[0]
-    if rng is None or any(varies(s) for v in values for s in v.shape):
-        sums = torch.zeros(element.dim(), dtype=torch.int64)
-        grown = Appender(appender.name, appender.initial, sums, torch.zeros((), dtype=torch.int64), mode="count")
-        grown.probe, grown.location = [element], appender.location
-        return grown
-    trips = rng.trip_count()
-    if isinstance(trips, torch.Tensor):
-        trips = trips.item()
-        torch._check(trips >= 0)
-    buf = torch.zeros((trips,) + tuple(element.shape), dtype=element.dtype)
-    return Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
-
-
 def _check_carry(name, before, after, info, may_grow: bool = False):
     """Refuse a carried value whose type changes; with ``may_grow``, return the axes along
     which a tensor of one rank changes size (a loop whose state grows)."""
@@ -282,10 +269,6 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
             grown = after_t.dim() == before.dim()
             if grown and may_grow:
                 return tuple(i for i, (a, b) in enumerate(zip(after_t.shape, before.shape)) if not same_size(a, b))
-            if grown and info.appended:  # a growing loop carries tensors only (operators/growing.py)
-                fail(f"{info.kind}: loop variable {name!r} grows from {tuple(before.shape)} to {tuple(after_t.shape)} "
-                     f"in a loop that also appends to list {info.appended[0]!r}", info,
-                     f"grow {info.appended[0]!r} with torch.cat too, or append to lists only")
             fail(f"{info.kind}: loop variable {name!r} changes shape from {tuple(before.shape)} to "
                  f"{tuple(after_t.shape)}" + (" (grown without bound)" if grown else ""), info,
                  "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it")
@@ -375,25 +358,3 @@ def _number_tensor(name, value, dtype, info):
     if isinstance(value, (torch.SymBool, torch.SymInt, torch.SymFloat)):
         return torch.full((), value, dtype=dtype)
     return scalar(value, dtype)
-
-
-def _finish_appenders(values, entry, info, loop: _Loop):
-    """The lists after the loop: ``rows`` learns whether the buffer is exact, ``count`` gets
-    the :class:`Replay` that writes its rows when it is stacked; appends after the loop are
-    kept aside (``tail``)."""
-    finished, snapshots = [], None
-    for value, before in zip(values, entry):
-        if isinstance(value, Appender):
-            value.exact = info.kind == "for" and value.name in info.exact_appends and not info.break_flag
-            if value.mode == "count":
-                snapshots = snapshots or (_snapshot(entry), _snapshot(loop.free))
-                value.replay = Replay(loop.run, *snapshots, before.probe[0])
-            value.finished = True
-        finished.append(value)
-    return finished
-
-
-def _snapshot(values) -> tuple:
-    """Copies of the tensors a second pass starts from: code between the loop and the stack may
-    write into them in place (``scale.mul_(2)``), and pass 2 must see what pass 1 saw."""
-    return tuple(dense(v) if isinstance(v, torch.Tensor) else v for v in values)
