@@ -202,6 +202,7 @@ def test_a_list_grown_by_a_while_in_a_traced_branch_is_refused_in_one_line_at_th
     assert f"grown_list_models.py:{line_in_source(model.forward, '# error-line')}" in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ScoresListedWhileTokensGrow", "PreviousElementsReadInTheLoop"])
 def test_a_list_read_inside_its_loop_or_next_to_growth_is_a_stack_that_grows(name):
     """One ONNX Loop around the exported body, the list carried as the stack of its elements."""

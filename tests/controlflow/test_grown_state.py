@@ -295,6 +295,7 @@ def test_a_state_that_starts_empty_and_grows_by_different_amounts_per_branch():
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["GrowsInANestedWhile", "GrowsInANestedForWithBreak"])
 def test_a_tensor_grown_in_a_loop_nested_in_another_data_dependent_loop(name):
     model = getattr(m, name)().eval()
