@@ -15,6 +15,14 @@ fuzzer once a loop's output length showed its trip count). The mean rules keep `
 and select NaN where the input has no elements; when every reduced axis has a static non-zero
 size (a feature axis: ``x.pow(2).mean(-1)`` of an RMS norm) they are the plain ``ReduceMean``,
 so ONNX Runtime's norm fusions still see it. Exact.
+
+ONNX Runtime (1.32, CPU) dies of a floating-point exception (SIGFPE, the whole process) on an
+``Einsum`` whose operand has a zero-size axis: torchvision's ``maxvit_t`` at batch 0 killed
+verification's process for every exporter's file. The ``aten::einsum`` rule pads each empty
+axis to one zero row, runs the ``Einsum``, and slices every output axis back to its length:
+an empty output axis comes back empty, a contraction over an empty axis sums zeros, 0 as in
+torch. Operands with only static non-zero sizes, or an equation with ``...``, are the plain
+``Einsum``. Exact.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from onnxscript import ir
 from onnxscript import opset18 as op
 
 import fxport
-from fxport.rewrites._helpers import ints, is_float, norm_dim, rank
+from fxport.rewrites._helpers import dim_size, ints, is_float, norm_dim, rank
 
 
 def _any(x, axes: list[int], keepdim: bool):
@@ -98,3 +106,45 @@ def mean_dim(self, dim=None, keepdim: bool = False, dtype=None):
     dims = [dim] if isinstance(dim, int) else list(dim or [])
     axes = sorted({norm_dim(d, self) for d in dims}) if rank(self) else []
     return _mean(self, axes, keepdim, dtype)
+
+
+@fxport.onnx_op("aten::einsum", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def einsum(equation: str, tensors, path=None):
+    """``torch.einsum``; an operand with a zero-size axis does not reach ONNX Runtime's Einsum,
+    which crashes the process on one (see the module doc)."""
+    labels = _einsum_labels(equation, len(tensors))
+    never_empty = all(isinstance(size, int) and size > 0 for t in tensors for size in (t.shape or [0]))
+    if labels is None or never_empty:
+        return op.Einsum(*tensors, equation=equation)
+    operands, output = labels
+    padded = [_pad_empty_axes(t) for t in tensors]
+    result = op.Einsum(*padded, equation=equation)
+    if not output:
+        return result
+    first = {label: (i, axis) for i, axes in reversed(list(enumerate(operands)))
+             for axis, label in reversed(list(enumerate(axes)))}
+    sizes = op.Concat(*[dim_size(tensors[first[label][0]], first[label][1]) for label in output], axis=0)
+    return op.Slice(result, ints(*[0] * len(output)), sizes, ints(*range(len(output))))
+
+
+def _einsum_labels(equation: str, count: int):
+    """(labels of each operand, labels of the output) of an explicit or implicit equation
+    without ``...``; None otherwise."""
+    equation = equation.replace(" ", "")
+    if "..." in equation:
+        return None
+    left, _, right = equation.partition("->")
+    operands = left.split(",")
+    if len(operands) != count:
+        return None
+    if "->" not in equation:  # implicit: the labels that occur once, in alphabetical order
+        joined = "".join(operands)
+        right = "".join(sorted(label for label in set(joined) if joined.count(label) == 1))
+    return operands, right
+
+
+def _pad_empty_axes(x):
+    """``x`` with every zero-size axis padded to one zero row at its end."""
+    empty = op.Cast(op.Equal(op.Shape(x), op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64))),
+                    to=ir.DataType.INT64)
+    return op.Pad(x, op.Concat(op.Mul(empty, op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64))), empty, axis=0))

@@ -94,3 +94,42 @@ def test_the_stock_mean_is_zero_on_an_empty_tensor():
     result = fxport.convert(Reduce(lambda x: x.mean()), (torch.randn(2, 3),), dynamic_shapes={"x": {0: "rows"}},
                             disable_rules=("aten::mean",), verify=False)
     assert float(run(result.model, torch.zeros(0, 3))) == 0.0
+
+
+class Einsum(torch.nn.Module):
+    def __init__(self, equation):
+        super().__init__()
+        self.equation = equation
+
+    def forward(self, a, b):
+        return torch.einsum(self.equation, a, b)
+
+
+EINSUMS = {  # equation, shapes, the dynamic axis of each operand (one name)
+    "batch_axis_out": ("bghid,bghjd->bghij", ((2, 3, 4, 5, 8), (2, 3, 4, 5, 8)), (0, 0)),
+    "contracted_axis": ("ij,jk->ik", ((3, 4), (4, 5)), (1, 0)),
+    "implicit_output": ("ij,jk", ((3, 4), (4, 5)), (1, 0)),
+}
+
+
+@pytest.mark.parametrize("name", list(EINSUMS))
+def test_einsum_with_an_empty_operand_answers_as_torch_instead_of_crashing_onnx_runtime(name):
+    """ONNX Runtime 1.32 dies of SIGFPE on an Einsum with a zero-size axis (maxvit_t at batch 0);
+    a regression here kills the test process, which fails the test too."""
+    equation, shapes, axes = EINSUMS[name]
+    model = Einsum(equation)
+    size = torch.export.Dim("n")
+    job = fxport.convert(model, tuple(torch.randn(*s) for s in shapes), verify=False,
+                         dynamic_shapes=tuple({axis: size} for axis in axes))
+    assert any(r.rule == "aten::einsum" for r in job.rewrites)
+    session = ort.InferenceSession(job.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (0, 1, 3):
+        inputs = []
+        for shape, axis in zip(shapes, axes):
+            shape = list(shape)
+            shape[axis] = n
+            inputs.append(torch.randn(*shape))
+        got = session.run(None, {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)})[0]
+        want = model(*inputs)
+        assert got.shape == tuple(want.shape)
+        torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-5, atol=1e-5)
