@@ -367,10 +367,13 @@ class LenInsideAndAfterTheLoop(nn.Module):
 
 
 class LenInsideALoopOfSeveralRows(nn.Module):
+    """len() in the body of a list concatenated from elements of several rows: the second pass
+    counts appends apart from rows."""
+
     def forward(self, x, n):
         parts = []
         i = torch.zeros((), dtype=torch.int64)
-        while i < n:  # error-line
+        while i < n:
             parts.append(x[: i + 1] * len(parts))
             i = i + 1
         return torch.cat(parts)

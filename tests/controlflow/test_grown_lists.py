@@ -90,6 +90,8 @@ CASES = {
     "len_inside_and_after_the_loop": Case(m.LenInsideAndAfterTheLoop, (rand(2, 3), n(2)),
                                           [(rand(b, 3, seed=b), n(k)) for b in (1, 3) for k in (0, 1, 2, 3, 6)],
                                           dynamic=({0: B}, None)),
+    "len_inside_a_loop_of_several_rows": Case(m.LenInsideALoopOfSeveralRows, (rand(5, 3), n(2)),
+                                              [(rand(5, 3, seed=k), n(k)) for k in (1, 2, 3, 5)]),  # eager: cat([]) at 0
     "iterated_by_a_later_loop": Case(m.IterateGrownList, (torch.rand(3) * 3,),
                                      [(torch.full((3,), v) + rand(3, seed=i) * 0.05,) for i, v in enumerate((0.1, 0.8, 1.5, 3.2))],
                                      loops=3),  # two passes, then a Loop over the stacked rows
@@ -108,7 +110,7 @@ def test_grown_list_matches_eager_on_every_trip_count(name):
     case = CASES[name]
     model = case.model()
     seen = set().union(*trip_counts(model, case.inputs).values())
-    wanted = {1, 2} if name == "formerly_refused_unbounded_while" else {0, 1, 2}  # eager: stack([]) fails at 0
+    wanted = {1, 2} if name in ("formerly_refused_unbounded_while", "len_inside_a_loop_of_several_rows") else {0, 1, 2}  # eager: stack([]) fails at 0
     assert wanted <= seen and max(seen) >= 3, f"trip counts {sorted(seen)}"
     assert_every_branch_taken(model, case.inputs)
     exported = export_to_ort(model, case.example, dynamic_shapes=case.dynamic)
@@ -169,8 +171,6 @@ REFUSALS = {
     "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
     "iterate_prefixes": (m.IterateGrownPrefixes, r"iterating over list 'parts' grown in a data-dependent loop with "
                                                  r"elements that change size is not supported"),
-    "len_inside_a_loop_of_several_rows": (m.LenInsideALoopOfSeveralRows, r"len\(\) of list 'parts' inside the loop that "
-                                          r"grows it, with elements of several rows, is not supported"),
     "truth_value": (m.TruthOfGrownList, r"truth value of list 'parts' grown in a data-dependent loop is not known"),
 }
 
@@ -181,7 +181,7 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
     model = cls()
     with pytest.raises(ControlFlowError) as info:
         with convert_control_flow(model):
-            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name in ("nested_appends", "iterate_prefixes", "len_inside_a_loop_of_several_rows")
+            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name in ("nested_appends", "iterate_prefixes")
                                 else (torch.rand(3) * 3,),
                                 strict=False)
     message = str(info.value)

@@ -41,7 +41,7 @@ class Appender:
     """A list grown with ``.append`` inside a tensor loop (see the module doc for the modes).
 
     ``data`` is the buffer (``rows``, ``write``) or the per-dimension size sums (``count``);
-    ``length`` the number of appends (``rows``, ``count``) or the next row (``write``).
+    ``length`` the number of appends (``rows``, ``count``), or ``[next row, appends]`` (``write``).
     ``exact``: every iteration appended exactly once (``rows``: the buffer is the stacked list).
     ``tail``: elements appended after the loop. ``axis``: ``write``'s layout (``None``: stack,
     else the cat dimension moved to the front). ``replay``: reruns the loop (``count``).
@@ -114,9 +114,9 @@ class Appender:
         for got, want in zip(rows.shape[1:], self.data.shape[1:]):
             torch._check(got == want)
         end = self.data.shape[0] - 1  # the last row takes writes past the end (an untaken append)
-        index = torch.clamp(self.length + torch.arange(rows.shape[0]), max=end)
+        index = torch.clamp(self.length[0] + torch.arange(rows.shape[0]), max=end)
         self.data = torch.index_put(self.data, (index,), rows)
-        self.length = self.length + rows.shape[0]
+        self.length = self.length + torch.stack([as_int64(rows.shape[0]), as_int64(1)])  # next row, appends
 
     def rebuilt(self, data, length) -> "Appender":
         """The same list with other tensors (a loop's carried values)."""
@@ -312,10 +312,8 @@ def _length_so_far(grown: Appender):
     """Inside the loop: the initial elements plus the appends so far."""
     if grown.mode == "probe":
         return len(grown.initial) + len(grown.probe)
-    if grown.mode == "write" and grown.axis is not None:  # rows along the cat axis, not elements
-        fail(f"len() of list {grown.name!r} inside the loop that grows it, with elements of several rows, "
-             "is not supported", grown, "count the appends in a tensor")
-    return grown.length + len(grown.initial)
+    appends = grown.length[1] if grown.mode == "write" else grown.length
+    return appends + len(grown.initial)
 
 
 def _element_rank(grown: Appender) -> int:
@@ -357,7 +355,7 @@ def _two_pass(grown: Appender, axis: int | None):
         rest = shape[:axis] + shape[axis + 1:]
     buf = torch.zeros([rows + 1] + rest, dtype=element.dtype)  # + 1: the row for untaken writes
     # the initial elements are not written (stack/cat put them first), but len() in the body counts them
-    writer = Appender(grown.name, grown.initial, buf, torch.zeros((), dtype=torch.int64), mode="write", axis=axis)
+    writer = Appender(grown.name, grown.initial, buf, torch.zeros(2, dtype=torch.int64), mode="write", axis=axis)
     writer.location = grown.location
     return grown.replay.written(grown.name, writer).narrow(0, 0, rows)
 
