@@ -299,7 +299,8 @@ def len_(value):
     if not value.finished:
         return _length_so_far(value)
     if torch.compiler.is_dynamo_compiling():
-        value.__len__()  # refused: in a traced body (after a loop that returns) it is not a Python int
+        fail(f"len() of list {value.name!r} grown in a data-dependent loop inside a converted branch (or after a "
+             "loop that returns) is not a Python int", value, "count the appends in a tensor")
     grown = value.copy()
     if grown.mode == "rows" and grown.exact:
         count = grown.data.shape[0]

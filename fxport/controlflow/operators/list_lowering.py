@@ -44,7 +44,9 @@ def allocate(appender: Appender, probed, rng, info) -> Appender:
         trips = trips.item()
         torch._check(trips >= 0)
     buf = torch.zeros((trips,) + tuple(element.shape), dtype=element.dtype)
-    return Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
+    grown = Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
+    grown.location = appender.location  # refusals about the list name its loop
+    return grown
 
 
 def allocate_growing(appender: Appender, probed, info) -> Appender:
