@@ -121,8 +121,10 @@ def einsum(equation: str, tensors, path=None):
     result = op.Einsum(*padded, equation=equation)
     if not output:
         return result
-    first = {label: (i, axis) for i, axes in reversed(list(enumerate(operands)))
-             for axis, label in reversed(list(enumerate(axes)))}
+    first = {}  # label -> (operand, axis) of its first occurrence
+    for i, axes in enumerate(operands):
+        for axis, label in enumerate(axes):
+            first.setdefault(label, (i, axis))
     sizes = op.Concat(*[dim_size(tensors[first[label][0]], first[label][1]) for label in output], axis=0)
     return op.Slice(result, ints(*[0] * len(output)), sizes, ints(*range(len(output))))
 
