@@ -206,6 +206,7 @@ def _loop_node(model, loop, inputs):
             graph.initializers.pop(name)
             value.replace_all_uses_with(outer_weights[name])
     _prefix_names(graph, loop.key)
+    _forget_inner_shapes(graph)
     inner = list(graph.inputs)
     for value, outer in zip(inner[len(carried):], list(free)):
         value.replace_all_uses_with(outer)
@@ -231,6 +232,22 @@ def _loop_node(model, loop, inputs):
                    num_outputs=len(carried), version=tracer.opset.version)
     tracer.nodes.append(node)
     return list(node.outputs[len(carried) - len(state):])
+
+
+def _forget_inner_shapes(graph) -> None:
+    """Drop the shapes the body capture recorded on the body's computed values (types stay).
+
+    The body was captured with each growing axis at least 2 long and sizes treated
+    size-obliviously, so a value such as ``acc[:, -1:]`` is recorded 1 long where it is 0 long
+    on the first step of a state that starts empty; ONNX Runtime plans buffers from recorded
+    shapes and fails on such a value ("Shape mismatch attempting to re-use buffer"), and the
+    optimizer could fold a recorded size. Its own inference from the ops' semantics is right.
+    """
+    import onnx_ir as ir
+
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        for value in node.outputs:
+            value.shape = None
 
 
 def _prefix_names(graph, prefix: str) -> None:

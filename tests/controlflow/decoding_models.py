@@ -326,3 +326,20 @@ class GrowsInANestedForWithBreak(nn.Module):
                     break
             h = h + acc.sum(1, keepdim=True) * 0.1
         return h
+
+
+class GrowsByItsOwnLastColumn(nn.Module):
+    """Starts empty and grows by a column of ``h`` and by its own last column, which is 0 long
+    on the first step (the fuzzer's find: the body, captured with the axis at least 2 long,
+    recorded ``acc[:, -1:]`` as 1 long and ONNX Runtime failed planning its buffer)."""
+
+    def forward(self, x, n):
+        h = torch.tanh(x)
+        acc = h[:, :0].clone()
+        for i in range(int(n)):
+            h = torch.tanh(h) * 0.9 + h * 0.1
+            acc = torch.cat([acc, h[:, :1], torch.tanh(acc[:, -1:])], 1)
+            h = h + acc[:, :i + 1].sum(dim=-1, keepdim=True) * 0.1
+            if h.mean() > 5.0:
+                break
+        return acc, h

@@ -295,6 +295,19 @@ def test_a_state_that_starts_empty_and_grows_by_different_amounts_per_branch():
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_a_state_grown_by_its_own_last_column_runs_from_empty():
+    """The body's recorded shapes assume the growing axis at least 2 long; the file must run
+    (and equal eager) on the steps where it is 0 and 1 long."""
+    model = m.GrowsByItsOwnLastColumn().eval()
+    exported = export_to_ort(model, (torch.rand(3, 5), torch.tensor(4)), dynamic_shapes=({0: B}, None))
+    assert exported.ops.get("Loop") == 1
+    for args in [(scale * torch.rand(b, 5), torch.tensor(trips)) for b in (1, 3) for trips in (0, 1, 2, 5)
+                 for scale in (1.0, 40.0)]:
+        for got, want in zip(run_ort(exported, args), model(*args)):
+            assert got.shape == tuple(want.shape), f"{[tuple(a.shape) for a in args]}: {got.shape} vs {tuple(want.shape)}"
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["GrowsInANestedWhile", "GrowsInANestedForWithBreak"])
 def test_a_tensor_grown_in_a_loop_nested_in_another_data_dependent_loop(name):
