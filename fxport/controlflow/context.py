@@ -29,6 +29,8 @@ from fxport.errors import ControlFlowError, SourceLocation
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 #: locals made for written attributes, entries and objects (converters/state_targets.py)
 STATE_TARGET_PREFIXES = ("_fx_v_", "_fx_was_")
+#: the flag saying two local names are still one tensor (converters/aliases.py)
+ALIAS_FLAG_PREFIX = "_fx_same_"
 
 
 class Context:
@@ -129,7 +131,7 @@ class Context:
 
 def _is_user_state(name: str) -> bool:
     """A user local, or a local standing for a written attribute/entry/object (state_targets)."""
-    return not name.startswith("_fx_") or name.startswith(STATE_TARGET_PREFIXES)
+    return not name.startswith("_fx_") or name.startswith((*STATE_TARGET_PREFIXES, ALIAS_FLAG_PREFIX))
 
 
 def state_names(names) -> set[str]:

@@ -13,6 +13,7 @@ Example::
     [('ReturnsInLoops', 'canonicalize'), ('LoopExits', 'canonicalize'), ('TryStatements', 'canonicalize')]
 """
 
+from fxport.controlflow.converters.aliases import Aliases
 from fxport.controlflow.converters.assert_statements import AssertConverter
 from fxport.controlflow.converters.call_trees import CallConverter
 from fxport.controlflow.converters.conditional_expressions import IfExpConverter
@@ -34,6 +35,7 @@ CONVERTERS: list[type] = [
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused
     WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced
     ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
+    Aliases,  # x = y, then a statement rebinding one on some paths, then an in-place write → a carried flag
     StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
     IfExpConverter,  # a if c else b → _fx.ifexp
     LogicalConverter,  # and/or/not, chained comparisons → _fx.and_/or_/not_
