@@ -49,8 +49,10 @@ class EagerRunStopped(BaseException):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: float = SECONDS):
-    """Raise :class:`EagerRunStopped` in the body after ``seconds`` (no bound off the main thread)."""
+def time_limit(seconds: float | None = None):
+    """Raise :class:`EagerRunStopped` in the body after ``seconds`` (default :data:`SECONDS`, read
+    when called; no bound off the main thread)."""
+    seconds = SECONDS if seconds is None else seconds
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return

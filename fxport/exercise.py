@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import linecache
 import re
@@ -123,7 +124,7 @@ class ExerciseReport:
         outcome no input set reached."""
         skipped = (f" ({', '.join(self.overflowed)} gave inf/NaN in eager PyTorch and were not used)"
                    if self.overflowed else "")
-        stopped = [f"coverage search: {bound} on {', '.join(names)} (the model may never finish on these "
+        stopped = [f"coverage: {bound} on {', '.join(names)} (the model may never finish on these "
                    "values); not used" for bound, names in self.stopped.items()]
         return stopped + [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
                 f"input set{skipped}: that part of the ONNX model is unverified; add input sets that reach it "
@@ -139,15 +140,17 @@ def exercise_control_flow(
     strategy: str = "auto",
     budget: int = len(_VARIATIONS),
     disabled: frozenset[str] = frozenset(),
+    made_up: list[InputSet] = (),
 ) -> ExerciseReport:
-    """Outcomes of every converted construct on ``input_sets``, then a search for the missing ones.
+    """Outcomes of every converted construct on ``input_sets`` and ``made_up`` (sets fxport
+    generated: their runs are bounded like the search's, fxport/eager_limits.py), then a search
+    for the missing ones.
 
     ``records`` are the control-flow rewrites of the conversion (which constructs were
     converted); ``budget`` bounds the number of variations tried; ``strategy`` and ``disabled``
     install the conversion exactly as the capture did.
     """
     from fxport.controlflow import convert_control_flow
-    from fxport.controlflow.operators import trip_limit as runtime_trip_limit
 
     constructs = _converted_constructs(records)
     if not constructs:
@@ -155,10 +158,14 @@ def exercise_control_flow(
     report = ExerciseReport(list(constructs.values()))
     always_finite = True
     with convert_control_flow(model, strategy=strategy, disabled=disabled):  # installed once for every run below
-        for input_set in input_sets:
+        for input_set, bounded in [(s, False) for s in input_sets] + [(s, True) for s in made_up]:
             try:
-                outcomes, outputs = _observe_run(model, input_set)
+                with _search_bounds() if bounded else contextlib.nullcontext():
+                    outcomes, outputs = _observe_run(model, input_set)
             except ConversionError:  # a generated size eager rejects: verification skipped it too
+                continue
+            except EagerRunStopped as stop:  # a generated set the model may never finish on (batch 0)
+                report.stopped.setdefault(stop.describe(), []).append(f"'{input_set.name}'")
                 continue
             _merge(constructs, outcomes)
             always_finite = always_finite and all_finite(outputs)
@@ -169,7 +176,7 @@ def exercise_control_flow(
             if candidate is None:
                 continue
             try:
-                with runtime_trip_limit(SEARCH_TRIPS), time_limit():
+                with _search_bounds():
                     outcomes, outputs = _observe_run(model, candidate)
             except ConversionError:  # eager rejects these values (out of the model's domain)
                 continue
@@ -185,6 +192,15 @@ def exercise_control_flow(
                 report.found_sets.append(candidate)
                 _merge(constructs, outcomes)
     return report
+
+
+@contextlib.contextmanager
+def _search_bounds():
+    """Converted loops capped at :data:`SEARCH_TRIPS` iterations, the run at the time limit."""
+    from fxport.controlflow.operators import trip_limit
+
+    with trip_limit(SEARCH_TRIPS), time_limit():
+        yield
 
 
 def observe(model: torch.nn.Module, input_set: InputSet) -> dict[tuple, set]:

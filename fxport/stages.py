@@ -152,9 +152,9 @@ def exercise_converted_control_flow(job: Conversion) -> None:
     # library code converted at capture runs converted here too, and so does code the capture's
     # patch rules ran (fxport's generator in place of transformers' generate())
     with library_functions_installed_for(job.rewrites), job.ruleset.patches_applied([], only=fired):
-        exercised = exercise_control_flow(job.model, job.rewrites, [*job.input_sets, *job.generated],
-                                          job.example, job.domains, strategy=job.options.if_strategy,
-                                          disabled=job.ruleset.disabled_control_flow)
+        exercised = exercise_control_flow(job.model, job.rewrites, job.input_sets, job.example, job.domains,
+                                          strategy=job.options.if_strategy,
+                                          disabled=job.ruleset.disabled_control_flow, made_up=job.generated)
     if exercised.found_sets:
         try:
             job.verification += verify_at_precision(job.model, runnable(job), exercised.found_sets,

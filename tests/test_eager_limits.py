@@ -50,3 +50,27 @@ def test_time_limit_names_the_users_line():
     else:
         raise AssertionError("not stopped")
     assert time.monotonic() - start < 5
+
+
+class GrowsUntilLarge(torch.nn.Module):
+    """Ends on every batch but 0, where the sum stays 0: eager never finishes there."""
+
+    def forward(self, x):
+        while x.sum() < 10:  # empty-line
+            x = x * 2 + 1
+        return x
+
+
+def test_a_generated_size_on_which_the_loop_never_ends_is_skipped_not_hung(monkeypatch):
+    """size[batch=0] never finishes in eager: verification stops it at its time limit and the
+    coverage run at the iteration cap, each with one warning naming the loop; the file is written."""
+    monkeypatch.setattr("fxport.eager_limits.SECONDS", 3.0)
+    start = time.monotonic()
+    result = fxport.convert(GrowsUntilLarge().eval(), (torch.rand(4, 3),),
+                            dynamic_shapes=({0: torch.export.Dim("batch")},))
+    assert time.monotonic() - start < 100
+    stopped = [w for w in result.warnings if "ran past" in w and "size[batch=0]" in w]
+    assert len(stopped) == 2, result.warnings
+    assert all(line_of(__file__, "empty-line") in w and "\n" not in w for w in stopped)
+    assert any(w.startswith("coverage: the while loop ran past 10000 iterations") for w in stopped)
+    assert result.model is not None and all(row.passed for row in result.verification if "batch=0" not in row.name)
