@@ -22,6 +22,7 @@ from fxport.controlflow.converters.if_statements import IfConverter
 from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import LoopExits
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
+from fxport.controlflow.converters.size_comparisons import SizeComparisons
 from fxport.controlflow.converters.slices import SliceConverter
 from fxport.controlflow.converters.try_statements import TryStatements
 from fxport.controlflow.converters.state_targets import StateTargets
@@ -39,6 +40,7 @@ CONVERTERS: list[type] = [
     StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
     IfExpConverter,  # a if c else b → _fx.ifexp
     LogicalConverter,  # and/or/not, chained comparisons → _fx.and_/or_/not_
+    SizeComparisons,  # x.shape[0] > 0 in an if/while test → _fx.sizes.compare (open over the range: a tensor)
     SliceConverter,  # x[i] / x[i] = v with a computed index → _fx.getitem/setitem
     CallConverter,  # f(x) → _fx.call(f)(x); torch.stack/cat, int()
     IfConverter,  # if → _fx.if_stmt

@@ -33,6 +33,8 @@ module             what it does
 ``info``           :class:`StatementInfo`, what the converter says about a statement
 ``containers``     library objects (transformers caches) carried as their tensors
 ``asserts``        ``assert_stmt``: Python's assert, refused on a tensor being exported
+``aliases``        ``same``/``follow``: two names for one tensor through converted statements
+``sizes``          ``compare``: a size comparison torch decides for sizes ≥ 2 only → a tensor
 ``targets``        attributes, buffers, dict/list entries written in converted code
 ``rule_names``     :data:`CONVERSIONS`, the conversions by (construct, lowering)
 =================  ===============================================================

@@ -292,6 +292,8 @@ def len_(value):
     """``len(parts)`` of a list grown in a data-dependent loop: after the loop, the number of
     elements (a SymInt while exporting); inside it, the number so far as a 0-d int64 tensor
     (``if len(parts) >= k: break`` is then a tensor condition)."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.shape[0]  # a dynamic size stays a size (Python's len() would fix it to the example's)
     if not isinstance(value, Appender):
         return len(value)
     if value.mode == "grow":  # the stack so far: its length is a size, inside the loop too
