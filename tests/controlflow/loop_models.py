@@ -327,6 +327,18 @@ class ReturnInTensorLoop(nn.Module):
         return x - 1
 
 
+class FirstRowAbove(nn.Module):
+    """The first row whose sum passes a threshold, returned from inside a loop over a dynamic
+    number of rows (the carried return value came into the body with a fresh size symbol where
+    the row had a static one: refused as branches of different shapes)."""
+
+    def forward(self, x):
+        for row in x:
+            if row.sum() > 0.5:
+                return row
+        return torch.zeros_like(x[0]) - 1
+
+
 class ReturnInWhile(nn.Module):
     def forward(self, x, n):
         k = torch.zeros((), dtype=torch.int64)

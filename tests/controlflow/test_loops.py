@@ -84,6 +84,9 @@ CASES = {
                                            {0, 1, 2, 4}, dynamic=({0: D}, None)),
     "return_in_loop_in_branch": Case(m.ReturnInLoopInBranch, (X + 1, n(0)), [(X + 0.2, n(0)), (X + 1.0, n(0)), (X - 1, n(0))],
                                      {1, 2}),  # the static range's tensor break continues as a Loop
+    "return_row_from_rows": Case(m.FirstRowAbove, (rand(3, 4),),
+                                 [(rand(k, 4, seed=k) + shift,) for k in (1, 2, 5) for shift in (-0.5, 0.0, 0.5)],
+                                 {1, 2, 5}, dynamic=({0: D},)),
     "static_range_unrolled": Case(m.StaticRange, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "module_list_unrolled": Case(m.ModuleListIteration, (X,), [(rand(5, 4),)], {3}, loops=0, dynamic=({0: D},)),
     "return_in_python_loop": Case(m.ReturnInPythonLoop, (X,), [(rand(5, 4),)], {2}, loops=0, dynamic=({0: D},)),
@@ -106,7 +109,7 @@ def test_loop_pattern_matches_eager(name):
 
 
 @pytest.mark.parametrize("name", ["return_in_tensor_loop", "return_in_while", "return_in_while_then_submodule",
-                                  "return_in_loop_in_branch"])
+                                  "return_in_loop_in_branch", "return_row_from_rows"])
 def test_early_return_inputs_take_both_paths(name):
     """The inputs of the early-return cases return from inside the loop and also fall through."""
     case = CASES[name]

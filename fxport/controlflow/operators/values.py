@@ -136,12 +136,14 @@ def same_size(x, y) -> bool:
     return statically_known_true(x == y)
 
 
-def size_relations(tensors) -> list[tuple[int, int, int, int]]:
-    """``(i, axis_i, j, axis_j)`` for symbolic sizes of ``tensors`` known equal here.
+def size_relations(tensors) -> list[tuple]:
+    """``(i, axis_i, j, axis_j)`` for symbolic sizes of ``tensors`` known equal here, and
+    ``(i, axis_i, None, size)`` for their static sizes.
 
     torch traces a cond branch or while_loop body with dynamo, which gives each operand fresh
     size symbols: inside, ``x.shape[0] == g.shape[0]`` is no longer known even when both are
-    the batch size outside. :func:`restore_size_relations` re-states these facts in the body.
+    the batch size outside, and a carried ``(3,)`` may come in as ``(s49,)`` while a row of a
+    free tensor is ``(3,)``. :func:`restore_size_relations` re-states these facts in the body.
     """
     known: list[tuple[int, int, object]] = []
     relations = []
@@ -150,6 +152,7 @@ def size_relations(tensors) -> list[tuple[int, int, int, int]]:
             continue
         for axis, size in enumerate(tensor.shape):
             if not is_symbolic(size):
+                relations.append((i, axis, None, int(size)))
                 continue
             match = next(((j, axis_j) for j, axis_j, other in known if same_size(size, other)), None)
             if match is None:
@@ -162,7 +165,12 @@ def size_relations(tensors) -> list[tuple[int, int, int, int]]:
 def restore_size_relations(tensors, relations) -> None:
     """Inside a traced body: ``torch._check`` the size equalities that held outside."""
     for i, axis_i, j, axis_j in relations:
-        torch._check(tensors[i].shape[axis_i] == tensors[j].shape[axis_j])
+        size = tensors[i].shape[axis_i]
+        if j is None:
+            if is_symbolic(size):
+                torch._check(size == axis_j)
+        else:
+            torch._check(size == tensors[j].shape[axis_j])
 
 
 def bound_merged_sizes(outs) -> None:
