@@ -137,9 +137,8 @@ class Appender:
             self.read_inside = True
             items = list(self.initial) + list(self.probe)
             return items[index] if isinstance(index, int) else torch.stack(items)[index]
-        problem = ("inside the loop" if not self.finished
-                   else "with elements that change size" if not self._one_shape()
-                   else None if isinstance(index, int) else f"with a {type(index).__name__} index")
+        problem = self._unreadable("inside the loop") or (
+            None if isinstance(index, int) else f"with a {type(index).__name__} index")
         if problem is not None:
             fail(f"indexing list {self.name!r} grown in a data-dependent loop {problem} is not supported", self,
                  "keep the value you need in a variable of its own, or torch.stack/torch.cat the list and index that")
@@ -174,11 +173,17 @@ class Appender:
     def _one_shape(self) -> bool:
         return self.mode in ("rows", "grow") or not any(varies(s) for s in self.replay.element.shape)
 
+    def _unreadable(self, inside: str) -> str | None:
+        """Why the elements cannot be read as the rows of one stack (``inside``: the words for a
+        list still being grown), or None."""
+        if not self.finished:
+            return inside
+        return None if self._one_shape() else "with elements that change size"
+
     def rows(self) -> torch.Tensor:
         """What ``for p in parts:`` after the loop iterates: ``torch.stack(parts)`` (elements of
         one shape), whose rows a data-dependent loop then reads one by one."""
-        problem = ("inside the loop that grows it" if not self.finished
-                   else "with elements that change size" if not self._one_shape() else None)
+        problem = self._unreadable("inside the loop that grows it")
         if problem is not None:
             fail(f"iterating over list {self.name!r} grown in a data-dependent loop {problem} is not supported",
                  self, "torch.stack/torch.cat the list and iterate over that, or keep what you need in a tensor")
