@@ -68,6 +68,7 @@ class ConstructCoverage:
     kind: str
     location: SourceLocation
     outcomes: set = dataclasses.field(default_factory=set)
+    least_trips: int = 0  #: a loop over a static non-empty range with a break runs at least once
 
     @property
     def is_loop(self) -> bool:
@@ -86,7 +87,9 @@ class ConstructCoverage:
 
     def can_run_zero_times(self) -> bool:
         """False for ``while True:`` (``while 1:``): it leaves only through a break, after its
-        first iteration."""
+        first iteration; and for ``for _ in range(6):`` with a break on a tensor condition."""
+        if self.least_trips > 0:
+            return False
         if self.kind != "while":
             return True
         line = linecache.getline(self.location.filename, self.location.lineno).strip()
@@ -238,7 +241,8 @@ def _converted_constructs(records: list[AppliedRewrite]) -> dict[tuple, Construc
         if record.tier != "control-flow" or record.location is None or kind not in _IF_KINDS + _LOOP_KINDS:
             continue
         key = (kind, record.location.filename, record.location.lineno)
-        constructs.setdefault(key, ConstructCoverage(kind, record.location))
+        construct = constructs.setdefault(key, ConstructCoverage(kind, record.location))
+        construct.least_trips = max(construct.least_trips, int(record.data.get("least_trips", 0)))
     return constructs
 
 

@@ -71,6 +71,12 @@ class TensorRange:
         count = (stop - start + (step - 1 if step > 0 else step + 1)) // step
         return torch.sym_max(count, 0)
 
+    def least_trips(self) -> int:
+        """The fewest iterations a loop over this range with a ``break`` runs: 1 for a static
+        non-empty range (the break comes after a first iteration), else 0."""
+        static = all(isinstance(v, int) and not isinstance(v, bool) for v in (self.start, self.stop))
+        return 1 if static and len(range(self.start, self.stop, self.step)) > 0 else 0
+
     def as_written(self) -> range:
         """The Python ``range`` the user wrote (its bounds become Python ints, as without fxport)."""
         return range(self.start, self.stop, self.step)
