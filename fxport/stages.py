@@ -39,6 +39,7 @@ from fxport.lower import lower, name_dynamic_axes, name_outputs
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
 from fxport.ties import sorted_output_indices
+from fxport.verified_ranges import widen_verified_ranges
 from fxport.verify import generate_input_sets
 
 
@@ -123,6 +124,8 @@ def verify_outputs(job: Conversion) -> None:
     except VerificationError as exc:
         _point_at_user_rules(exc, job)
         raise
+    if widen_verified_ranges(job.program, job.verification, job.warnings, job.onnx_model):
+        job.bounds = dynamic_dim_bounds(job.program)
 
 
 def _point_at_user_rules(exc: VerificationError, job: Conversion) -> None:
