@@ -104,3 +104,16 @@ def test_ctrl_c_names_the_stage_it_interrupted():
     assert process.returncode == 130, err
     (line,) = err.strip().splitlines()
     assert line.startswith("interrupted during ") and "s into it)" in line and "Traceback" not in err
+
+
+class PlainMax(torch.nn.Module):
+    def forward(self, x):
+        return x.max()
+
+
+def test_a_built_in_op_rule_says_why_it_rewrote_the_op():
+    """Issue 25 item 16: a plain ``.max()`` is rewritten (ONNX Runtime's ReduceMax drops NaN);
+    the listing says so instead of 'translated max_1 (aten::max) with aten::max'."""
+    result = fxport.convert(PlainMax().eval(), (torch.randn(3, 4),))
+    (record,) = [r for r in result.rewrites if r.rule == "aten::max"]
+    assert record.detail.endswith(": Maximum of all elements (0-d); any NaN → NaN; exact."), record.detail

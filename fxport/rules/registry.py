@@ -334,7 +334,8 @@ def stamp_provenance(model: onnx.ModelProto, op_rules: Sequence[OpRule],
     for (_, fx_name), (rule, stack) in fired.items():
         records.append(AppliedRewrite(
             rule=rule.name, tier="op", location=location_from_stack_trace(stack),
-            detail=f"translated {fx_name.lstrip('%')} ({rule.target}) with {rule.name}",
+            detail=f"translated {fx_name.lstrip('%')} ({rule.target}) with {rule.name}"
+                   + (f": {rule.doc}" if rule.doc else ""),  # why: a plain .max() is rewritten to keep NaN
             data={"op": rule.target, "fx_node": fx_name.lstrip("%")},
         ))
     _stamp_graph_rule_nodes(model, records)
