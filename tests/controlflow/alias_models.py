@@ -69,3 +69,18 @@ class SplitIntoOtherShape(nn.Module):
             b = b[:1]
         b_ref += 1
         return b + 0
+
+
+class ResidualAfterStaticLoop(nn.Module):
+    """A static loop (Python runs it) rebinds ``x``; nothing data-dependent splits the pair."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        residual = x
+        for layer in self.layers:
+            x = layer(x)
+        x += residual
+        return x

@@ -71,3 +71,18 @@ def test_a_split_into_another_shape_is_refused_at_the_users_line():
         fxport.convert(m.SplitIntoOtherShape(), (torch.rand(3, 2), torch.randn(3, 2)), verify=False)
     message = str(caught.value)
     assert "\n" not in message and "b_ref" in message and "alias_models.py:" in message
+
+
+def test_a_pair_split_by_python_alone_costs_nothing_in_the_graph():
+    """Python ran the loop, so the objects keep their identity: no flag in the program, no write
+    into the caller's input, no Where in the file."""
+    from fxport.pipeline import run
+
+    model = m.ResidualAfterStaticLoop().eval()
+    job = run(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), until="capture", verify=False)
+    signature = job.program.graph_signature
+    assert not signature.user_inputs_to_mutate, signature.user_inputs_to_mutate
+    assert not any(n.target is torch.ops.aten.where.self for n in job.program.graph.nodes)
+    exported = export_to_ort(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    assert "Where" not in exported.ops, exported.ops
+    assert_matches_eager(model, exported, [(torch.randn(b, 4),) for b in (1, 3, 5)])

@@ -13,7 +13,7 @@ Example::
     >>> b = torch.zeros(2); b_ref = b
     >>> flag = same(b_ref, b)
     >>> flag
-    tensor(True)
+    True
     >>> b_ref += 1
     >>> follow(flag, b_ref, b, "b_ref", "b") is b    # outside export Python kept the identity
     True
@@ -27,9 +27,13 @@ from fxport.controlflow.operators.values import same_size
 from fxport.errors import ControlFlowError, here
 
 
-def same(x, y) -> torch.Tensor:
-    """Whether ``x`` and ``y`` are one object now, as a bool tensor a converted statement can carry."""
-    return torch.tensor(x is y)
+def same(x, y):
+    """Whether ``x`` and ``y`` are one object now: a Python bool where Python runs the code (the
+    objects keep their identity), a bool tensor in a body dynamo traces (a cond branch, a
+    while_loop body), which the statement then carries."""
+    if torch.compiler.is_dynamo_compiling():
+        return torch.tensor(x is y)
+    return x is y
 
 
 def follow(flag, written, other, written_text: str, other_text: str):
@@ -39,6 +43,8 @@ def follow(flag, written, other, written_text: str, other_text: str):
     Outside export the objects themselves carry the identity and ``other`` is returned as is.
     """
     if written is other or not (isinstance(written, torch.Tensor) and isinstance(other, torch.Tensor)):
+        return other
+    if not isinstance(flag, torch.Tensor):  # Python ran every statement since the flag was set
         return other
     if not (torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling()):
         return other
