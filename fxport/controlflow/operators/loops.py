@@ -74,7 +74,10 @@ class TensorRange:
     def least_trips(self) -> int:
         """The fewest iterations a loop over this range with a ``break`` runs: 1 for a static
         non-empty range (the break comes after a first iteration), else 0."""
-        static = all(isinstance(v, int) and not isinstance(v, bool) for v in (self.start, self.stop))
+        # inside a body dynamo traces a symbolic size passes isinstance(v, int): ask is_symbolic,
+        # or len() below would fix it to the example's value
+        static = all(isinstance(v, int) and not isinstance(v, bool) and not is_symbolic(v)
+                     for v in (self.start, self.stop))
         return 1 if static and len(range(self.start, self.stop, self.step)) > 0 else 0
 
     def as_written(self) -> range:
