@@ -42,9 +42,9 @@ def widen_verified_ranges(program, rows, warnings: list[str], onnx_model=None) -
                 widened.append(stored["name"])
     if widened:
         for grown, notes in before.items():
-            after = narrowing_notes(program, grown)
-            warnings[:] = [w for w in warnings if w not in notes] + [n for n in after if n not in warnings] \
-                if any(n in warnings for n in notes) else warnings
+            if any(note in warnings for note in notes):
+                after = narrowing_notes(program, grown)
+                warnings[:] = [w for w in warnings if w not in notes] + [n for n in after if n not in warnings]
         if onnx_model is not None:
             record_dynamic_ranges(onnx_model, program)
     return widened

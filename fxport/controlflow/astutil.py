@@ -61,6 +61,30 @@ def at(node: ast.AST, like: ast.AST) -> ast.AST:
     return node
 
 
+def map_blocks(stmt: ast.stmt, rewrite) -> None:
+    """Replace each statement block nested in ``stmt`` (``body``, ``orelse``, ``finalbody``, the
+    ``except`` handlers' bodies) by ``rewrite(block)``; a nested ``def``/``class`` is left alone.
+
+    >>> tree = ast.parse("if c:\\n    a = 1\\nelse:\\n    b = 2")
+    >>> map_blocks(tree.body[0], lambda block: block + block)
+    >>> print(ast.unparse(tree))
+    if c:
+        a = 1
+        a = 1
+    else:
+        b = 2
+        b = 2
+    """
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field, None)
+        if isinstance(block, list) and block:
+            setattr(stmt, field, rewrite(block))
+    for handler in getattr(stmt, "handlers", ()):
+        handler.body = rewrite(handler.body)
+
+
 def located(node: ast.AST, like: ast.AST) -> ast.AST:
     """Give ``node`` and its children without a location the header line of ``like``."""
     for sub in ast.walk(node):

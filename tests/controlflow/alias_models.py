@@ -84,3 +84,16 @@ class ResidualAfterStaticLoop(nn.Module):
             x = layer(x)
         x += residual
         return x
+
+
+class RebindsUnderWith(nn.Module):
+    """The rebinding sits in a ``with`` block inside the data-dependent loop."""
+
+    def forward(self, b, n):
+        b_ref = b
+        for i in range(n.item()):
+            if i == 1:
+                with torch.no_grad():
+                    b = b * 3
+        b_ref.add_(2)
+        return b + 0, b_ref + 0

@@ -86,3 +86,12 @@ def test_a_pair_split_by_python_alone_costs_nothing_in_the_graph():
     exported = export_to_ort(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
     assert "Where" not in exported.ops, exported.ops
     assert_matches_eager(model, exported, [(torch.randn(b, 4),) for b in (1, 3, 5)])
+
+
+def test_a_rebinding_inside_a_with_block_in_the_loop():
+    """The flag is set again inside the ``with`` block too (the walk once crashed on a ``with``)."""
+    model = m.RebindsUnderWith().eval()
+    inputs = [(torch.randn(3), torch.tensor(k)) for k in (0, 1, 2, 4)]
+    exported = export_to_ort(model, (torch.randn(3), torch.tensor(3)))
+    assert exported.ops.get("Loop", 0) >= 1 and exported.ops.get("Where", 0) >= 1
+    assert_matches_eager(model, exported, inputs)

@@ -42,12 +42,11 @@ from __future__ import annotations
 import ast
 
 from fxport.controlflow import analysis
-from fxport.controlflow.astutil import at, call, located, name
+from fxport.controlflow.astutil import at, call, located, map_blocks, name
 from fxport.controlflow.context import ALIAS_FLAG_PREFIX
 from fxport.controlflow.converters.base import Canonicalization
 
 _CONSTRUCTS = (ast.If, ast.While, ast.For)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 class Aliases(Canonicalization):
@@ -58,11 +57,7 @@ class Aliases(Canonicalization):
 
     def _block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
         for stmt in stmts:
-            if not isinstance(stmt, _SCOPES):
-                for field in ("body", "orelse", "finalbody"):
-                    block = getattr(stmt, field, None)
-                    if isinstance(block, list) and block:
-                        setattr(stmt, field, self._block(block))
+            map_blocks(stmt, self._block)
         for index, pair in _alias_pairs(stmts):
             start = _first_split(stmts, index, pair)
             if start is not None and _written_after(stmts[start:], pair):
@@ -122,21 +117,18 @@ def _flag_inside(node, flag: str, pair: tuple[str, str]) -> None:
     """Set ``flag`` again after every statement inside ``node`` that rebinds a name of ``pair``."""
     if isinstance(node, ast.For) and analysis.writes(node.target) & set(pair):
         node.body.insert(0, located(_set_flag(flag, pair, node), node))
-    for field in ("body", "orelse"):
-        block = getattr(node, field)
+
+    def flagged(block: list[ast.stmt]) -> list[ast.stmt]:
         out = []
         for stmt in block:
-            if isinstance(stmt, _SCOPES):
-                out.append(stmt)
-                continue
-            if isinstance(stmt, _CONSTRUCTS) or hasattr(stmt, "body"):
+            out.append(stmt)
+            if hasattr(stmt, "body"):  # a compound statement (a nested def is left alone)
                 _flag_inside(stmt, flag, pair)
-                out.append(stmt)
-            else:
-                out.append(stmt)
-                if analysis.rebound_names([stmt]) & set(pair):
-                    out.append(located(_set_flag(flag, pair, stmt), stmt))
-        setattr(node, field, out)
+            elif analysis.rebound_names([stmt]) & set(pair):
+                out.append(located(_set_flag(flag, pair, stmt), stmt))
+        return out
+
+    map_blocks(node, flagged)
 
 
 def _set_flag(flag: str, pair: tuple[str, str], where: ast.stmt) -> ast.stmt:

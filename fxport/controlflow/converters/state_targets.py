@@ -47,7 +47,7 @@ import types
 import torch
 
 from fxport.controlflow import analysis
-from fxport.controlflow.astutil import at, call, located, name, rt, tuple_
+from fxport.controlflow.astutil import at, call, located, map_blocks, name, rt, tuple_
 from fxport.controlflow.context import STATE_TARGET_PREFIXES
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.facts import is_static_index
@@ -90,13 +90,7 @@ class StateTargets(Canonicalization):
                 out.extend(after)
             else:
                 out.append(stmt)
-            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                for field in ("body", "orelse", "finalbody"):
-                    block = getattr(stmt, field, None)
-                    if isinstance(block, list) and block:
-                        setattr(stmt, field, self._block(block))
-                for handler in getattr(stmt, "handlers", ()):
-                    handler.body = self._block(handler.body)
+            map_blocks(stmt, self._block)
         return out
 
     def _rewrite(self, node) -> tuple[list[ast.stmt], list[ast.stmt]]:

@@ -3,9 +3,9 @@
 ``b_ref = b``, then a data-dependent loop that rebinds ``b`` on some paths only, then
 ``b_ref += 1``: in Python the write reaches ``b`` exactly when the loop left ``b`` alone. A
 converted loop returns new tensors, so that identity is gone after it; the converter
-(``converters/aliases.py``) carries it as a bool tensor instead — :func:`same` after each
-rebinding — and after every in-place write to one name :func:`follow` gives the other name the
-written value where the flag says they are still one tensor.
+(``converters/aliases.py``) carries it as a flag instead — :func:`same` after each rebinding,
+a bool tensor where dynamo traces — and after every in-place write to one name :func:`follow`
+gives the other name the written value where the flag says they are still one tensor.
 
 Example::
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from fxport.controlflow.operators.values import same_size
+from fxport.controlflow.operators.values import same_layout
 from fxport.errors import ControlFlowError, here
 
 
@@ -40,16 +40,15 @@ def follow(flag, written, other, written_text: str, other_text: str):
     """``other`` after an in-place write to ``written``: updated to the written value where
     ``flag`` (from :func:`same`) says the two names are one tensor, unchanged elsewhere.
 
-    Outside export the objects themselves carry the identity and ``other`` is returned as is.
+    A flag that is a Python bool means Python ran every statement since it was set, so the
+    objects themselves carry the identity and ``other`` is returned as is; :func:`same` makes a
+    tensor only in a body dynamo traces, that is, while exporting.
     """
     if written is other or not (isinstance(written, torch.Tensor) and isinstance(other, torch.Tensor)):
         return other
-    if not isinstance(flag, torch.Tensor):  # Python ran every statement since the flag was set
+    if not isinstance(flag, torch.Tensor):
         return other
-    if not (torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling()):
-        return other
-    if written.dtype != other.dtype or written.dim() != other.dim() or not all(
-            same_size(a, b) for a, b in zip(written.shape, other.shape)):
+    if not same_layout(written, other):
         raise ControlFlowError(
             f"{other_text} may still be the tensor {written_text} names (a converted statement rebinds one of "
             f"them on some paths only), and the two differ in shape or dtype, so the write to {written_text} "

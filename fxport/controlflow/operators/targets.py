@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from fxport.controlflow.operators.values import Undefined, is_traced, same_size
+from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
 from fxport.errors import ControlFlowError, here
 
 
@@ -85,7 +85,7 @@ def _keeps_identity(owner, key, kind: str, current, value) -> bool:
         return False
     if isinstance(owner, torch.nn.Module) and kind == "attr" and key not in owner._buffers and key not in owner._parameters:
         return False
-    return _same_layout(current, value)
+    return same_layout(current, value)
 
 
 def into(original, value):
@@ -98,14 +98,10 @@ def into(original, value):
     """
     if value is original or not (isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor)):
         return value
-    if not _same_layout(original, value):
+    if not same_layout(original, value):
         return value
     original.copy_(value)
     return original
-
-
-def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.dim() == b.dim() and all(same_size(x, y) for x, y in zip(a.shape, b.shape))
 
 
 def apart(originals: tuple, values: tuple, texts: tuple) -> None:

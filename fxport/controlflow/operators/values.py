@@ -136,6 +136,11 @@ def same_size(x, y) -> bool:
     return statically_known_true(x == y)
 
 
+def same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """One dtype, one rank, and every size known equal: ``a`` can take ``b``'s value in place."""
+    return a.dtype == b.dtype and a.dim() == b.dim() and all(same_size(x, y) for x, y in zip(a.shape, b.shape))
+
+
 def size_relations(tensors) -> list[tuple]:
     """``(i, axis_i, j, axis_j)`` for symbolic sizes of ``tensors`` known equal here, and
     ``(i, axis_i, None, size)`` for their static sizes.
