@@ -58,9 +58,11 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     given = {name: value for name, value in settings.items() if value is not None}
     if "max_new_tokens" not in given and lm.generation_config.max_new_tokens is None:
         given["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
-    builder = Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
-    generator = builder(lm, generation_settings(lm, **given))
-    generator.eval()
+    if hasattr(lm, "detect_language"):  # Whisper: its own generate(), audio in
+        generator = _whisper_generator(lm, given)
+    else:
+        builder = Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
+        generator = builder(lm, generation_settings(lm, **given)).eval()
     input_sets = generation_inputs(generator)
     check_against_generate(generator, input_sets)
     return LoadedModel(generator, input_sets, generator.dynamic_shapes, source=f"{path} --task {task}",
@@ -75,11 +77,10 @@ def check_against_generate(generator, input_sets: list[InputSet]) -> None:
 
     settings = generator.settings
     for input_set in input_sets:
-        input_ids, attention_mask, *draws = input_set.args
+        draws = input_set.args[2:]
         drawing = sampling_draws(draws[0]) if draws else contextlib.nullcontext()  # generate() samples from them
         with torch.no_grad(), drawing:
-            expected = generator.lm.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                             **settings.generate_kwargs())
+            expected = generator.reference(*input_set.args)
         with torch.no_grad():
             produced = generator(*input_set.args)
         if expected.shape != produced.shape or not torch.equal(expected, produced):
@@ -87,6 +88,22 @@ def check_against_generate(generator, input_sets: list[InputSet]) -> None:
                                     f"'{input_set.name}' ({settings.describe()})",
                                     hint="report it to fxport with the transformers version; meanwhile use "
                                          "--task text-generation-step and your own loop")
+
+
+def _whisper_generator(lm: torch.nn.Module, given: dict[str, Any]) -> torch.nn.Module:
+    """Whisper's short-form ``generate()`` with ``force_unique_generate_call=True``: the output
+    is the decoder's ids, prompt tokens first. Whisper samples only with its temperature
+    fallback, which is not converted: the sampling flags are usage errors."""
+    from fxport.models.whisper_generation import whisper_generator
+
+    sampling = sorted(name for name in ("do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p")
+                      if given.get(name) not in (None, False))
+    if sampling:
+        flag = "--" + sampling[0].replace("_", "-")
+        raise UsageError(f"{flag}: Whisper's generate() samples only in its temperature fallback, which is not "
+                         "converted", hint=f"drop {flag}: Whisper searches greedily or with --num-beams")
+    given = {name: value for name, value in given.items() if name != "do_sample"}
+    return whisper_generator(lm, force_unique_generate_call=True, **given)
 
 
 def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
@@ -117,12 +134,14 @@ def _generation_lm(path: str, task: str) -> torch.nn.Module:
     auto = transformers.AutoModelForCausalLM
     if task == "text-generation" and getattr(config, "is_encoder_decoder", False):
         auto = transformers.AutoModelForSeq2SeqLM
+        if type(config) in transformers.AutoModelForSpeechSeq2Seq._model_mapping:  # Whisper
+            auto = transformers.AutoModelForSpeechSeq2Seq
     if type(config) not in auto._model_mapping:
         kind = "sequence-to-sequence" if auto is transformers.AutoModelForSeq2SeqLM else "causal-LM"
         raise ModelLoadError(f"{path}: model type {config.model_type!r} has no {kind} head in transformers, "
                              f"so --task {task} does not fit it",
                              hint="pass a decoder-only checkpoint (GPT-2, Llama, Mistral, Qwen, ...)"
-                                  + (" or an encoder-decoder one (T5, BART) with --task text-generation"
+                                  + (" or an encoder-decoder one (T5, BART, Whisper) with --task text-generation"
                                      if task == "text-generation" else ""))
     try:
         return auto.from_pretrained(path, local_files_only=True).eval()
@@ -164,6 +183,12 @@ def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSe
             mask[row, : int(torch.randint(1, length, (), generator=draw)) if length > 1 else 0] = 0
         return InputSet(generator.example_arguments(ids, mask, draw), name=name)
 
+    if hasattr(generator.lm, "detect_language"):  # Whisper: audio windows, no prompt
+        def windows(batch: int, name: str) -> InputSet:
+            return InputSet(generator.example_arguments(torch.zeros(batch, 1), None, draw), name=name)
+
+        sets = [windows(2, "example: 2 audio windows"), windows(1, "1 audio window"), windows(4, "4 audio windows")]
+        return sets + _stopping_sets(generator, vocab, draw)
     sets = [prompts(2, 6, 1, "example: batch 2, length 6, one row left-padded"),
             prompts(1, 1, 0, "batch 1, length 1"), prompts(1, 2, 0, "batch 1, length 2"),
             prompts(4, 9, 2, "batch 4, length 9, two rows left-padded"), prompts(3, 2, 1, "batch 3, length 2")]

@@ -15,6 +15,10 @@ What it covers: greedy search, beam search and sampling (``do_sample=True`` insi
 ``repetition_penalty``, the sampling warpers; left-padded ``attention_mask`` (or none: inferred as
 ``generate()`` infers it); encoder–decoder models. Anything else (beam sampling, logits
 processors, streamers, assistant models, …) is refused in one line naming the setting.
+
+Whisper's own ``generate()`` (``WhisperGenerationMixin``) on short-form audio is the second rule:
+its prompt tokens, suppressed tokens and language detection, then the same searches
+(:mod:`fxport.models.whisper_generation`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 
 import fxport
 from fxport.models.generate import generate as fxport_generate
+from fxport.models.generate import generate_whisper
 
 if "transformers" in sys.modules:  # collected again once transformers is imported (OPTIONAL_OP_LIBRARIES)
 
@@ -31,3 +36,9 @@ if "transformers" in sys.modules:  # collected again once transformers is import
     def generate(self, inputs=None, generation_config=None, **kwargs):
         """transformers' generate() as fxport's generator (one ONNX Loop)."""
         return fxport_generate(self, inputs, generation_config, **kwargs)
+
+    @fxport.patch("transformers.models.whisper.generation_whisper.WhisperGenerationMixin.generate",
+                  name="transformers-whisper-generate", priority=fxport.BUILTIN_PRIORITY)
+    def whisper_generate(self, input_features=None, generation_config=None, **kwargs):
+        """Whisper's generate() on short-form audio as fxport's Whisper generator (one ONNX Loop)."""
+        return generate_whisper(self, input_features, generation_config, **kwargs)

@@ -21,7 +21,7 @@ from fxport.models.sampling import active_draws
 from fxport.models.seq2seq_generation import Seq2SeqGenerator
 from fxport.models.text_generation import TextGenerator
 
-__all__ = ["generate"]
+__all__ = ["generate", "generate_whisper"]
 
 
 def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation_config: Any = None,
@@ -63,6 +63,39 @@ def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation
         attention_mask = generator.inferred_attention_mask(input_ids)
     forward = converted_function(type(generator).forward) or type(generator).forward  # its loop as an ONNX Loop
     return forward(generator, input_ids, attention_mask, draws if settings.do_sample else None)
+
+
+def generate_whisper(lm: torch.nn.Module, input_features: torch.Tensor | None = None, generation_config: Any = None,
+                     **kwargs: Any) -> torch.Tensor:
+    """``whisper.generate(input_features, ...)`` as fxport's Whisper generator
+    (:mod:`fxport.models.whisper_generation`): what the built-in rule runs in place of
+    ``WhisperGenerationMixin.generate`` while fxport captures; refusals are said at the user's
+    ``generate()`` call.
+
+    Example::
+
+        >>> ids = generate_whisper(whisper, features, max_new_tokens=4, force_unique_generate_call=True)  # doctest: +SKIP
+    """
+    from fxport.controlflow import converted_function
+    from fxport.models.whisper_generation import WhisperGenerator, whisper_generator
+
+    input_features = kwargs.pop("inputs", None) if input_features is None else input_features
+    if input_features is None:
+        raise UsageError("Whisper generate() without input_features is not converted", where=_caller_location(),
+                         hint="pass input_features")
+    frames, window = input_features.shape[-1], 2 * lm.config.max_source_positions
+    try:
+        if frames > window:
+            raise UsageError(f"Whisper generate() on {frames} frames (more than one {window}-frame window) decodes "
+                             "long-form audio segment by segment, which is not converted",
+                             hint=f"pass at most {window} frames (short-form audio, up to 30 s)")
+        generator = whisper_generator(lm, generation_config, **kwargs)
+    except UsageError as refused:  # said at the user's generate() call
+        refused.where = refused.where or _caller_location()
+        refused.args = (refused.message,)
+        raise
+    forward = converted_function(WhisperGenerator.forward) or WhisperGenerator.forward  # its loop as an ONNX Loop
+    return forward(generator, input_features)
 
 
 def _caller_location():

@@ -123,12 +123,14 @@ class GenerationSettings:
         return ", ".join(parts)
 
 
-def generation_settings(model: torch.nn.Module, generation_config: Any = None, **overrides: Any) -> GenerationSettings:
+def generation_settings(model: torch.nn.Module, generation_config: Any = None, *, handled: frozenset[str] = frozenset(),
+                        **overrides: Any) -> GenerationSettings:
     """The settings ``model.generate(**overrides)`` would decode with, or a one-line refusal.
 
     Reads ``generation_config`` (default: ``model.generation_config``) updated by ``overrides``
     (as ``generate()`` does); a
     setting the generator does not implement (beam sampling, a logits processor, a streamer, …) raises :class:`UsageError` naming it.
+    ``handled``: generation_config attributes the caller reads itself (Whisper's prompt tokens).
 
     Example::
 
@@ -151,7 +153,9 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         raise UsageError(f"generate(): {name}= is not a generation setting fxport's generator knows",
                          hint="pass only generation settings besides input_ids and attention_mask")
     for name, value in config.to_diff_dict().items():
-        if name.startswith("_") or name in _BOOKKEEPING or name in _IMPLEMENTED or global_defaults.get(name, ...) == value:
+        if name.startswith("_") or name in _BOOKKEEPING or name in _IMPLEMENTED or name in handled:
+            continue
+        if global_defaults.get(name, ...) == value:
             continue
         if name in _SAMPLING_UNCONVERTED and not config.do_sample:
             continue  # generate() ignores it without sampling

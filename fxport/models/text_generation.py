@@ -81,6 +81,11 @@ class TextGenerator(torch.nn.Module):
             return input_ids, attention_mask
         return input_ids, attention_mask, torch.rand(input_ids.shape[0], self.settings.max_new_tokens, generator=draw)
 
+    def reference(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *draws: torch.Tensor) -> torch.Tensor:
+        """transformers' own ``generate()`` on these prompts with these settings (with sampling,
+        inside :func:`~fxport.models.sampling.sampling_draws` of the draws)."""
+        return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, **self.settings.generate_kwargs())
+
     def greedy_search(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       random_draws: torch.Tensor | None = None) -> torch.Tensor:
         """``generate()``'s ``_sample``: one token per row per step, the most likely one or,
