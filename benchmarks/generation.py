@@ -11,6 +11,8 @@ same generator module, its file (if any) checked the same way.
     python3 -m benchmarks.generation            # all, writes the table into docs/generation.md
     python3 -m benchmarks.generation llama gpt2 # some, prints only
     python3 -m benchmarks.generation --add --search sample llama   # run these rows, merge them into docs/
+
+Whisper (``SPEECH``) runs its own ``generate()`` on audio windows, greedy and with beams.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ UNSEEN = [(1, 1), (5, 4), (1, 11), (5, 11), (3, 2)]
 DECODERS = ["gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "olmo",
             "falcon", "opt", "bloom", "mixtral", "qwen2_moe", "qwen3_moe"]
 ENCODER_DECODERS = ["t5", "bart"]
+#: speech-to-text: Whisper's own generate() (greedy and beam; it samples only in its temperature fallback)
+SPEECH = ["whisper"]
+SPEECH_SEARCHES = ("greedy", "beam 2")
 
 
 def causal_lm(name: str) -> torch.nn.Module:
@@ -142,6 +147,87 @@ def one(name: str, search: str) -> list[str]:
     return [name, search, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "**yes**" if wrong else "no", stock]
 
 
+def whisper_lm() -> torch.nn.Module:
+    """A tiny multilingual Whisper (random weights, init_std 0.5 so that the ids depend on the
+    audio): start 89, languages 90-92, tasks 93-94, no-timestamps 95, timestamp tokens 96-99."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(
+        vocab_size=100, num_mel_bins=8, encoder_layers=2, decoder_layers=2, d_model=32, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
+        max_target_positions=48, decoder_start_token_id=89, pad_token_id=0, eos_token_id=1, bos_token_id=1,
+        suppress_tokens=[2, 3], begin_suppress_tokens=[4], init_std=0.5)
+    lm = transformers.WhisperForConditionalGeneration(config).eval()
+    generation = lm.generation_config
+    generation.lang_to_id = {"<|en|>": 90, "<|fr|>": 91, "<|de|>": 92}
+    generation.task_to_id = {"translate": 93, "transcribe": 94}
+    generation.no_timestamps_token_id, generation.is_multilingual = 95, True
+    generation.pad_token_id, generation._from_model_config = 1, False  # saved and read back as is
+    return lm
+
+
+def unseen_audio():
+    """Audio windows the conversion never saw: batches 1, 5, 1, 5, 3 of log-mel-like features."""
+    for seed, (batch, _) in enumerate(UNSEEN, start=500):
+        yield torch.randn(batch, 8, 32, generator=torch.Generator().manual_seed(seed)) * 0.5
+
+
+def whisper_generate(lm, features, **settings):
+    with torch.no_grad():
+        return lm.generate(features, force_unique_generate_call=True, **settings)
+
+
+def one_whisper(search: str) -> list[str]:
+    """A Whisper row: ``--task text-generation`` (force_unique_generate_call=True: the decoder's
+    ids, the language detected per row), the file against ``generate()`` on unseen audio."""
+    import onnxruntime as ort
+
+    import fxport
+    from fxport.tasks import load_task
+
+    lm = whisper_lm()
+    unstopped = torch.cat([whisper_generate(lm, features, max_new_tokens=MAX_NEW, eos_token_id=None)[:, 3:].flatten()
+                           for features in unseen_audio()])
+    ends = torch.bincount(unstopped, minlength=100).argsort(descending=True)[:3].tolist()
+    settings = dict(max_new_tokens=MAX_NEW, eos_token_id=ends, **SEARCHES[search])
+
+    def same_as_generate(session) -> tuple[int, set]:
+        equal, steps = 0, set()
+        for features in unseen_audio():
+            expected = whisper_generate(lm, features, **settings)
+            steps.add(expected.shape[1] - 3)
+            (produced,) = session.run(None, {"input_features": features.numpy()})
+            equal += produced.shape == tuple(expected.shape) and (produced == expected.numpy()).all()
+        return equal, steps
+
+    with tempfile.TemporaryDirectory() as directory:
+        lm.save_pretrained(directory)
+        start = time.perf_counter()
+        try:
+            loaded = load_task(directory, "text-generation", settings)
+            example, *rest = loaded.input_sets
+            result = fxport.convert(loaded.module, example.args, dynamic_shapes=loaded.dynamic_shapes,
+                                    verify_inputs=rest)
+            seconds = time.perf_counter() - start
+            equal, steps = same_as_generate(ort.InferenceSession(result.model.SerializeToString(),
+                                                                 providers=["CPUExecutionProvider"]))
+            verdict = f"verified, {equal}/{len(UNSEEN)} unseen sets equal" if result.verified else "not verified"
+            ours, wrong = f"{verdict}; Loop×{result.op_counts().get('Loop', 0)}; {seconds:.0f} s", equal < len(UNSEEN)
+        except Exception as exc:  # noqa: BLE001 - a sweep row says what stopped it
+            return ["whisper", search, f"refused: {str(exc).splitlines()[0][:160]}", "-", "no", "-"]
+        try:
+            program = torch.onnx.export(loaded.module, example.args, dynamo=True, verbose=False,
+                                        dynamic_shapes={"input_features": {0: torch.export.Dim("batch")}})
+            path = os.path.join(directory, "stock.onnx")
+            program.save(path)
+            stock_equal, _ = same_as_generate(ort.InferenceSession(path, providers=["CPUExecutionProvider"]))
+            stock = f"wrote a file: {stock_equal}/{len(UNSEEN)} unseen sets equal"
+        except Exception as exc:  # noqa: BLE001
+            stock = f"refused ({first_cause(exc)})"
+    return ["whisper", search, ours, ", ".join(map(str, sorted(steps))), "**yes**" if wrong else "no", stock]
+
+
 def generator_class(lm):
     from fxport.models.seq2seq_generation import Seq2SeqGenerator
     from fxport.models.text_generation import TextGenerator
@@ -202,25 +288,29 @@ def main(argv: list[str]) -> None:
     searches = list(SEARCHES)
     if argv[:1] == ["--search"]:  # only this search (e.g. --add --search sample NAME...)
         searches, argv = [argv[1]], argv[2:]
-    names = argv or DECODERS + ENCODER_DECODERS
+    names = argv or DECODERS + ENCODER_DECODERS + SPEECH
     rows = documented_rows() if adding else []
     rows = [row for row in rows if not (row[0] in names and row[1] in searches)]
     for name in names:
         for search in searches:
+            if name in SPEECH and search not in SPEECH_SEARCHES:
+                continue
             try:
-                rows.append(one(name, search))
+                rows.append(one_whisper(search) if name in SPEECH else one(name, search))
             except Exception:  # noqa: BLE001
                 error = traceback.format_exc().strip().splitlines()[-1][:160]
                 rows.append([name, search, "sweep error: " + error, "-", "-", "-"])
             print(" | ".join(rows[-1]), flush=True)
-    order = DECODERS + ENCODER_DECODERS
+    order = DECODERS + ENCODER_DECODERS + SPEECH
     rows.sort(key=lambda row: (order.index(row[0]) if row[0] in order else len(order),
                                list(SEARCHES).index(row[1]) if row[1] in SEARCHES else len(SEARCHES)))
     converted = sum(row[2].startswith("verified") and row[4] == "no" for row in rows)
     section = Section(
         title="Generation sweep: greedy, beam search and sampling, fxport vs torch.onnx.export(dynamo=True)",
         note=(f"Tiny configs (2 layers, width 32, random weights) with a causal-LM head (T5, BART: their "
-              f"sequence-to-sequence head), saved as checkpoints; "
+              f"sequence-to-sequence head; Whisper: its speech-to-text head and its own `generate()` with "
+              f"`force_unique_generate_call=True`, the language detected per row, greedy and beam only, "
+              f"unseen sets of log-mel-like audio windows), saved as checkpoints; "
               f"`--task text-generation`, {MAX_NEW} new tokens, end tokens chosen so that rows stop at different "
               f"steps (the three ids the model generates most often when nothing stops it); greedy search, beam "
               f"search with 2 beams, and sampling (top-k 20, temperature 0.8) with the random draws an input "
@@ -229,7 +319,8 @@ def main(argv: list[str]) -> None:
               f"new tokens those batches ran (fewer than {MAX_NEW}: every row stopped early). {machine_info()}."),
         header=["architecture", "search", "fxport", "steps run", "wrong file", "torch.onnx.export(dynamo=True)"],
         rows=rows,
-        footer=[f"fxport: {converted}/{len(rows)} conversions ({len({row[0] for row in rows})} architectures × {len(SEARCHES)} searches) "
+        footer=[f"fxport: {converted}/{len(rows)} conversions ({len({row[0] for row in rows})} architectures; "
+                f"{len(SEARCHES)} searches each, Whisper {len(SPEECH_SEARCHES)}) "
                 f"converted, verified and equal to `generate()` on every unseen set; "
                 f"{sum(row[4] == '**yes**' for row in rows)} wrong files. One thread per process."],
     )
