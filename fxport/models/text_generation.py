@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -42,6 +42,22 @@ from fxport.models.generation_settings import GenerationSettings, generation_set
 from fxport.models.sampling import drawn_tokens
 
 __all__ = ["GenerationSettings", "TextGenerator", "generation_settings"]
+
+
+class BeamState(NamedTuple):
+    """What beam search carries from step to step, per prompt: the running beams (ids in a
+    buffer of the final length, scores, the cache row each step came from) and the best
+    finished hypotheses (ids, length-penalised scores, indices, which slots hold one), and
+    whether the prompt can still improve."""
+
+    running: torch.Tensor
+    running_scores: torch.Tensor
+    running_indices: torch.Tensor
+    finished_sequences: torch.Tensor
+    finished_scores: torch.Tensor
+    finished_indices: torch.Tensor
+    is_finished: torch.Tensor
+    improvable: torch.Tensor
 
 
 class TextGenerator(torch.nn.Module):
@@ -131,10 +147,11 @@ class TextGenerator(torch.nn.Module):
         running_scores = torch.zeros(batch, beams, device=input_ids.device)
         running_scores = torch.cat([running_scores[:, :1], torch.full_like(running_scores[:, 1:], -1e9)], 1)
         running_indices = torch.full((batch, beams, max_new), -1, dtype=torch.int32, device=input_ids.device)
-        state = (running, running_scores, running_indices, running.clone(),
-                 torch.full((batch, beams), -1e9, device=input_ids.device),  # finished: sequences, scores,
-                 running_indices.clone(), torch.zeros(batch, beams, dtype=torch.bool, device=input_ids.device),
-                 torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device))  # indices, which, improvable
+        state = BeamState(running, running_scores, running_indices, finished_sequences=running.clone(),
+                          finished_scores=torch.full((batch, beams), -1e9, device=input_ids.device),
+                          finished_indices=running_indices.clone(),
+                          is_finished=torch.zeros(batch, beams, dtype=torch.bool, device=input_ids.device),
+                          improvable=torch.ones(batch, 1, dtype=torch.bool, device=input_ids.device))
         step = torch.zeros((), dtype=torch.int64, device=input_ids.device)
         padding = self.prompt_padding(attention_mask).repeat_interleave(beams, 0)
         state, next_tokens, source_rows, going = self.beam_step(logits, state, step, padding)
@@ -143,18 +160,16 @@ class TextGenerator(torch.nn.Module):
             cache, logits, first, second = self.advance(next_tokens.reshape(-1, 1), first, second, cache)
             step = step + 1
             state, next_tokens, source_rows, going = self.beam_step(logits, state, step, padding)
-        finished_sequences, finished_indices = state[3], state[5]
+        finished_sequences, finished_indices = state.finished_sequences, state.finished_indices
         returned = settings.num_return_sequences
         sequences = finished_sequences[:, :returned].flatten(0, 1)
         lengths = (finished_indices[:, :returned] + 1).bool().sum(-1).flatten()
         return sequences[:, : finished_sequences.shape[2] - max_new + lengths.max()]
 
-    def beam_step(self, logits: torch.Tensor, state: tuple, step: torch.Tensor, padding: torch.Tensor) -> tuple:
+    def beam_step(self, logits: torch.Tensor, state: BeamState, step: torch.Tensor, padding: torch.Tensor) -> tuple:
         """One step of beam search on the model's ``logits`` for step ``step`` (``padding``:
-        each beam row's left padding, for the repetition penalty): the new state
-        (running sequences, scores, indices; finished sequences, scores, indices, which are
-        finished; whether each prompt can still improve), each running beam's next token, the
-        cache row it continues, and whether the search goes on."""
+        each beam row's left padding, for the repetition penalty): the new :class:`BeamState`,
+        each running beam's next token, the cache row it continues, and whether the search goes on."""
         settings, beams = self.settings, self.settings.num_beams
         max_new = settings.max_new_tokens
         (running, running_scores, running_indices, finished_sequences, finished_scores, finished_indices,
@@ -210,8 +225,8 @@ class TextGenerator(torch.nn.Module):
         improvable = improvable & (best_running > worst_finished).any(-1, keepdim=True)
         open_beams = ~(is_finished.all() & (settings.early_stopping is True))
         going = improvable.any() & open_beams & ~hits_stop.all()
-        state = (running, running_scores, running_indices, finished_sequences, finished_scores, finished_indices,
-                 is_finished, improvable)
+        state = BeamState(running, running_scores, running_indices, finished_sequences, finished_scores,
+                          finished_indices, is_finished, improvable)
         return state, next_tokens, source_rows, going
 
     def empty_cache(self) -> Any:
