@@ -105,6 +105,8 @@ class Conversion:
     rewrites: list["AppliedRewrite"] = dataclasses.field(default_factory=list)
     artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
     completed: list[str] = dataclasses.field(default_factory=list)
+    # eager: the model's outputs on the example (verification compares the file with them)
+    example_outputs: Any = None
     # capture, rewrite
     program: "torch.export.ExportedProgram | None" = None
     # lower, precision

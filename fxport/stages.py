@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any, Callable, Iterator
 
 import torch
+import torch.utils._pytree as pytree
 
 from fxport.capture import capture
 from fxport.capture_failures import failure_location, stopped_in_library
@@ -65,8 +66,11 @@ class Stage:
 
 
 def run_eager_reference(job: Conversion) -> None:
-    """The model runs eagerly on the example (a failure here is the model's, not the export's)."""
-    register_output_dataclasses(run_eager(job.model, job.example))
+    """The model runs eagerly on the example (a failure here is the model's, not the export's);
+    its outputs, copied, are verification's reference for the example."""
+    outputs = run_eager(job.model, job.example)
+    register_output_dataclasses(outputs)
+    job.example_outputs = pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, outputs)
 
 
 def capture_program(job: Conversion) -> None:
@@ -184,7 +188,7 @@ def _converted_control_flow(job: Conversion) -> bool:
 
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
-    Stage("eager", run_eager_reference, reads=("model", "example")),
+    Stage("eager", run_eager_reference, reads=("model", "example"), adds=("example_outputs",)),
     Stage("capture", capture_program, reads=("model", "signature", "example", "dynamic_shapes", "ruleset"),
           adds=("program", "rewrites")),
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset"), adds=("program", "rewrites")),
@@ -194,7 +198,7 @@ STAGES: tuple[Stage, ...] = (
           adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
     Stage("verify", verify_outputs, reads=("model", "program", "onnx_model", "float_model", "example", "extra_sets",
-                                          "axis_names", "device", "translated_program"),
+                                          "axis_names", "device", "translated_program", "example_outputs"),
           adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
     Stage("coverage", exercise_converted_control_flow,
           reads=("model", "rewrites", "onnx_model", "example", "extra_sets", "generated", "domains", "verification"),
@@ -234,6 +238,7 @@ def verify_options(job: Conversion) -> dict[str, Any]:
         sort_keys=sorted_output_indices(job.program) if job.program is not None else None,
         program=job.translated_program,  # its node names are the file's value names (decision replay)
         on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
+        known_outputs={id(job.example): job.example_outputs} if job.example_outputs is not None else None,
     )
 
 

@@ -115,7 +115,7 @@ def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipp
     mutant = _wrong_constant(onnx.ModelProto.FromString(result.model.SerializeToString()))
     monkeypatch.setattr(fxport.verify, "SECONDS", 0.3)
     monkeypatch.setattr(fxport.verify, "REFERENCE_SLOWDOWN", 1)
-    monkeypatch.setattr(Float64Reference, "run", lambda self, inputs: time.sleep(30))
+    monkeypatch.setattr(Float64Reference, "run", lambda self, inputs, trials=2: time.sleep(30))
     example = InputSet((torch.rand(4, 1000) + 0.1, torch.tensor(3)))
     with pytest.raises(fxport.VerificationError) as info:
         verify_model(model, mutant, [example], dynamic_axes={0: {0: "batch", 1: "n"}})
