@@ -216,7 +216,7 @@ def stage_table(stages: tuple[Stage, ...] = None) -> str:
         >>> print(stage_table(STAGES[:1]))
         | stage | function | reads | adds to the `Conversion` |
         | --- | --- | --- | --- |
-        | eager | `stages.run_eager_reference` | `model`, `example` | — |
+        | eager | `stages.run_eager_reference` | `model`, `example` | `example_outputs` |
     """
     def names(fields: tuple[str, ...]) -> str:
         return ", ".join(f"`{field}`" for field in fields) or "—"
