@@ -60,7 +60,7 @@ def _zoo():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["squeezenet1_0", "convnext_tiny", "efficientnet_b0"])
+@pytest.mark.parametrize("name", ["squeezenet1_0", "convnext_tiny", "efficientnet_b0", "alexnet"])
 def test_torchvision_models_fxport_used_to_refuse_convert_and_pass_the_sweeps_check(name, tmp_path):
     zoo = _zoo()
     built = zoo.build(name)
