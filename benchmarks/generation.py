@@ -116,22 +116,27 @@ def ort_runner(path_or_bytes):
 SEARCHES = {"greedy": {}, "beam 2": {"num_beams": 2}, "sample": {"do_sample": True, "top_k": 20, "temperature": 0.8}}
 
 
-def one(name: str, search: str) -> list[str]:
+def convert_task(directory: str, settings: dict) -> tuple:
+    """``--task text-generation`` on the checkpoint in ``directory``, as the CLI runs it:
+    (result, the loaded task, its example set, seconds)."""
     import fxport
     from fxport.tasks import load_task
 
+    start = time.perf_counter()
+    loaded = load_task(directory, "text-generation", settings)
+    example, *rest = loaded.input_sets
+    result = fxport.convert(loaded.module, example.args, dynamic_shapes=loaded.dynamic_shapes, verify_inputs=rest)
+    return result, loaded, example, time.perf_counter() - start
+
+
+def one(name: str, search: str) -> list[str]:
     lm = causal_lm(name)
     vocab = lm.config.get_text_config().vocab_size
     settings = dict(max_new_tokens=MAX_NEW, eos_token_id=stopping_tokens(lm, vocab), **SEARCHES[search])
     with tempfile.TemporaryDirectory() as directory:
         lm.save_pretrained(directory)
-        start = time.perf_counter()
         try:
-            loaded = load_task(directory, "text-generation", settings)
-            example, *rest = loaded.input_sets
-            result = fxport.convert(loaded.module, example.args, dynamic_shapes=loaded.dynamic_shapes,
-                                    verify_inputs=rest)
-            seconds = time.perf_counter() - start
+            result, _, _, seconds = convert_task(directory, settings)
             equal, tried, steps = same_as_generate(ort_runner(result.model.SerializeToString()), lm, vocab, settings)
             ours = (f"verified, {equal}/{tried} unseen sets equal" if result.verified else "not verified")
             loops = result.op_counts().get("Loop", 0)
@@ -183,9 +188,6 @@ def one_whisper(search: str) -> list[str]:
     ids, the language detected per row), the file against ``generate()`` on unseen audio."""
     import onnxruntime as ort
 
-    import fxport
-    from fxport.tasks import load_task
-
     lm = whisper_lm()
     unstopped = torch.cat([whisper_generate(lm, features, max_new_tokens=MAX_NEW, eos_token_id=None)[:, 3:].flatten()
                            for features in unseen_audio()])
@@ -203,13 +205,8 @@ def one_whisper(search: str) -> list[str]:
 
     with tempfile.TemporaryDirectory() as directory:
         lm.save_pretrained(directory)
-        start = time.perf_counter()
         try:
-            loaded = load_task(directory, "text-generation", settings)
-            example, *rest = loaded.input_sets
-            result = fxport.convert(loaded.module, example.args, dynamic_shapes=loaded.dynamic_shapes,
-                                    verify_inputs=rest)
-            seconds = time.perf_counter() - start
+            result, loaded, example, seconds = convert_task(directory, settings)
             equal, steps = same_as_generate(ort.InferenceSession(result.model.SerializeToString(),
                                                                  providers=["CPUExecutionProvider"]))
             verdict = f"verified, {equal}/{len(UNSEEN)} unseen sets equal" if result.verified else "not verified"
