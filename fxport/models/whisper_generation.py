@@ -179,7 +179,7 @@ def whisper_generator(lm: torch.nn.Module, generation_config: Any = None, **kwar
     Example::
 
         >>> whisper_generator(whisper, language="en", max_new_tokens=8).prompt.tokens   # doctest: +SKIP
-        (50258, 50259, 50360, 50364)
+        (50258, 50259, 50359, 50363)
     """
     import copy
 
