@@ -219,7 +219,7 @@ def test_fxport_ops_no_longer_lists_the_experts_op(tmp_path):
 @pytest.mark.slow
 def test_rule_appears_when_transformers_is_imported_after_fxport_loaded_its_rules():
     """A process that used fxport before importing transformers still gets the rules that need
-    it: the MoE op rule and the generate() patch rule."""
+    it: the MoE op rule and the generate() patch rules (transformers' and Whisper's)."""
     import subprocess
     import sys
 
@@ -231,4 +231,5 @@ def test_rule_appears_when_transformers_is_imported_after_fxport_loaded_its_rule
             "after = {r.name for r in builtin_rules()}\nprint(sorted(after - before))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['transformers-generate', 'transformers::grouped_mm_fallback']"
+    assert done.stdout.strip() == ("['transformers-generate', 'transformers-whisper-generate', "
+                                   "'transformers::grouped_mm_fallback']")
