@@ -82,7 +82,6 @@ class Float64Reference:
             self._broken = True
             return None
 
-
     def perturbed_again(self, run: ReferenceRun) -> ReferenceRun:
         """``run`` with one more perturbed run in its noise."""
         with torch.random.fork_rng(), RoundingNoise(seed=run.trials):

@@ -102,7 +102,6 @@ def _whisper_generator(lm: torch.nn.Module, given: dict[str, Any]) -> torch.nn.M
         flag = "--" + sampling[0].replace("_", "-")
         raise UsageError(f"{flag}: Whisper's generate() samples only in its temperature fallback, which is not "
                          "converted", hint=f"drop {flag}: Whisper searches greedily or with --num-beams")
-    given = {name: value for name, value in given.items() if name != "do_sample"}
     return whisper_generator(lm, force_unique_generate_call=True, **given)
 
 

@@ -297,8 +297,7 @@ class TextGenerator(torch.nn.Module):
         settings = self.settings
         if not settings.forced_eos_token_ids:
             return scores
-        vocabulary = torch.arange(scores.shape[-1], device=scores.device)
-        forced = (vocabulary[:, None] == torch.tensor(settings.forced_eos_token_ids, device=scores.device)).any(-1)
+        forced = vocabulary_mask(scores.shape[-1], settings.forced_eos_token_ids, scores.device)
         return torch.where(torch.as_tensor(generated) == settings.max_new_tokens - 1,
                            torch.where(forced, 0.0, -math.inf), scores)
 
@@ -350,6 +349,12 @@ class TextGenerator(torch.nn.Module):
         if settings.eos_token_ids:
             next_token = torch.where(unfinished, next_token, torch.full_like(next_token, settings.pad_token_id))
         return next_token
+
+
+def vocabulary_mask(size: int, token_ids, device: torch.device) -> torch.Tensor:
+    """(size,) bool: True at ``token_ids`` (a constant of the graph, built where it is used)."""
+    vocabulary = torch.arange(size, device=device)
+    return (vocabulary[:, None] == torch.tensor(list(token_ids), device=device)).any(-1)
 
 
 def gather_beams(tensor: torch.Tensor, beam_indices: torch.Tensor) -> torch.Tensor:

@@ -35,6 +35,7 @@ import torch
 from fxport.errors import UsageError
 from fxport.models.generation_settings import generation_settings
 from fxport.models.seq2seq_generation import Seq2SeqGenerator
+from fxport.models.text_generation import vocabulary_mask
 
 #: generation_config attributes Whisper's generate() reads itself (its prompt, its processors).
 WHISPER_CONFIG = frozenset({
@@ -122,8 +123,7 @@ class WhisperGenerator(Seq2SeqGenerator):
         start = tokens[:, :1]
         logits = self.lm(encoder_outputs=BaseModelOutput(last_hidden_state=hidden), decoder_input_ids=start,
                          use_cache=False).logits[:, -1]
-        vocabulary = torch.arange(logits.shape[-1], device=hidden.device)
-        is_language = (vocabulary[:, None] == torch.tensor(self.prompt.language_ids, device=hidden.device)).any(-1)
+        is_language = vocabulary_mask(logits.shape[-1], self.prompt.language_ids, hidden.device)
         language = torch.where(is_language, logits, -math.inf).argmax(-1)
         return torch.where(tokens == DETECTED, language[:, None], tokens)
 
@@ -146,12 +146,11 @@ class WhisperGenerator(Seq2SeqGenerator):
         merges custom processors): ``SuppressTokensLogitsProcessor`` every step and
         ``SuppressTokensAtBeginLogitsProcessor`` at the first generated token."""
         scores = super().processed(scores, sequences, padding, generated, filled)
-        vocabulary = torch.arange(scores.shape[-1], device=scores.device)
         if self.prompt.begin_suppress_tokens:
-            begin = (vocabulary[:, None] == torch.tensor(self.prompt.begin_suppress_tokens, device=scores.device)).any(-1)
+            begin = vocabulary_mask(scores.shape[-1], self.prompt.begin_suppress_tokens, scores.device)
             scores = scores.masked_fill(begin & (torch.as_tensor(generated) == 0), -math.inf)
         if self.prompt.suppress_tokens:
-            suppressed = (vocabulary[:, None] == torch.tensor(self.prompt.suppress_tokens, device=scores.device)).any(-1)
+            suppressed = vocabulary_mask(scores.shape[-1], self.prompt.suppress_tokens, scores.device)
             scores = scores.masked_fill(suppressed, -math.inf)
         return scores
 
