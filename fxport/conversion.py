@@ -9,7 +9,8 @@ set up     ``model``, ``signature``, ``example``, ``extra_sets``, ``dynamic_shap
 eager      (checks the model runs; registers dataclass outputs)
 capture    ``program`` (the captured ExportedProgram), ``rewrites`` (source-level records)
 rewrite    ``program`` after graph rules and passes, ``rewrites`` (graph-level records)
-lower      ``float_model``, ``onnx_model``, ``axis_names``, ``node_counts``, ``fusions``
+lower      ``float_model``, ``onnx_model``, ``axis_names``, ``node_counts``, ``fusions``,
+           ``model_bytes`` (its graph serialised once)
 precision  ``onnx_model`` at fp16/int8
 verify     ``domains``, ``bounds``, ``generated``, ``verification`` rows
 coverage   ``coverage`` per converted construct, more ``verification`` rows
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from fxport.inputs import InputSet
     from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
     from fxport.rules.registry import RuleSet
+    from fxport.serialized import ModelBytes
 
 #: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
 #: across stages): any stage may read them; every other field is read only after a stage that
@@ -117,6 +119,8 @@ class Conversion:
     fusions: dict[str, int] = dataclasses.field(default_factory=dict)
     #: the program the exporter translated (after its decompositions): the file's value names
     translated_program: "torch.export.ExportedProgram | None" = None
+    #: the lowered proto's graph serialised once, for the checker, ONNX Runtime and the file
+    model_bytes: "ModelBytes | None" = None
     # verify, coverage
     domains: dict[int, "InputDomain"] = dataclasses.field(default_factory=dict)
     bounds: dict[int, dict[int, "DimRange"]] = dataclasses.field(default_factory=dict)

@@ -23,13 +23,17 @@ from fxport.errors import OutputWriteError
 if TYPE_CHECKING:
     import onnx
 
+    from fxport.serialized import ModelBytes
 
-def write_atomically(model: onnx.ModelProto, path: str | os.PathLike) -> str:
+
+def write_atomically(model: onnx.ModelProto, path: str | os.PathLike, model_bytes: ModelBytes | None = None) -> str:
     """Write ``model`` to ``path`` through a temporary file and a rename.
 
-    A failure leaves no partial file and never clobbers an existing one.
+    A failure leaves no partial file and never clobbers an existing one. ``model_bytes``: the
+    pipeline's serialised graph (:mod:`fxport.serialized`), written without serialising it again.
     """
-    return write_bytes_atomically(model.SerializeToString(), path)
+    return write_bytes_atomically(model_bytes.pieces(model) if model_bytes is not None else model.SerializeToString(),
+                                  path)
 
 
 def write_text_atomically(text: str, path: str | os.PathLike) -> str:
@@ -66,13 +70,15 @@ def _temporary_beside(path: str) -> tuple[int, str]:
         raise OutputWriteError(f"cannot write {path}: {exc.strerror}", hint="choose a writable path") from exc
 
 
-def write_bytes_atomically(data: bytes, path: str | os.PathLike) -> str:
-    """Write ``data`` to ``path`` through a temporary file in its directory and a rename."""
+def write_bytes_atomically(data: bytes | list[bytes], path: str | os.PathLike) -> str:
+    """Write ``data`` (or its pieces, one after the other) to ``path`` through a temporary file
+    in its directory and a rename."""
     path = os.fspath(path)
     fd, temp_path = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for piece in [data] if isinstance(data, bytes) else data:
+                handle.write(piece)
         os.chmod(temp_path, output_mode(path))
         os.replace(temp_path, path)
     except (OSError, ValueError) as exc:

@@ -46,6 +46,7 @@ def lower(
     stage: Staging | None = None,
     fusions: dict[str, int] | None = None,
     programs: dict[str, torch.export.ExportedProgram] | None = None,
+    check: bool = True,
 ) -> onnx.ModelProto:
     """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError.
 
@@ -63,6 +64,9 @@ def lower(
     streams the weights into a data file in ``stage`` and returns a proto that references it
     (``stage.home(model)`` names the directory). Without a ``stage`` the weights are read back
     into the returned proto, which may then exceed 2 GB in memory.
+
+    ``check``: the ONNX checker on the returned proto (a caller that edits it further and checks
+    its final bytes passes False; a staged model file is always checked here).
     """
     counts = node_counts if node_counts is not None else {}
     level = optimize_level(optimize)
@@ -97,16 +101,17 @@ def lower(
         counts["ort"] = count_ir_nodes(onnx_program.model)
     if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
         model = onnx_program.model_proto
-        _check(model, ort=level == "ort")
+        if check:
+            check_onnx(model, ort=level == "ort")
         return model
     if stage is not None:
         model = stage.externalize(onnx_program.model)
-        _check(stage.model_path(model), ort=level == "ort")
+        check_onnx(stage.model_path(model), ort=level == "ort")
         return model
     stage = Staging()  # no home for the data file: check through a temporary pair, then read it in
     try:
         model = stage.externalize(onnx_program.model)
-        _check(stage.model_path(model), ort=level == "ort")
+        check_onnx(stage.model_path(model), ort=level == "ort")
         return load_weights_into(model, stage.home(model))
     finally:
         stage.cleanup()
@@ -152,8 +157,8 @@ def fuse_ort(model, fusions: dict[str, int] | None = None, translation_table: di
 ORT_DEFAULT_DOMAIN_OPS = frozenset({"SimplifiedLayerNormalization"})
 
 
-def _check(model: onnx.ModelProto | str, ort: bool = False) -> None:
-    """The ONNX checker on a proto or, for external data, on the staged model file.
+def check_onnx(model: onnx.ModelProto | bytes | str, ort: bool = False) -> None:
+    """The ONNX checker on a proto, its serialised bytes or, for external data, the staged model file.
 
     ``ort``: the model may hold ORT contrib ops of the default domain
     (:data:`ORT_DEFAULT_DOMAIN_OPS`); a proto is checked as a copy with those moved to

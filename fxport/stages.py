@@ -36,9 +36,10 @@ from fxport.exercise import exercise_control_flow
 from fxport.grown_loops import capture_loop_bodies
 from fxport.external import load_weights_into
 from fxport.files import write_atomically
-from fxport.lower import lower, name_dynamic_axes, name_outputs
+from fxport.lower import check_onnx, lower, name_dynamic_axes, name_outputs
 from fxport.precision import apply_precision, exported_at_precision, verify_at_precision
 from fxport.report import AppliedRewrite, iter_nodes
+from fxport.serialized import ModelBytes
 from fxport.ties import sorted_output_indices
 from fxport.verified_ranges import widen_verified_ranges
 from fxport.verify import generate_input_sets
@@ -100,7 +101,8 @@ def lower_to_onnx(job: Conversion) -> None:
     job.onnx_model = job.float_model = lower(
         job.program, opset=options.opset, optimize=options.optimize,
         translation_table=job.ruleset.translation_table(), node_counts=job.node_counts,
-        external_data=options.external_data, stage=job.staging, fusions=job.fusions, programs=programs)
+        external_data=options.external_data, stage=job.staging, fusions=job.fusions, programs=programs,
+        check=False)  # checked below, once the axes and outputs carry their names
     job.translated_program = programs.get("translated")
     if options.keep_artifacts:
         job.artifacts["translated_program"] = job.translated_program
@@ -110,6 +112,10 @@ def lower_to_onnx(job: Conversion) -> None:
         name_dynamic_axes(job.onnx_model, job.axis_names)
         name_outputs(job.onnx_model, job.model)  # after forward's return where known, not clone_2
         record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
+    if not job.staging.home(job.onnx_model):  # a staged pair was checked as a file by lower
+        job.model_bytes = ModelBytes(job.onnx_model)  # the graph is final: serialised once from here
+        fused = options.optimize == "ort"  # ORT's default-domain contrib ops: the checker sees a copy
+        check_onnx(job.onnx_model if fused else job.model_bytes(job.onnx_model), ort=fused)
 
 
 def convert_precision(job: Conversion) -> None:
@@ -179,7 +185,8 @@ def write_output(job: Conversion) -> None:
     if job.output is None:
         job.onnx_model = load_weights_into(job.onnx_model, home)
     else:
-        job.output_path = job.staging.commit(job.onnx_model) if home else write_atomically(job.onnx_model, job.output)
+        job.output_path = (job.staging.commit(job.onnx_model) if home
+                           else write_atomically(job.onnx_model, job.output, job.model_bytes))
 
 
 def _converted_control_flow(job: Conversion) -> bool:
@@ -193,17 +200,20 @@ STAGES: tuple[Stage, ...] = (
           adds=("program", "rewrites")),
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset"), adds=("program", "rewrites")),
     Stage("lower", lower_to_onnx, reads=("program", "ruleset", "signature", "example", "dynamic_shapes", "staging"),
-          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions", "translated_program")),
+          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions", "translated_program",
+                "model_bytes")),
     Stage("precision", convert_precision, reads=("float_model", "calibration_sets", "staging"),
           adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
     Stage("verify", verify_outputs, reads=("model", "program", "onnx_model", "float_model", "example", "extra_sets",
-                                          "axis_names", "device", "translated_program", "example_outputs"),
+                                          "axis_names", "device", "translated_program", "example_outputs",
+                                          "model_bytes"),
           adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
     Stage("coverage", exercise_converted_control_flow,
-          reads=("model", "rewrites", "onnx_model", "example", "extra_sets", "generated", "domains", "verification"),
+          reads=("model", "rewrites", "onnx_model", "model_bytes", "example", "extra_sets", "generated", "domains",
+                 "verification"),
           adds=("coverage", "verification"), applies=_converted_control_flow),
-    Stage("write", write_output, reads=("onnx_model", "output", "staging"), adds=("output_path",),
+    Stage("write", write_output, reads=("onnx_model", "model_bytes", "output", "staging"), adds=("output_path",),
           applies=lambda job: job.output is not None or bool(job.staging.home(job.onnx_model))),
 )
 
@@ -239,6 +249,7 @@ def verify_options(job: Conversion) -> dict[str, Any]:
         program=job.translated_program,  # its node names are the file's value names (decision replay)
         on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
         known_outputs={id(job.example): job.example_outputs} if job.example_outputs is not None else None,
+        model_bytes=job.model_bytes,
     )
 
 

@@ -54,6 +54,7 @@ from fxport.providers import describe_placement, fallback_warning, node_placemen
 from fxport import decision_rules  # noqa: F401 - registers the built-in decisions the replay judges
 from fxport.decisions import DecisionReplay
 from fxport.reference import Float64Reference
+from fxport.serialized import ModelBytes, serialize
 from fxport.eager_limits import SECONDS, EagerRunStopped, terminated_after, time_limit
 from fxport.errors import ConversionError, EagerRunError, VerificationError
 from fxport.errors import first_line as _first_line
@@ -80,8 +81,8 @@ class OnnxRunner:
     """
 
     def __init__(self, model: "onnx.ModelProto | str | os.PathLike", device: str = "cpu", *,
-                 profile_placement: bool | None = None):
-        """``model``: a proto, or the path of a model file (one with external data: ORT maps the data file)."""
+                 profile_placement: bool | None = None, model_bytes: ModelBytes | None = None):
+        """``model``: a proto (serialised by ``model_bytes``, if given), or a model file's path (external data)."""
         import onnxruntime as ort
 
         self.providers = select_providers(device)
@@ -99,7 +100,7 @@ class OnnxRunner:
             options.enable_profiling = True
             options.profile_file_prefix = os.path.join(self._profile_dir, "run")
         try:
-            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else model.SerializeToString()
+            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else serialize(model, model_bytes)
             self.session = ort.InferenceSession(source, options, providers=self.providers)
         except Exception as exc:
             raise VerificationError(
@@ -219,6 +220,7 @@ def verify_model(
     sort_keys: frozenset[int] | None = None,
     program: Any = None,
     known_outputs: dict[int, Any] | None = None,
+    model_bytes: ModelBytes | None = None,
 ) -> list[VerificationRow]:
     """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
 
@@ -237,10 +239,11 @@ def verify_model(
     its node names are the file's value names); a set that still fails is judged once more with the decisions (top-k, NMS, thresholds) the file took otherwise on
     keys within tolerance replayed in it (:mod:`fxport.decisions`). ``known_outputs``: eager's
     outputs already computed on the CPU, by ``id`` of the input set (the pipeline's eager stage
-    ran the example); used when the sets run as given on the CPU.
+    ran the example); used when the sets run as given on the CPU. ``model_bytes``: ``model``'s
+    graph serialised once (:mod:`fxport.serialized`).
     """
     acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol, sort_keys=sort_keys)
-    runner = OnnxRunner(model, device)
+    runner = OnnxRunner(model, device, model_bytes=model_bytes)
     candidates = list(input_sets)
     if generate:
         candidates[1:1] = (generated_sets if generated_sets is not None
