@@ -24,14 +24,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
-import os
-import shutil
-import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
-import numpy as np
 import onnx
 import torch
 
@@ -48,16 +44,15 @@ from fxport.compare import (  # noqa: F401 - re-exported
     flatten_outputs,
     judge_against_reference,
 )
-from fxport.compare import to_numpy as _to_numpy
 from fxport.domain import InputDomain
+from fxport.onnx_runner import OnnxRunner  # noqa: F401 - re-exported (the tests patch verify.OnnxRunner)
 from fxport.providers import describe_placement, fallback_warning, node_placement, select_providers  # noqa: F401
 from fxport import decision_rules  # noqa: F401 - registers the built-in decisions the replay judges
 from fxport.decisions import DecisionReplay
 from fxport.reference import Float64Reference
-from fxport.serialized import ModelBytes, serialize
-from fxport.eager_limits import SECONDS, EagerRunStopped, terminated_after, time_limit
-from fxport.errors import ConversionError, EagerRunError, VerificationError
-from fxport.errors import first_line as _first_line
+from fxport.serialized import ModelBytes
+from fxport.eager_limits import SECONDS, EagerRunStopped, time_limit
+from fxport.errors import EagerRunError, VerificationError
 # Generating input sets lives in fxport.input_sets; these names stay importable from here.
 from fxport.input_sets import (  # noqa: F401 - re-exported
     MAX_GENERATED_ELEMENTS,
@@ -70,112 +65,6 @@ from fxport.input_sets import (  # noqa: F401 - re-exported
 from fxport.eager import run_eager
 from fxport.inputs import InputSet
 from fxport.report import VerificationRow
-
-class OnnxRunner:
-    """An onnxruntime session fed with fxport input sets.
-
-    Example::
-
-        >>> runner = OnnxRunner(onnx_model, device="cpu")        # doctest: +SKIP
-        >>> outputs = runner.run(InputSet((x,)))                 # doctest: +SKIP
-    """
-
-    def __init__(self, model: "onnx.ModelProto | str | os.PathLike", device: str = "cpu", *,
-                 profile_placement: bool | None = None, model_bytes: ModelBytes | None = None):
-        """``model``: a proto (serialised by ``model_bytes``, if given), or a model file's path (external data)."""
-        import onnxruntime as ort
-
-        self.providers = select_providers(device)
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        # Verification runs each set once: threads that spin between runs only take CPU from
-        # the eager reference (and from other processes) without making a run faster.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        #: Where each node ran, from a profile of the first run (on by default for CUDA, where ORT
-        #: silently places nodes without a CUDA kernel on CPU): provider → ["OpType(name)", ...].
-        self.placement: dict[str, list[str]] | None = None
-        self._profiling = device == "cuda" if profile_placement is None else profile_placement
-        if self._profiling:
-            self._profile_dir = tempfile.mkdtemp(prefix="fxport-ort-profile-")
-            options.enable_profiling = True
-            options.profile_file_prefix = os.path.join(self._profile_dir, "run")
-        try:
-            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else serialize(model, model_bytes)
-            self.session = ort.InferenceSession(source, options, providers=self.providers)
-        except Exception as exc:
-            raise VerificationError(
-                f"ONNX Runtime cannot load the model: {_first_line(exc)}",
-                hint="the model uses an op or domain ONNX Runtime lacks; register its custom-op "
-                "library or convert with --no-verify",
-            ) from exc
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.input_dtypes = [_ORT_FLOAT_TYPES.get(i.type) for i in self.session.get_inputs()]
-        self.provider = self.session.get_providers()[0]
-
-    def run(self, inputs: InputSet, limit: float | None = None) -> list[np.ndarray]:
-        """ONNX Runtime's outputs; ``limit``: seconds after which the run is stopped (an error)."""
-        tensors = [t.detach().cpu() for t in inputs.tensors()]
-        if len(tensors) != len(self.input_names):
-            raise VerificationError(
-                f"the ONNX model takes {len(self.input_names)} inputs but {len(tensors)} tensors were given",
-                hint="non-tensor inputs are baked into the model as constants; pass tensors for values that vary",
-            )
-        for spec, tensor in zip(self.session.get_inputs(), tensors):
-            fixed = [(axis, size) for axis, size in enumerate(spec.shape) if isinstance(size, int)]
-            if len(spec.shape) != tensor.dim() or any(tensor.shape[axis] != size for axis, size in fixed):
-                raise VerificationError(
-                    f"the {inputs.name} inputs give {spec.name} shape {list(tensor.shape)} but the model "
-                    f"was exported with {list(spec.shape)}",
-                    hint="declare the varying axes dynamic (--dynamic NAME:AXIS=DIM or dynamic_shapes)",
-                )
-        feed = {name: _to_numpy(_as_input_dtype(t, dtype))
-                for name, t, dtype in zip(self.input_names, tensors, self.input_dtypes)}
-        import onnxruntime as ort
-
-        options = ort.RunOptions()
-        if limit is not None:
-            options.log_severity_level = 4  # a stopped run's "Exiting due to terminate flag" is ours to report
-        try:
-            with terminated_after(options, limit):
-                outputs = self.session.run(None, feed, options)
-        except Exception as exc:
-            if options.terminate:
-                raise VerificationError(f"ONNX Runtime ran past {limit:g} s on the {inputs.name} inputs, "
-                                        "where eager PyTorch finished",
-                                        hint="check the model's loops on these values") from exc
-            raise VerificationError(
-                f"ONNX Runtime failed on the {inputs.name} inputs: {_first_line(exc)}",
-                hint="run with --debug; the exported graph may not support these sizes",
-            ) from exc
-        if self._profiling and self.placement is None:
-            self._read_placement()
-        return outputs
-
-    def _read_placement(self) -> None:
-        """End profiling after the first run and record where its nodes ran."""
-        path = self.session.end_profiling()
-        try:
-            with open(path) as handle:
-                self.placement = node_placement(json.load(handle))
-        finally:
-            shutil.rmtree(self._profile_dir, ignore_errors=True)
-        self.provider = describe_placement(self.placement, self.providers[0])
-
-
-#: onnxruntime input type strings → the torch dtype to feed.
-_ORT_FLOAT_TYPES = {
-    "tensor(float16)": torch.float16,
-    "tensor(float)": torch.float32,
-    "tensor(double)": torch.float64,
-    "tensor(bfloat16)": torch.bfloat16,
-}
-
-
-def _as_input_dtype(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
-    """Cast a float tensor to the float type the session declares (e.g. fp32 → fp16 models)."""
-    if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
-        return tensor.to(dtype)
-    return tensor
 
 
 def resolve_device(device: str) -> str:
@@ -243,7 +132,6 @@ def verify_model(
     graph serialised once (:mod:`fxport.serialized`).
     """
     acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol, sort_keys=sort_keys)
-    runner = OnnxRunner(model, device, model_bytes=model_bytes)
     candidates = list(input_sets)
     if generate:
         candidates[1:1] = (generated_sets if generated_sets is not None
@@ -255,32 +143,57 @@ def verify_model(
               if program is not None and acceptance.min_cosine is None and isinstance(model, onnx.ModelProto)
               else None)
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
-    rows = []
     known = known_outputs if known_outputs and prepare_inputs is None and device == "cpu" else {}
-    for inputs in candidates:
-        prepared = prepare_inputs(inputs) if prepare_inputs else inputs
-        if label:
-            prepared = dataclasses.replace(prepared, name=inputs.name + label)
-        on_device = prepared.to(device) if device != "cpu" else prepared
-        if on_input_set is not None:
-            on_input_set(prepared.name)
-        try:
-            rows.append(verify_one(module_on_device, runner, on_device, acceptance, reference,
-                                   bounded=id(inputs) in generated, replay=replay, expected=known.get(id(inputs))))
-        except EagerRunStopped as stop:  # a generated set the model may never finish on
-            rows.append(skipped_row(prepared, runner.provider, f"skipped: {stop.describe()}"))
-            if notes is not None:
-                notes.append(f"verification: {stop.describe()} on the generated input set '{prepared.name}' "
-                             "(the model may never finish on these values); not used")
-        except EagerRunError as exc:
-            if id(inputs) not in generated and not optional_reference:
-                raise
-            rows.append(skipped_row(prepared, runner.provider, f"skipped: eager rejects these inputs ({exc.what})"))
-        except VerificationError as exc:  # ONNX Runtime cannot run a generated size eager runs
-            if id(inputs) not in generated or exc.report:
-                raise
-            rows.append(dataclasses.replace(skipped_row(prepared, runner.provider, f"ONNX Runtime failed: {exc.what}"),
-                                            passed=False, mismatched_outputs=["ONNX Runtime failed"]))
+    rows: dict[int, VerificationRow] = {}
+    # ONNX Runtime works on its own thread, one step behind eager: the session loads while eager
+    # runs the first sets, and each set's ONNX Runtime run overlaps the next set's eager run
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fxport-onnxruntime") as onnx_runtime:
+        session = onnx_runtime.submit(OnnxRunner, model, device, model_bytes=model_bytes)
+
+        def judged(waiting: _Waiting) -> VerificationRow:
+            runner = session.result()  # a model ONNX Runtime cannot load fails here, whichever set
+            try:
+                actual = waiting.run.result()
+            except VerificationError as exc:  # ONNX Runtime cannot run a generated size eager runs
+                if not waiting.bounded or exc.report:
+                    raise
+                return dataclasses.replace(skipped_row(waiting.inputs, runner.provider, f"ONNX Runtime failed: {exc.what}"),
+                                           passed=False, mismatched_outputs=["ONNX Runtime failed"])
+            return judge_one(waiting.inputs, waiting.expected, actual, runner.provider, acceptance, reference,
+                             waiting.bounded, replay, waiting.eager_seconds)
+
+        waiting = None
+        for index, inputs in enumerate(candidates):
+            prepared = prepare_inputs(inputs) if prepare_inputs else inputs
+            if label:
+                prepared = dataclasses.replace(prepared, name=inputs.name + label)
+            on_device = prepared.to(device) if device != "cpu" else prepared
+            if on_input_set is not None:
+                on_input_set(prepared.name)
+            bounded = id(inputs) in generated
+            try:
+                expected, eager_seconds = eager_reference(module_on_device, on_device, bounded, known.get(id(inputs)))
+            except EagerRunStopped as stop:  # a generated set the model may never finish on
+                rows[index] = skipped_row(prepared, session.result().provider, f"skipped: {stop.describe()}")
+                if notes is not None:
+                    notes.append(f"verification: {stop.describe()} on the generated input set '{prepared.name}' "
+                                 "(the model may never finish on these values); not used")
+                continue
+            except EagerRunError as exc:
+                if not bounded and not optional_reference:
+                    raise
+                rows[index] = skipped_row(prepared, session.result().provider,
+                                          f"skipped: eager rejects these inputs ({exc.what})")
+                continue
+            run = onnx_runtime.submit(lambda on_device=on_device, bounded=bounded:
+                                      session.result().run(on_device, limit=SECONDS if bounded else None))
+            if waiting is not None:
+                rows[waiting.index] = judged(waiting)
+            waiting = _Waiting(index, on_device, expected, eager_seconds, bounded, run)
+        if waiting is not None:
+            rows[waiting.index] = judged(waiting)
+    runner = session.result()
+    rows = [rows[index] for index in sorted(rows)]
     warning = fallback_warning(runner.placement, runner.providers[0])
     if warning and notes is not None and warning not in notes:
         notes.append(warning)
@@ -356,21 +269,38 @@ def _float64_truth(reference: Float64Reference, inputs: InputSet, bounded: bool,
         return None, stop.describe()
 
 
-def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
-               acceptance: Acceptance = Acceptance(), reference: Float64Reference | None = None,
-               bounded: bool = False, replay: DecisionReplay | None = None, expected: Any = None) -> VerificationRow:
-    """Eager against ONNX Runtime on one input set; when fixed tolerances fail and ``reference``
-    is given, the float64 run judges whether the difference is float32 noise, and then
-    ``replay`` whether it is decisions taken otherwise on keys within tolerance
-    (:mod:`fxport.decisions`). ``bounded``: inputs fxport made up, both runs limited in time
-    (fxport/eager_limits.py). ``expected``: eager's outputs when already known (not run again)."""
-    shapes = inputs.shapes()
+@dataclasses.dataclass
+class _Waiting:
+    """A set eager has run, waiting for its ONNX Runtime run (``run``) to be judged."""
+
+    index: int
+    inputs: InputSet
+    expected: Any
+    eager_seconds: float
+    bounded: bool
+    run: Future
+
+
+def eager_reference(module: torch.nn.Module, inputs: InputSet, bounded: bool = False,
+                    expected: Any = None) -> tuple[Any, float]:
+    """``(eager's outputs, seconds it ran)``; ``expected``: the outputs when already known (not
+    run again); ``bounded``: inputs fxport made up, the run limited in time (fxport/eager_limits.py)."""
+    if expected is not None:
+        return expected, 0.0
     started = time.perf_counter()
-    if expected is None:
-        with time_limit() if bounded else contextlib.nullcontext():
-            expected = run_eager(module, inputs)  # run_eager runs on a copy of the inputs
-    eager_seconds = time.perf_counter() - started
-    actual = runner.run(inputs, limit=SECONDS if bounded else None)
+    with time_limit() if bounded else contextlib.nullcontext():
+        outputs = run_eager(module, inputs)  # run_eager runs on a copy of the inputs
+    return outputs, time.perf_counter() - started
+
+
+def judge_one(inputs: InputSet, expected: Any, actual: list, provider: str, acceptance: Acceptance = Acceptance(),
+              reference: Float64Reference | None = None, bounded: bool = False,
+              replay: DecisionReplay | None = None, eager_seconds: float = 0.0) -> VerificationRow:
+    """Eager's ``expected`` against ONNX Runtime's ``actual`` on one input set; when fixed
+    tolerances fail and ``reference`` is given, the float64 run judges whether the difference is
+    float32 noise, and then ``replay`` whether it is decisions taken otherwise on keys within
+    tolerance (:mod:`fxport.decisions`). ``bounded``: inputs fxport made up, the float64 run
+    limited to :data:`REFERENCE_SLOWDOWN` × ``eager_seconds``."""
     result = compare(expected, actual, acceptance)
     if not result.passed and reference is not None:
         truth, stopped = _float64_truth(reference, inputs, bounded, eager_seconds)
@@ -387,8 +317,8 @@ def verify_one(module: torch.nn.Module, runner: OnnxRunner, inputs: InputSet,
     noise = result.noise
     return VerificationRow(
         name=inputs.name,
-        input_shapes=shapes,
-        provider=runner.provider,
+        input_shapes=inputs.shapes(),
+        provider=provider,
         max_abs_error=result.max_abs,
         max_rel_error=result.max_rel,
         cosine_similarity=result.cosine,

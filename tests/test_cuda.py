@@ -64,15 +64,16 @@ def test_real_profile_on_cpu_places_every_node_and_cleans_up():
 
 def test_fallback_reaches_the_result_warnings(monkeypatch):
     """verify_model turns a mixed placement into a warning (a CUDA run faked on CPU)."""
+    import fxport.onnx_runner as onnx_runner
     import fxport.verify as verify
 
     class FakeCudaRunner(verify.OnnxRunner):
-        def __init__(self, model, device):
-            super().__init__(model, "cpu", profile_placement=True)
+        def __init__(self, model, device, **options):
+            super().__init__(model, "cpu", profile_placement=True, **options)
             self.providers = [CUDA, CPU]
 
     monkeypatch.setattr(verify, "OnnxRunner", FakeCudaRunner)
-    monkeypatch.setattr(verify, "node_placement", lambda events: node_placement(FAKE_PROFILE))
+    monkeypatch.setattr(onnx_runner, "node_placement", lambda events: node_placement(FAKE_PROFILE))
     module = Scale()
     model = fxport.convert(module, (torch.randn(2, 4),), verify=False).model
     notes = []
