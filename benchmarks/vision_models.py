@@ -242,13 +242,15 @@ def convert_trace(built: Built, path: str) -> float:
 
 
 def _stock_record(convert: Callable[[Built, str], float], built: Built, path: str, sets) -> dict:
+    cpu = time.process_time()
     try:
         seconds = convert(built, path)
     except Exception as exc:  # noqa: BLE001 - a refusal is a verdict
         return {"verdict": "refused", "message": first_line(exc)}
+    cpu = time.process_time() - cpu
     check = check_file(built, path, sets)
     return {"verdict": "ok" if check.passed else "wrong", "message": "; ".join(check.failures[:2]),
-            "max_abs": check.max_abs, "seconds": seconds}
+            "max_abs": check.max_abs, "seconds": seconds, "cpu_seconds": cpu}
 
 
 def run_model(name: str) -> dict:
@@ -264,15 +266,18 @@ def run_model(name: str) -> dict:
         record["trace"] = _stock_record(convert_trace, built, os.path.join(tmp, "trace.onnx"), sets)
         path = os.path.join(tmp, "fxport.onnx")
         ours: dict[str, Any] = {}
+        cpu = time.process_time()
         try:
             result, seconds = convert_fxport(built, path)
         except Exception as exc:  # noqa: BLE001
             ours.update(verdict="refused" if _is_fxport_error(exc) else "internal error", message=first_line(exc))
         else:
+            cpu = time.process_time() - cpu
             check = check_file(built, path, sets)
             noisy = [row for row in result.verification if row.onnx_error is not None]
             ours.update(verdict="ok" if check.passed else "wrong", message="; ".join(check.failures[:2]),
                         max_abs=check.max_abs, seconds=seconds, verify_seconds=result.timings.get("verify", 0.0),
+                        cpu_seconds=cpu,
                         verified_sets=len(result.verification), noise_judged=len(noisy),
                         ranges=[w for w in result.warnings if "narrow" in w or "bounded" in w][:2])
         record["fxport"] = ours
@@ -294,7 +299,11 @@ def _time_cell(record: dict) -> str:
     if ours is None:
         return "—"
     text = f"{ours:.1f} s"
-    return text + (f" ({ours / stock:.2f}× dynamo's {stock:.1f} s)" if stock else "")
+    if not stock:
+        return text
+    ours_cpu, stock_cpu = record["fxport"].get("cpu_seconds"), record["dynamo"].get("cpu_seconds")
+    cpu = f"; CPU time {ours_cpu / stock_cpu:.2f}×" if ours_cpu and stock_cpu else ""
+    return text + f" ({ours / stock:.2f}× dynamo's {stock:.1f} s{cpu})"
 
 
 def markdown(records: list[dict]) -> str:

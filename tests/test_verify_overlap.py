@@ -1,0 +1,88 @@
+"""Verification runs ONNX Runtime on its own thread, one set behind eager (fxport/verify.py):
+the session loads while eager runs, rows keep their order, a set eager rejects never reaches
+ONNX Runtime, and a wrong file still fails."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import fxport
+import fxport.verify as verify
+from fxport.errors import VerificationError
+from fxport.inputs import InputSet
+from fxport.verify import verify_model
+
+
+
+
+class Tanh(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+
+class Sigmoid(torch.nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x)
+
+
+def _converted(module, x):
+    return fxport.convert(module, (x,), dynamic_shapes={"x": {0: "batch"}}, verify=False).model
+
+
+def test_the_session_loads_while_eager_runs_the_next_sets(monkeypatch):
+    module, x = Tanh(), torch.randn(3, 4)
+    model = _converted(module, x)
+    eager_ran = threading.Event()
+    session_waited = []
+
+    class SlowSession(verify.OnnxRunner):
+        def __init__(self, *args, **kwargs):
+            session_waited.append(eager_ran.wait(timeout=60))  # set only if eager runs meanwhile
+            super().__init__(*args, **kwargs)
+
+    real_run_eager = verify.run_eager
+
+    def run_eager(*args, **kwargs):
+        eager_ran.set()
+        return real_run_eager(*args, **kwargs)
+
+    monkeypatch.setattr(verify, "OnnxRunner", SlowSession)
+    monkeypatch.setattr(verify, "run_eager", run_eager)
+    rows = verify_model(module, model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}})
+    assert session_waited == [True], "eager ran no set while the session loaded"
+    assert rows[0].name == "example" and all(row.passed for row in rows)
+    assert len({row.name for row in rows}) == len(rows) > 3
+
+
+def test_rows_keep_the_order_of_the_sets_around_sets_eager_rejects(monkeypatch):
+    module, x = Tanh(), torch.randn(3, 4)
+    model = _converted(module, x)
+    sets = verify.generate_input_sets(InputSet((x,)), {0: {0: "batch"}})
+    real_run_eager = verify.run_eager
+    onnx_saw = []
+
+    def run_eager(module, inputs):
+        if inputs.tensors()[0].shape[0] % 2 == 0:
+            from fxport.errors import EagerRunError
+            raise EagerRunError("even batch", hint="")
+        return real_run_eager(module, inputs)
+
+    real_run = verify.OnnxRunner.run
+    monkeypatch.setattr(verify, "run_eager", run_eager)
+    monkeypatch.setattr(verify.OnnxRunner, "run", lambda self, inputs, limit=None: (
+        onnx_saw.append(inputs.name), real_run(self, inputs, limit))[1])
+    rows = verify_model(module, model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}}, generated_sets=sets)
+    assert [row.name for row in rows] == ["example"] + [s.name for s in sets]
+    rejected = [row.name for row in rows if "eager rejects" in row.note]
+    assert rejected and not set(rejected) & set(onnx_saw), "a set eager rejects reached ONNX Runtime"
+    assert all(row.passed for row in rows)
+
+
+def test_a_wrong_file_still_fails_on_the_sets_after_the_first():
+    x = torch.randn(3, 4)
+    model = _converted(Tanh(), x)
+    with pytest.raises(VerificationError, match="differs from eager"):
+        verify_model(Sigmoid(), model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}})
