@@ -150,17 +150,33 @@ def verify_model(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fxport-onnxruntime") as onnx_runtime:
         session = onnx_runtime.submit(OnnxRunner, model, device, model_bytes=model_bytes)
 
+        def guarded(prepared: InputSet, bounded: bool, step: Callable[[], Any]) -> Any:
+            """``step()``, or the row of a set it may leave out: one eager (or the replay) cannot
+            finish or rejects, one ONNX Runtime cannot run (a generated size eager runs)."""
+            try:
+                return step()
+            except EagerRunStopped as stop:  # a generated set the model may never finish on
+                if notes is not None:
+                    notes.append(f"verification: {stop.describe()} on the generated input set '{prepared.name}' "
+                                 "(the model may never finish on these values); not used")
+                return skipped_row(prepared, session.result().provider, f"skipped: {stop.describe()}")
+            except EagerRunError as exc:
+                if not bounded and not optional_reference:
+                    raise
+                return skipped_row(prepared, session.result().provider,
+                                   f"skipped: eager rejects these inputs ({exc.what})")
+            except VerificationError as exc:
+                if not bounded or exc.report:
+                    raise
+                return dataclasses.replace(skipped_row(prepared, session.result().provider,
+                                                       f"ONNX Runtime failed: {exc.what}"),
+                                           passed=False, mismatched_outputs=["ONNX Runtime failed"])
+
         def judged(waiting: _Waiting) -> VerificationRow:
             runner = session.result()  # a model ONNX Runtime cannot load fails here, whichever set
-            try:
-                actual = waiting.run.result()
-            except VerificationError as exc:  # ONNX Runtime cannot run a generated size eager runs
-                if not waiting.bounded or exc.report:
-                    raise
-                return dataclasses.replace(skipped_row(waiting.inputs, runner.provider, f"ONNX Runtime failed: {exc.what}"),
-                                           passed=False, mismatched_outputs=["ONNX Runtime failed"])
-            return judge_one(waiting.inputs, waiting.expected, actual, runner.provider, acceptance, reference,
-                             waiting.bounded, replay, waiting.eager_seconds)
+            return guarded(waiting.inputs, waiting.bounded, lambda: judge_one(
+                waiting.inputs, waiting.expected, waiting.run.result(), runner.provider, acceptance, reference,
+                waiting.bounded, replay, waiting.eager_seconds))
 
         waiting = None
         for index, inputs in enumerate(candidates):
@@ -171,20 +187,12 @@ def verify_model(
             if on_input_set is not None:
                 on_input_set(prepared.name)
             bounded = id(inputs) in generated
-            try:
-                expected, eager_seconds = eager_reference(module_on_device, on_device, bounded, known.get(id(inputs)))
-            except EagerRunStopped as stop:  # a generated set the model may never finish on
-                rows[index] = skipped_row(prepared, session.result().provider, f"skipped: {stop.describe()}")
-                if notes is not None:
-                    notes.append(f"verification: {stop.describe()} on the generated input set '{prepared.name}' "
-                                 "(the model may never finish on these values); not used")
+            reference_run = guarded(prepared, bounded, lambda: eager_reference(
+                module_on_device, on_device, bounded, known.get(id(inputs))))
+            if isinstance(reference_run, VerificationRow):  # left out: eager cannot run it
+                rows[index] = reference_run
                 continue
-            except EagerRunError as exc:
-                if not bounded and not optional_reference:
-                    raise
-                rows[index] = skipped_row(prepared, session.result().provider,
-                                          f"skipped: eager rejects these inputs ({exc.what})")
-                continue
+            expected, eager_seconds = reference_run
             run = onnx_runtime.submit(lambda on_device=on_device, bounded=bounded:
                                       session.result().run(on_device, limit=SECONDS if bounded else None))
             if waiting is not None:
@@ -251,21 +259,20 @@ def _judged_by_noise(acceptance: Acceptance) -> bool:
             and acceptance.min_cosine is None and acceptance.tolerance_dtype is None)
 
 
-#: The float64 reference (up to three runs, two of them with every result perturbed) may take this many
+#: The float64 reference (four runs, two of them with every result perturbed) may take this many
 #: times the eager run of the set before it is stopped.
 REFERENCE_SLOWDOWN = 100
 
 
 def _float64_truth(reference: Float64Reference, inputs: InputSet, bounded: bool,
                    eager_seconds: float, earlier: Any = None) -> tuple[Any, str]:
-    """``(the float64 run or None, why it was stopped or "")``: the exact run alone (eager's own
-    distance is the noise: a file that passes there passes with any perturbed run, which only
-    widens it), or ``earlier``'s with one more perturbed run. A reference that runs past its
-    limit does not skip the set, whose fixed tolerances failed: the set stays failed."""
+    """``(the float64 run or None, why it was stopped or "")``: with one perturbed run, or
+    ``earlier``'s with one more. A reference that runs past its limit does not skip the set,
+    whose fixed tolerances failed: the set stays failed."""
     limit = max(SECONDS, REFERENCE_SLOWDOWN * eager_seconds)
     try:
         with time_limit(limit) if bounded else contextlib.nullcontext():
-            return (reference.run(inputs, trials=0) if earlier is None else reference.perturbed_again(earlier)), ""
+            return (reference.run(inputs, trials=1) if earlier is None else reference.perturbed_again(earlier)), ""
     except EagerRunStopped as stop:
         return None, stop.describe()
 
