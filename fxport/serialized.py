@@ -43,7 +43,6 @@ class ModelBytes:
         self.model = model
         self.graph = model.graph.SerializeToString()
         self._fingerprint = _fingerprint(model.graph)
-        self._joined: tuple[bytes, bytes] | None = None  # (the top-level fields serialised, the whole)
 
     def pieces(self, model: onnx.ModelProto) -> list[bytes]:
         """``model``'s serialised form as consecutive pieces (written one after the other)."""
@@ -53,14 +52,13 @@ class ModelBytes:
         return [before, _length_delimited_key(GRAPH_FIELD) + _varint(len(self.graph)), self.graph, after]
 
     def __call__(self, model: onnx.ModelProto) -> bytes:
-        """``model.SerializeToString()``, from the kept graph bytes when ``model`` is the one kept."""
+        """``model.SerializeToString()``, from the kept graph bytes when ``model`` is the one kept.
+
+        The joined bytes are not kept: a second whole copy held through verification would
+        double what the graph bytes already cost in memory, for a copy that takes a fraction of
+        a second to make again."""
         pieces = self.pieces(model)
-        if len(pieces) == 1:
-            return pieces[0]
-        shell = pieces[0] + pieces[3]
-        if self._joined is None or self._joined[0] != shell:
-            self._joined = (shell, b"".join(pieces))
-        return self._joined[1]
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def serialize(model: onnx.ModelProto, model_bytes: ModelBytes | None = None) -> bytes:
