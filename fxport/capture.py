@@ -104,6 +104,9 @@ def capture(
                             # example: the size-oblivious capture once more, to keep sizes 0 and 1
                             attempts[:0], oblivious_left = [("oblivious", inputs), (mode, example)], False
                             break
+                    if mode == "oblivious" and specialises_size_one(exc):  # no spec makes it pass:
+                        oblivious_left = False  # on to the grown example, with the bounds learned here
+                        break
                     if refined is None and mode == "oblivious":
                         refined = _excluding_size_zero(exc, spec, adopted)
                     if refined is None:
@@ -232,17 +235,30 @@ def _adopt_suggested_bounds(exc, normalized, adopted: dict, oblivious: bool = Fa
     return refined
 
 
+def specialises_size_one(exc) -> bool:
+    """Whether a size-oblivious capture failed on a guard that holds at size 1 but not at 2
+    (``batch <= 1``: convnext's and vit's size-1 example took a path only size 1 takes): no
+    bound or hint makes that capture pass, only the capture from the grown example can.
+
+    >>> specialises_size_one(RuntimeError("Not all values of b = L['x'].size()[0] in the specified "
+    ...                                   "range satisfy the generated guard L['x'].size()[0] <= 1."))
+    True
+    """
+    return any(at_one is True and at_two is False for _, (at_one, at_two) in guards_at_sizes(str(exc), 1, 2))
+
+
 def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
     """The spec with min=1 for the Dims a size-oblivious capture found a guard on; None if none.
 
     Most such guards only exclude the empty size (``interpolate`` needs an output of at least
     one row: ``trunc(3.0*w) != 0``); declaring min=1 lets the capture keep 1 and above symbolic.
-    A guard that size 1 does not satisfy either (``batch != 1``), or that size 0 satisfies
-    already (a bound like ``seq <= 512``), makes that retry pointless: it is skipped, and the
-    capture goes straight to its fallback (one export less).
+    A guard that size 1 does not satisfy either (``batch != 1``), that size 2 does not (a
+    specialisation, ``batch == 1``: vit's attention), or that size 0 satisfies already (a bound
+    like ``seq <= 512``), makes that retry pointless: it is skipped, and the capture goes
+    straight to its fallback (one export less).
     """
-    names = {name for name, (at_zero, at_one) in guards_at_sizes(str(exc), 0, 1)
-             if at_zero is not True and at_one is not False}
+    names = {name for name, (at_zero, at_one, at_two) in guards_at_sizes(str(exc), 0, 1, 2)
+             if at_zero is not True and at_one is not False and at_two is not False}
     if not names or not isinstance(spec, (dict, list, tuple)):
         return None
     dims: dict[str, Dim] = {}

@@ -253,7 +253,9 @@ def source_unavailable(module) -> ConversionError | None:
     return None
 
 
-_GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard (.+?)\.?$", re.M)
+#: torch runs its "Specializations unexpectedly required" summary on into the last guard's line.
+_GUARD = re.compile(r"Not all values of (\w+) = (.+?) in the specified range satisfy the generated guard "
+                    r"(.+?)(?:\.|Specializations unexpectedly required.*)?$", re.M)
 _GUARD_FUNCTIONS = {"trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "Min": min, "Max": max,
                     "min": min, "max": max, "Abs": abs, "abs": abs}
 
