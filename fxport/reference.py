@@ -74,18 +74,23 @@ class Float64Reference:
                         self._broken = True
                         return None
                     self._repeatable = True
-            run = ReferenceRun(exact, [0.0] * len(flatten_outputs(exact)), 0, widened)
-            while run.trials < trials:
-                run = self.perturbed_again(run)
-            return run
         except Exception:  # noqa: BLE001 - any failure only means: no reference, fixed verdict
             self._broken = True
             return None
+        run: ReferenceRun | None = ReferenceRun(exact, [0.0] * len(flatten_outputs(exact)), 0, widened)
+        while run is not None and run.trials < trials:
+            run = self.perturbed_again(run)
+        return run
 
-    def perturbed_again(self, run: ReferenceRun) -> ReferenceRun:
-        """``run`` with one more perturbed run in its noise."""
-        with torch.random.fork_rng(), RoundingNoise(seed=run.trials):
-            perturbed = run_eager(self._double, run.inputs)
+    def perturbed_again(self, run: ReferenceRun) -> ReferenceRun | None:
+        """``run`` with one more perturbed run in its noise; None (and no reference from here on)
+        when the perturbed run fails: the perturbation took the model down a path that raises."""
+        try:
+            with torch.random.fork_rng(), RoundingNoise(seed=run.trials):
+                perturbed = run_eager(self._double, run.inputs)
+        except Exception:  # noqa: BLE001 - as in run(): no reference, fixed verdict
+            self._broken = True
+            return None
         noise = [max(level, _distance(a, b)) for level, a, b in
                  zip(run.noise, flatten_outputs(perturbed), flatten_outputs(run.outputs))]
         return dataclasses.replace(run, noise=noise, trials=run.trials + 1)
