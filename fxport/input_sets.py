@@ -25,6 +25,10 @@ def generate_input_sets(
 ) -> list[InputSet]:
     """Fresh values of the example's shapes, padding variants of its masks, other dynamic sizes.
 
+    Every set draws fresh values; ``random`` (the example's own shapes) is left out when a
+    ``larger`` or ``smaller`` set draws them at other sizes and no mask needs its all-ones
+    variant: it would check nothing they do not, at the cost of a full-size run of both sides.
+
     ``bounds`` (tensor index → axis → (low, high), from the exported program) keeps the new
     sizes inside the range the export is valid for; ``domains`` (from
     :func:`fxport.domain.input_domains`) keeps the values inside the model's domain: ids below
@@ -45,11 +49,14 @@ def generate_input_sets(
         larger = _on_grid(_larger_sizes(example, dynamic_axes, sizes, high), grid, low, high, up=True)
         smaller = _on_grid({name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()},
                            grid, low, high, up=False)
-        for label, new_sizes, side in (("larger", larger, "left"), ("smaller", smaller, "right")):
-            if new_sizes != sizes:
-                desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
-                name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
-                sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
+        other_sizes = [(label, new_sizes, side) for label, new_sizes, side in
+                       (("larger", larger, "left"), ("smaller", smaller, "right")) if new_sizes != sizes]
+        if other_sizes and not has_mask:
+            del sets[0]  # fresh values at other sizes: random's run adds nothing
+        for label, new_sizes, side in other_sizes:
+            desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
+            name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
+            sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
         covered = [sizes, larger, smaller]
         for new_sizes, why in edge_sizes(example, dynamic_axes, bounds or {}):
             if new_sizes in covered or _two_already_checked(new_sizes, sizes, why, (larger, smaller)):

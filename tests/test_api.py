@@ -42,9 +42,9 @@ def test_cnn_with_dynamic_axes_verifies_on_unseen_sizes(srcnn_result):
     model, result = srcnn_result
     assert result.verified
     names = [row.name for row in result.verification]
-    assert names[:2] == ["example", "random"]
-    assert any(n.startswith("larger[") for n in names) and any(n.startswith("smaller[") for n in names)
-    assert result.verification[2].input_shapes == [[3, 3, 18, 15]]
+    # fresh values at other sizes: no separate run of fresh values at the example's own sizes
+    assert names[:3] == ["example", "larger[batch=3,height=18,width=15]", "smaller[batch=2,height=6,width=5]"]
+    assert result.verification[1].input_shapes == [[3, 3, 18, 15]]
     # independently of fxport's own verifier: an odd size never seen at export
     assert_matches_eager(model, result.model, torch.rand(1, 3, 7, 13), atol=1e-4)
     assert op_counts(result.model)["Conv"] == 3
@@ -91,7 +91,7 @@ def test_torch_export_dim_objects_pass_through():
 
     result = fxport.convert(Scale(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: Dim("n", min=2, max=64)}})
     names = [row.name for row in result.verification]
-    assert result.verified and len(names) == 5, names
+    assert result.verified and len(names) == 4, names
     # the declared minimum (also the smaller size) and maximum; never below the declared range
     assert "size[n=64] max" in names and min(row.input_shapes[0][0] for row in result.verification) == 2
 

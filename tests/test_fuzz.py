@@ -61,12 +61,12 @@ def test_rounding_noise_on_a_set_fxport_drew_is_not_counted_as_a_bug():
 
 def test_failed_input_sets_are_rebuilt_from_their_names():
     example = (torch.randn(3, 4), torch.tensor(2))
-    report = [VerificationRow("random", [[3, 4], []], "CPU", 1.0, 1.0, 1.0, False),
+    report = [VerificationRow("larger[batch=4]", [[4, 4], []], "CPU", 1.0, 1.0, 1.0, False),
               VerificationRow("search: negated values (reaches if at m.py:3)", [[3, 4], []], "CPU", 1.0, 1.0, 1.0, False),
               VerificationRow("example", [[3, 4], []], "CPU", 0.0, 0.0, 1.0, True)]
     rebuilt = failed_input_sets(fxport.VerificationError("differs", report=report), example)
     assert len(rebuilt) == 2
-    assert torch.equal(rebuilt[1][0], -example[0]) and rebuilt[0][0].shape == (3, 4)
+    assert torch.equal(rebuilt[1][0], -example[0]) and rebuilt[0][0].shape == (4, 4)
 
 
 def test_rounding_noise_keeps_views_and_in_place_writes_exact():

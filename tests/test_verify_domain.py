@@ -135,7 +135,22 @@ def test_sets_of_other_sizes_keep_the_inputs_they_do_not_resize():
     edges = [s for s in sets if s.name.startswith("size[")]
     assert {s.tensors()[0].shape[0] for s in edges} == {0, 1}
     assert all(int(s.tensors()[1]) == 7 for s in edges)
-    assert any(int(s.tensors()[1]) != 7 for s in sets if s.name == "random"), "fresh values elsewhere"
+    assert any(int(s.tensors()[1]) != 7 for s in sets if s.name.startswith("larger[")), "fresh values elsewhere"
+
+
+def test_fresh_values_at_the_example_sizes_run_only_where_no_other_size_draws_them():
+    """``random`` is one full-size run of both sides: left out when ``larger``/``smaller`` draw
+    fresh values at other sizes, kept without dynamic sizes and for a mask's all-ones variant."""
+    image = InputSet((torch.randn(2, 3, 8, 8),))
+    names = [s.name for s in generate_input_sets(image, {0: {0: "batch", 2: "height"}})]
+    assert "random" not in names and names[0].startswith("larger[") and names[1].startswith("smaller[")
+    assert [s.name for s in generate_input_sets(image, {})] == ["random"]
+    at_its_only_size = generate_input_sets(image, {0: {0: "batch"}}, bounds={0: {0: (2, 2)}})
+    assert at_its_only_size[0].name == "random"
+    text = InputSet((torch.randint(0, 37, (2, 5)), torch.zeros(2, 5, dtype=torch.int64), torch.ones(2, 5)))
+    masked = generate_input_sets(text, {0: {1: "seq"}, 1: {1: "seq"}, 2: {1: "seq"}},
+                                 domains={2: InputDomain(padding_mask=True)})
+    assert masked[0].name == "random, all-ones mask" and any(s.name.startswith("larger[") for s in masked)
 
 
 @pytest.mark.slow
