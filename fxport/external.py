@@ -43,7 +43,7 @@ from typing import Iterator
 import onnx
 
 from fxport.errors import OutputWriteError, UsageError
-from fxport.files import output_mode  # an overwritten file keeps its mode, a new one gets the umask's
+from fxport.files import EarlyFile, output_mode  # an overwritten file keeps its mode, a new one gets the umask's
 
 #: Initializer bytes above which weights go to external data: torch.onnx's ``_LARGE_MODEL_THRESHOLD``
 #: (1.5 GiB), leaving room under protobuf's 2 GiB for the graph and what precision steps add.
@@ -123,6 +123,7 @@ class Staging:
         self._root: str | None = None
         self._count = 0
         self._homes: dict[int, tuple[onnx.ModelProto, str]] = {}
+        self._early: EarlyFile | None = None
 
     @property
     def target_dir(self) -> str | None:
@@ -218,8 +219,25 @@ class Staging:
             raise OutputWriteError(f"cannot write {self.output}: {exc}", hint="choose a writable path") from exc
         return self.output
 
+    def begin_file(self, pieces: list[bytes]) -> None:
+        """Start writing a self-contained model's file from its serialised ``pieces`` while the
+        later stages run (:class:`~fxport.files.EarlyFile`); :meth:`commit_file` finishes it.
+        Where no file can be begun, the write stage writes it (or says why it cannot)."""
+        if self.output is not None and self._early is None:
+            with contextlib.suppress(OutputWriteError):
+                self._early = EarlyFile(pieces, self.output)
+
+    def commit_file(self, model: onnx.ModelProto, model_bytes) -> str | None:
+        """The output, finished from the file :meth:`begin_file` started, when ``model`` still
+        serialises (through ``model_bytes``) to what it began with; None otherwise."""
+        early, self._early = self._early, None
+        return early.commit(model_bytes.pieces(model)) if early is not None and model_bytes is not None else None
+
     def cleanup(self) -> None:
         """Remove the staging directory (whatever was not committed) and forget the models."""
+        if self._early is not None:  # a conversion that stopped before its write stage
+            self._early.discard()
+            self._early = None
         self._homes.clear()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)

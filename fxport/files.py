@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from typing import TYPE_CHECKING
 
 from fxport.errors import OutputWriteError
@@ -100,3 +101,68 @@ def output_mode(path: str | os.PathLike) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+class EarlyFile:
+    """A model file begun beside ``path`` on a thread while later stages run (verification).
+
+    The thread writes every serialised piece but the last (:meth:`ModelBytes.pieces
+    <fxport.serialized.ModelBytes.pieces>`: the top-level fields after the graph, which
+    verification still edits). :meth:`commit` writes that piece and renames the file into place
+    when the model still serialises to the same leading pieces, and returns None otherwise (the
+    caller writes the model anew); :meth:`discard` removes it, so a refused model leaves nothing.
+
+    Example::
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "m.onnx")
+        >>> early = EarlyFile([b"head", b"graph", b"tail"], path)
+        >>> early.commit([b"head", b"graph", b"new tail"]) == path, open(path, "rb").read()
+        (True, b'headgraphnew tail')
+    """
+
+    def __init__(self, pieces: list[bytes], path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self._head = pieces[:-1]
+        fd, self._temp = _temporary_beside(self.path)
+        self._handle = os.fdopen(fd, "wb")
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._write_head, name="fxport-write", daemon=True)
+        self._thread.start()
+
+    def _write_head(self) -> None:
+        try:
+            for piece in self._head:
+                self._handle.write(piece)
+        except BaseException as exc:  # noqa: BLE001 - raised by commit, on the caller's thread
+            self._error = exc
+
+    def commit(self, pieces: list[bytes]) -> str | None:
+        """The file at ``path``, written from ``pieces`` (the model as it is now); None when its
+        leading pieces changed since the file was begun (nothing is left behind)."""
+        if len(pieces) != len(self._head) + 1 or any(a is not b and a != b for a, b in zip(pieces, self._head)):
+            self.discard()
+            return None
+        self._thread.join()
+        try:
+            if self._error is not None:
+                raise self._error
+            self._handle.write(pieces[-1])
+            self._handle.close()
+            os.chmod(self._temp, output_mode(self.path))
+            os.replace(self._temp, self.path)
+        except (OSError, ValueError) as exc:
+            self.discard()
+            raise OutputWriteError(f"cannot write {self.path}: {exc}", hint="choose a writable path") from exc
+        self._temp = None
+        return self.path
+
+    def discard(self) -> None:
+        """Stop using the file and remove it (once its thread is done)."""
+        self._thread.join()
+        with contextlib.suppress(OSError, ValueError):
+            self._handle.close()
+        if self._temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._temp)
+            self._temp = None

@@ -116,6 +116,8 @@ def lower_to_onnx(job: Conversion) -> None:
         job.model_bytes = ModelBytes(job.onnx_model)  # the graph is final: serialised once from here
         fused = options.optimize == "ort"  # ORT's default-domain contrib ops: the checker sees a copy
         check_onnx(job.onnx_model if fused else job.model_bytes(job.onnx_model), ort=fused)
+        if options.precision == "fp32":  # the file is written while verification runs; committed if it passes
+            job.staging.begin_file(job.model_bytes.pieces(job.onnx_model))
 
 
 def convert_precision(job: Conversion) -> None:
@@ -186,7 +188,8 @@ def write_output(job: Conversion) -> None:
         job.onnx_model = load_weights_into(job.onnx_model, home)
     else:
         job.output_path = (job.staging.commit(job.onnx_model) if home
-                           else write_atomically(job.onnx_model, job.output, job.model_bytes))
+                           else job.staging.commit_file(job.onnx_model, job.model_bytes)
+                           or write_atomically(job.onnx_model, job.output, job.model_bytes))
 
 
 def _converted_control_flow(job: Conversion) -> bool:

@@ -121,6 +121,46 @@ def test_failed_conversion_never_clobbers_existing_output(tmp_path):
     assert os.listdir(tmp_path) == ["good.onnx"]
 
 
+def test_file_begun_during_verification_is_removed_when_verification_refuses(monkeypatch, tmp_path):
+    """The file is written while verification runs (fxport.files.EarlyFile) and renamed into
+    place only when it passes: a refused model leaves the previous file and no temporary."""
+    import fxport.stages as stages
+
+    real_lower = stages.lower
+
+    def corrupting_lower(program, **kwargs):
+        model = real_lower(program, **kwargs)
+        for node in model.graph.node:
+            if node.op_type == "Relu":
+                node.op_type = "Sigmoid"
+        return model
+
+    path = tmp_path / "good.onnx"
+    path.write_bytes(b"previous good model")
+    monkeypatch.setattr(stages, "lower", corrupting_lower)
+    with pytest.raises(fxport.VerificationError):
+        fxport.convert(Scale(), (torch.randn(2, 4),), output=path)
+    assert path.read_bytes() == b"previous good model" and os.listdir(tmp_path) == ["good.onnx"]
+
+
+def test_file_begun_during_verification_carries_what_verification_recorded(tmp_path):
+    """The early file's last piece (the top-level fields after the graph) is written at commit:
+    the ranges verification widened are in the file, which equals the returned model."""
+    path = tmp_path / "scale.onnx"
+    result = fxport.convert(Scale(), (torch.randn(3, 4),), dynamic_shapes=({0: "batch"},), output=path)
+    assert path.read_bytes() == result.model.SerializeToString()
+    assert any(prop.key.startswith("fxport") for prop in onnx.load(path).metadata_props)
+
+
+def test_early_file_left_for_a_full_write_when_the_model_changed(tmp_path):
+    from fxport.files import EarlyFile
+
+    path = tmp_path / "m.onnx"
+    early = EarlyFile([b"head", b"graph", b"tail"], path)
+    assert early.commit([b"other head", b"graph", b"tail"]) is None
+    assert os.listdir(tmp_path) == []
+
+
 def test_unwritable_output(tmp_path):
     with pytest.raises(OutputWriteError, match="does not exist"):
         fxport.convert(Scale(), (torch.randn(2, 4),), output=tmp_path / "no" / "dir" / "m.onnx", verify=False)
