@@ -121,10 +121,9 @@ def test_failed_conversion_never_clobbers_existing_output(tmp_path):
     assert os.listdir(tmp_path) == ["good.onnx"]
 
 
-def test_file_begun_during_verification_is_removed_when_verification_refuses(monkeypatch, tmp_path):
-    """The file is written while verification runs (fxport.files.EarlyFile) and renamed into
-    place only when it passes: a refused model leaves the previous file and no temporary."""
-    import fxport.stages as stages
+def lower_relu_as_sigmoid(monkeypatch) -> None:
+    """A wrong lowering for the rest of the test: every Relu of the file becomes a Sigmoid."""
+    from fxport import stages
 
     real_lower = stages.lower
 
@@ -135,9 +134,15 @@ def test_file_begun_during_verification_is_removed_when_verification_refuses(mon
                 node.op_type = "Sigmoid"
         return model
 
+    monkeypatch.setattr(stages, "lower", corrupting_lower)
+
+
+def test_file_begun_during_verification_is_removed_when_verification_refuses(monkeypatch, tmp_path):
+    """The file is written while verification runs (fxport.files.EarlyFile) and renamed into
+    place only when it passes: a refused model leaves the previous file and no temporary."""
     path = tmp_path / "good.onnx"
     path.write_bytes(b"previous good model")
-    monkeypatch.setattr(stages, "lower", corrupting_lower)
+    lower_relu_as_sigmoid(monkeypatch)
     with pytest.raises(fxport.VerificationError):
         fxport.convert(Scale(), (torch.randn(2, 4),), output=path)
     assert path.read_bytes() == b"previous good model" and os.listdir(tmp_path) == ["good.onnx"]
@@ -200,18 +205,7 @@ def test_not_a_module():
 
 def test_verification_failure_raises_with_table(monkeypatch):
     """A model whose ONNX differs from eager must fail, never warn."""
-    import fxport.stages as stages
-
-    real_lower = stages.lower
-
-    def corrupting_lower(program, **kwargs):
-        model = real_lower(program, **kwargs)
-        for node in model.graph.node:
-            if node.op_type == "Relu":
-                node.op_type = "Sigmoid"
-        return model
-
-    monkeypatch.setattr(stages, "lower", corrupting_lower)
+    lower_relu_as_sigmoid(monkeypatch)
     with pytest.raises(fxport.VerificationError) as info:
         fxport.convert(Scale(), (torch.randn(2, 4),))
     assert len(info.value.report) == 2 and not any(row.passed for row in info.value.report)
