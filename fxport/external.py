@@ -229,9 +229,9 @@ class Staging:
 
     def commit_file(self, model: onnx.ModelProto, model_bytes) -> str | None:
         """The output, finished from the file :meth:`begin_file` started, when ``model`` still
-        serialises (through ``model_bytes``) to what it began with; None otherwise."""
+        serialises (through ``model_bytes``, the lower stage's) to what it began with; None otherwise."""
         early, self._early = self._early, None
-        return early.commit(model_bytes.pieces(model)) if early is not None and model_bytes is not None else None
+        return early.commit(model_bytes.pieces(model)) if early is not None else None
 
     def cleanup(self) -> None:
         """Remove the staging directory (whatever was not committed) and forget the models."""

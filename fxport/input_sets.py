@@ -52,7 +52,8 @@ def generate_input_sets(
         other_sizes = [(label, new_sizes, side) for label, new_sizes, side in
                        (("larger", larger, "left"), ("smaller", smaller, "right")) if new_sizes != sizes]
         if other_sizes and not has_mask:
-            del sets[0]  # fresh values at other sizes: random's run adds nothing
+            del sets[0]  # fresh values at other sizes: random's run adds nothing (drawn all the
+            # same, so that every other set keeps the values its name rebuilds: fuzz's failed_input_sets)
         for label, new_sizes, side in other_sizes:
             desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
             name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")

@@ -148,9 +148,15 @@ def test_file_begun_during_verification_is_removed_when_verification_refuses(mon
     assert path.read_bytes() == b"previous good model" and os.listdir(tmp_path) == ["good.onnx"]
 
 
-def test_file_begun_during_verification_carries_what_verification_recorded(tmp_path):
+def test_file_begun_during_verification_carries_what_verification_recorded(monkeypatch, tmp_path):
     """The early file's last piece (the top-level fields after the graph) is written at commit:
     the ranges verification widened are in the file, which equals the returned model."""
+    from fxport import stages
+
+    def no_second_write(*args, **kwargs):
+        raise AssertionError("the write stage wrote the model anew instead of committing the early file")
+
+    monkeypatch.setattr(stages, "write_atomically", no_second_write)
     path = tmp_path / "scale.onnx"
     result = fxport.convert(Scale(), (torch.randn(3, 4),), dynamic_shapes=({0: "batch"},), output=path)
     assert path.read_bytes() == result.model.SerializeToString()
