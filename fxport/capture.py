@@ -7,7 +7,7 @@ fxport/dynamic_dims.py, failures are classified in fxport/capture_failures.py.
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.inputs import InputSet, number_as_tensor
     >>> ep = capture(torch.nn.Softmax(dim=-1), InputSet((torch.randn(2, 3),)), {"input": {0: "batch"}})
     >>> [str(d) for d in ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape]
     ['s...', '3']
@@ -44,7 +44,7 @@ from fxport.errors import ConversionError
 from fxport.frames import chain_stops_at_caller
 from fxport.frames import exception_chain as _exception_chain
 from fxport.eager import Signature
-from fxport.inputs import InputSet
+from fxport.inputs import InputSet, number_as_tensor
 from fxport.quiet import quiet_torch
 
 
@@ -69,7 +69,9 @@ def capture(
 
     When the model bounds a dimension that the simple form declared dynamic (e.g. a sequence
     length limited by a position table), the bound torch.export suggests is adopted; a
-    dimension the model specialises to one value is an error. Every narrowed range is a note
+    dimension the model specialises to one value is an error. The last capture left declares
+    ``Dim.DYNAMIC`` hints first (torch narrows the ranges itself: one export where a suggested
+    fix takes two), the named Dims when that fails. Every narrowed range is a note
     naming the range and, where torch's trace has one, the user's file:line; the program
     carries the ranges (:func:`dynamic_dim_bounds`, :func:`record_dynamic_ranges`).
 
@@ -89,7 +91,10 @@ def capture(
         while attempts:
             mode, example = attempts.pop(0)
             spec, adopted = bounded, dict(bounds_adopted)
-            for _ in range(4):  # again with suggested bounds, without size 0, with guards left to torch
+            hinted = mode == "specialised" and bool(dims) and not oblivious_left and not _has_derived_dims(bounded)
+            if hinted:  # the last capture left: torch's own ranges first (one export where fixes take two)
+                spec = _map_dims(bounded, lambda dim: Dim.DYNAMIC(**_limits(dim)))
+            for _ in range(5):  # again with suggested bounds, without size 0, with guards left to torch
                 try:
                     program = _export_converting_libraries(module, example, spec, mode == "oblivious",
                                                            convert_library)
@@ -97,6 +102,9 @@ def capture(
                     raise
                 except Exception as exc:
                     failure = exc
+                    if hinted:  # a specialised dimension, or a failure the named Dims word better
+                        hinted, spec = False, bounded
+                        continue
                     refined = _adopt_suggested_bounds(exc, spec, adopted, oblivious=mode == "oblivious")
                     if refined is not None and spec is bounded:
                         bounded, bounds_adopted = refined, dict(adopted)
@@ -337,21 +345,18 @@ def _map_dims(spec: Any, fn: Callable[[Dim], Any]) -> Any:
     return spec
 
 
+def _has_derived_dims(spec: Any) -> bool:
+    """Whether ``spec`` holds a derived Dim (``8 * Dim("h8")``), which needs its root as a Dim."""
+    if isinstance(spec, dict):
+        return any(_has_derived_dims(value) for value in spec.values())
+    if isinstance(spec, (list, tuple)):
+        return any(_has_derived_dims(value) for value in spec)
+    return hasattr(spec, "root")
+
+
 def _limits(dim: Dim) -> dict[str, int]:
     """A Dim's declared bounds as ``Dim(...)`` keywords (an unbounded max left out)."""
     return {"min": dim.min, **({"max": int(dim.max)} if is_finite(dim.max) else {})}
-
-
-def number_as_tensor(value: bool | int | float) -> torch.Tensor:
-    """A Python number as the 0-d tensor an exported model returns for it (int64, float32, bool).
-
-    Example::
-
-        >>> number_as_tensor(3).dtype, number_as_tensor(2.5).dtype, number_as_tensor(True).dtype
-        (torch.int64, torch.float32, torch.bool)
-    """
-    dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
-    return torch.tensor(value, dtype=dtype)
 
 
 def constant_outputs_as_tensors(program: torch.export.ExportedProgram) -> None:

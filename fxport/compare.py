@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from fxport.capture import number_as_tensor
+from fxport.inputs import number_as_tensor
 from fxport.ties import align_tied_rows
 
 #: (absolute, relative) tolerance per output dtype.

@@ -184,3 +184,15 @@ def _one_input_set(value: Any, origin: str) -> InputSet:
         f"{origin} returned a {type(value).__name__}",
         hint="return a tuple of inputs, a dict of keyword inputs, or a list of those",
     )
+
+
+def number_as_tensor(value: bool | int | float) -> torch.Tensor:
+    """A Python number as the 0-d tensor an exported model returns for it (int64, float32, bool).
+
+    Example::
+
+        >>> number_as_tensor(3).dtype, number_as_tensor(2.5).dtype, number_as_tensor(True).dtype
+        (torch.int64, torch.float32, torch.bool)
+    """
+    dtype = torch.bool if isinstance(value, bool) else torch.int64 if isinstance(value, int) else torch.float32
+    return torch.tensor(value, dtype=dtype)

@@ -242,3 +242,54 @@ def test_derived_dimensions_keep_their_grid_and_vary_together_in_verification():
     assert all(a == b and a % 8 == 0 for a, b in sizes), sizes
     assert {16, 96, 320} <= {a for a, _ in sizes}, sizes    # min, larger (64 → 96), max
     assert any("8*h8=" in row.name for row in result.verification)
+
+
+class _Patches(torch.nn.Module):
+    """vit in small: 4x4 patches embedded, attention over them (its fast path is batch 1's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Conv2d(3, 8, 4, stride=4)
+        self.attention = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        tokens = self.embed(x).flatten(2).transpose(1, 2)
+        return self.attention(tokens, tokens, tokens, need_weights=False)[0]
+
+
+def test_the_last_capture_takes_torchs_ranges_in_one_export(monkeypatch):
+    """Batch 1 specialises the size-oblivious capture; the capture from batch 2 declares
+    Dim.DYNAMIC hints, so torch narrows height and width to ≥ 4 itself: two exports where
+    adopting the suggested fixes took three, and the same ranges and note."""
+    import fxport.capture as capture_module
+
+    exports = []
+    original = capture_module._export
+    monkeypatch.setattr(capture_module, "_export",
+                        lambda *args, **kwargs: exports.append(args[2]) or original(*args, **kwargs))
+    model = _Patches().eval()
+    result = fxport.convert(model, (torch.randn(1, 3, 16, 16),),
+                            dynamic_shapes=({0: "batch", 2: "height", 3: "width"},))
+    assert len(exports) == 2, exports
+    assert any("height', 'width' are narrowed by the model at" in w and "4..inf" in w for w in result.warnings)
+    names = {row.name for row in result.verification}
+    assert {"size[height=3] outside exported 4..inf", "size[height=4] min", "size[batch=2]"} <= names
+    for shape in [(2, 3, 4, 8), (3, 3, 20, 12)]:
+        x = torch.randn(*shape)
+        np.testing.assert_allclose(run_onnx(result.model, (x,))[0], model(x).detach().numpy(), atol=1e-5)
+
+
+class _PinnedPatches(_Patches):
+    def forward(self, x):
+        return super().forward(x.reshape(x.shape[0], 3, 16, 16))  # pins height and width to 16
+
+
+def test_a_dimension_the_hints_specialise_is_refused_as_the_named_dims_word_it():
+    """The hinted capture fails where the model pins a size; the named Dims' capture then words
+    the error as before (the dimension and its value), not torch's DYNAMIC message."""
+    with pytest.raises(fxport.ConversionError) as info:
+        fxport.convert(_PinnedPatches().eval(), (torch.randn(1, 3, 16, 16),),
+                       dynamic_shapes=({0: "batch", 2: "height", 3: "width"},))
+    message = str(info.value)
+    assert "specialises dynamic dimension 'height' to 16, 'width' to 16" in message, message
+    assert "DYNAMIC" not in message and "\n" not in message, message
