@@ -28,6 +28,8 @@ def generate_input_sets(
     Every set draws fresh values; ``random`` (the example's own shapes) is left out when a
     ``larger`` or ``smaller`` set draws them at other sizes and no mask needs its all-ones
     variant: it would check nothing they do not, at the cost of a full-size run of both sides.
+    ``smaller`` is left out when it shrinks one dimension that an edge set already runs at
+    another size below the example (a clip's frames at 2).
 
     ``bounds`` (tensor index → axis → (low, high), from the exported program) keeps the new
     sizes inside the range the export is valid for; ``domains`` (from
@@ -49,6 +51,9 @@ def generate_input_sets(
         larger = _on_grid(_larger_sizes(example, dynamic_axes, sizes, high), grid, low, high, up=True)
         smaller = _on_grid({name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()},
                            grid, low, high, up=False)
+        edges = edge_sizes(example, dynamic_axes, bounds or {})
+        if _edges_shrink_as_smaller_does(smaller, sizes, edges):
+            smaller = sizes
         other_sizes = [(label, new_sizes, side) for label, new_sizes, side in
                        (("larger", larger, "left"), ("smaller", smaller, "right")) if new_sizes != sizes]
         if other_sizes and not has_mask:
@@ -59,7 +64,7 @@ def generate_input_sets(
             name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
             sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))
         covered = [sizes, larger, smaller]
-        for new_sizes, why in edge_sizes(example, dynamic_axes, bounds or {}):
+        for new_sizes, why in edges:
             if new_sizes in covered or _two_already_checked(new_sizes, sizes, why, (larger, smaller)):
                 continue
             covered.append(new_sizes)
@@ -68,6 +73,27 @@ def generate_input_sets(
             sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right",
                              keep_unsized=True))
     return sets
+
+
+def _edges_shrink_as_smaller_does(smaller: dict[str, int], sizes: dict[str, int],
+                                  edges: list[tuple[dict[str, int], str]]) -> bool:
+    """``smaller`` shrinks one dimension only, and an edge set inside the exported range already
+    runs that dimension at another size of 2 or more below the example (a clip of 8 frames at 2):
+    the two check the same thing, and the edge is the cheaper run. Several dimensions shrunk
+    together (an image's height and width) are a combination no edge set tries: kept.
+
+    >>> _edges_shrink_as_smaller_does({"b": 1, "t": 4}, {"b": 1, "t": 8}, [({"b": 1, "t": 2}, "")])
+    True
+    >>> _edges_shrink_as_smaller_does({"h": 4, "w": 4}, {"h": 8, "w": 8}, [({"h": 2, "w": 8}, "")])
+    False
+    """
+    changed = [name for name in sizes if smaller[name] != sizes[name]]
+    if len(changed) != 1:
+        return False
+    name = changed[0]
+    return any(not why.startswith("outside") and 2 <= edge[name] < sizes[name] and edge[name] != smaller[name]
+               and all(edge[other] == sizes[other] for other in sizes if other != name)
+               for edge, why in edges)
 
 
 def _two_already_checked(new_sizes: dict[str, int], sizes: dict[str, int], why: str,

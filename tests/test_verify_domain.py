@@ -141,16 +141,30 @@ def test_sets_of_other_sizes_keep_the_inputs_they_do_not_resize():
 def test_fresh_values_at_the_example_sizes_run_only_where_no_other_size_draws_them():
     """``random`` is one full-size run of both sides: left out when ``larger``/``smaller`` draw
     fresh values at other sizes, kept without dynamic sizes and for a mask's all-ones variant."""
-    image = InputSet((torch.randn(2, 3, 8, 8),))
+    image = InputSet((torch.randn(4, 3, 8, 8),))
     names = [s.name for s in generate_input_sets(image, {0: {0: "batch", 2: "height"}})]
     assert "random" not in names and names[0].startswith("larger[") and names[1].startswith("smaller[")
     assert [s.name for s in generate_input_sets(image, {})] == ["random"]
-    at_its_only_size = generate_input_sets(image, {0: {0: "batch"}}, bounds={0: {0: (2, 2)}})
+    at_its_only_size = generate_input_sets(image, {0: {0: "batch"}}, bounds={0: {0: (4, 4)}})
     assert at_its_only_size[0].name == "random"
     text = InputSet((torch.randint(0, 37, (2, 5)), torch.zeros(2, 5, dtype=torch.int64), torch.ones(2, 5)))
     masked = generate_input_sets(text, {0: {1: "seq"}, 1: {1: "seq"}, 2: {1: "seq"}},
                                  domains={2: InputDomain(padding_mask=True)})
     assert masked[0].name == "random, all-ones mask" and any(s.name.startswith("larger[") for s in masked)
+
+
+def test_smaller_is_left_to_the_edge_set_that_shrinks_the_same_single_dimension():
+    """A clip of 8 frames at batch 1: ``smaller`` would shrink the frames alone (to 4), which the
+    edge set at 2 frames already checks for less; two dimensions shrunk together stay a set."""
+    clip = InputSet((torch.randn(1, 3, 8, 4, 4),))
+    names = [s.name for s in generate_input_sets(clip, {0: {0: "batch", 2: "frames"}})]
+    assert not any(n.startswith("smaller[") for n in names) and "size[frames=2]" in names
+    assert any(n.startswith("larger[batch=") for n in names) and "size[frames=1]" in names
+    bounded = generate_input_sets(clip, {0: {0: "batch", 2: "frames"}}, bounds={0: {2: (6, 64)}})
+    assert any(s.name == "smaller[batch=1,frames=6]" for s in bounded), "no edge inside the range below 8"
+    image = InputSet((torch.randn(4, 3, 8, 8),))
+    assert any(s.name == "smaller[batch=2,height=4]"
+               for s in generate_input_sets(image, {0: {0: "batch", 2: "height"}}))
 
 
 @pytest.mark.slow
