@@ -28,6 +28,7 @@ from fxport.capture_failures import (
     classify_capture_failure,
     guards_at_sizes,
     location_named_in_message,
+    pinned_location,
     source_unavailable,
     traced_location_from_exception,
     why_oblivious_failed,
@@ -41,8 +42,7 @@ from fxport.dynamic_dims import (
     watch_range_narrowing,
 )
 from fxport.errors import ConversionError
-from fxport.frames import chain_stops_at_caller
-from fxport.frames import exception_chain as _exception_chain
+from fxport.frames import chain_stops_at_caller, exception_chain as _exception_chain
 from fxport.eager import Signature
 from fxport.inputs import InputSet, number_as_tensor
 from fxport.quiet import quiet_torch
@@ -128,11 +128,11 @@ def capture(
                 if notes is not None:
                     notes.extend(narrowing_notes(program, grown=example is not inputs))
                 return program
-    _raise_classified(failure, module)
+    _raise_classified(failure, module, pinned_location(failure, narrowed_at, dims))
 
 
-def _raise_classified(exc: Exception, module: torch.nn.Module | None = None) -> None:
-    error = classify_capture_failure(exc)
+def _raise_classified(exc: Exception, module: torch.nn.Module | None = None, pinned_at=None) -> None:
+    error = classify_capture_failure(exc, pinned_at)
     if error.where is None and module is not None:  # no line to show: code without source?
         error = source_unavailable(module) or error
     if error in _exception_chain(exc):  # fxport's own error that torch wrapped: no second cause

@@ -72,8 +72,9 @@ def why_oblivious_failed(exc: BaseException | None) -> str | None:
     return f"the size-oblivious capture failed{f' at {where}' if where else ''}: {first}"
 
 
-def classify_capture_failure(exc: BaseException) -> ConversionError:
+def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | None = None) -> ConversionError:
     """Name the kind of failure and the user's file:line; failures are data, not strings.
+    ``pinned_at``: where the model pins a dimension declared dynamic (:func:`pinned_location`).
 
     fxport's own errors raised during capture (a control-flow construct the converter refuses,
     a patch rule's error), however deeply torch wrapped them, are the answer as they are.
@@ -142,7 +143,7 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
                 else f"a dimension declared dynamic was specialised by the model: {first_line}")
         return CaptureError(
             what,
-            where=where,
+            where=where or (pinned_at if pinned else None),
             hint="drop that axis from the dynamic shapes (the model runs at one size only), or "
             "make the code that fixes it size-generic",
         )
@@ -151,6 +152,24 @@ def classify_capture_failure(exc: BaseException) -> ConversionError:
 
 
 SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
+
+
+def pinned_location(exc: BaseException, narrowed_at: dict, dims: dict) -> SourceLocation | None:
+    """The user's line that pinned a dimension declared dynamic to one value (``x.reshape(2, 6)``),
+    which torch's message does not name: where that input size's range was narrowed while the
+    model was traced (``narrowed_at`` of :func:`fxport.dynamic_dims.watch_range_narrowing`).
+    ``dims``: :func:`fxport.dynamic_dims.dims_by_input`'s index → axis → (Dim, parameter name).
+    """
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    if "Suggested fixes" not in text:
+        return None
+    pinned = {m.group(1) for m in SUGGESTED_CONSTANT.finditer(text.split("Suggested fixes", 1)[1])}
+    for axes in dims.values():
+        for axis, (dim, parameter) in axes.items():
+            where = narrowed_at.get((f"L['{parameter}'].size()[{axis}]",))
+            if where is not None and (dim if isinstance(dim, str) else getattr(dim, "__name__", None)) in pinned:
+                return where
+    return None
 
 
 #: torch's advice about its own logging, which a user of fxport cannot act on (--debug shows all).

@@ -6,6 +6,7 @@ verification (its generated ``size[...]`` sets) and independently here with ONNX
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -201,6 +202,7 @@ def test_dimension_pinned_by_the_model_is_a_clean_one_line_error():
     message = str(info.value)
     assert "specialises dynamic dimension 'batch' to 2" in message, message
     assert "TORCH_LOGS" not in message and "\n" not in message
+    assert "tests/models/dynamic_sizes.py:" in message, "the line of the reshape that pins it"
 
 
 def test_an_op_without_translation_is_named_without_a_memory_address():
@@ -284,6 +286,9 @@ class _PinnedPatches(_Patches):
         return super().forward(x.reshape(x.shape[0], 3, 16, 16))  # pins height and width to 16
 
 
+_PINNING_LINE = inspect.getsourcelines(_PinnedPatches.forward)[1] + 1
+
+
 def test_a_dimension_the_hints_specialise_is_refused_as_the_named_dims_word_it():
     """The hinted capture fails where the model pins a size; the named Dims' capture then words
     the error as before (the dimension and its value), not torch's DYNAMIC message."""
@@ -293,3 +298,4 @@ def test_a_dimension_the_hints_specialise_is_refused_as_the_named_dims_word_it()
     message = str(info.value)
     assert "specialises dynamic dimension 'height' to 16, 'width' to 16" in message, message
     assert "DYNAMIC" not in message and "\n" not in message, message
+    assert info.value.where is not None and info.value.where.lineno == _PINNING_LINE, message
