@@ -281,7 +281,25 @@ def run_model(name: str) -> dict:
                         verified_sets=len(result.verification), noise_judged=len(noisy),
                         ranges=[w for w in result.warnings if "narrow" in w or "bounded" in w][:2])
         record["fxport"] = ours
+        for _ in range(int(os.environ.get(REPEAT_ENV, "1")) - 1):  # the faster of each pair of timings
+            _time_again(record["dynamo"], lambda: convert_dynamo(built, os.path.join(tmp, "dynamo.onnx")))
+            _time_again(ours, lambda: convert_fxport(built, path)[1])
     return record
+
+
+#: How many times the worker times each of ``dynamo=True`` and fxport (``--repeat``; the fastest counts).
+REPEAT_ENV = "FXPORT_VISION_REPEAT"
+
+
+def _time_again(side: dict, convert: Callable[[], float]) -> None:
+    """Convert once more; ``side`` keeps the shorter wall and CPU time (a converted side only)."""
+    if "seconds" not in side:
+        return
+    cpu = time.process_time()
+    seconds = convert()
+    side["seconds"] = min(side["seconds"], seconds)
+    side["cpu_seconds"] = min(side.get("cpu_seconds", float("inf")), time.process_time() - cpu)
+    side["timings"] = side.get("timings", 1) + 1
 
 
 # --- the table ----------------------------------------------------------------------------------
@@ -303,7 +321,8 @@ def _time_cell(record: dict) -> str:
         return text
     ours_cpu, stock_cpu = record["fxport"].get("cpu_seconds"), record["dynamo"].get("cpu_seconds")
     cpu = f"; CPU time {ours_cpu / stock_cpu:.2f}×" if ours_cpu and stock_cpu else ""
-    return text + f" ({ours / stock:.2f}× dynamo's {stock:.1f} s{cpu})"
+    best = f"; fastest of {record['fxport']['timings']}" if record["fxport"].get("timings", 1) > 1 else ""
+    return text + f" ({ours / stock:.2f}× dynamo's {stock:.1f} s{cpu}{best})"
 
 
 def markdown(records: list[dict]) -> str:
@@ -327,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per model")
     parser.add_argument("--memory-gb", type=float, default=12, help="address-space limit per subprocess (0: none)")
     parser.add_argument("--output", help="markdown file for the table (default: the sweep section of docs/vision-models.md)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="time dynamo=True and fxport this many times each, one after the other; "
+                        "the table shows the fastest (the machine's noise is one-sided)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--record", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
@@ -337,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(run_model(options.worker), handle)
         return 0
     names = options.only.split(",") if options.only else list(MODELS)
+    os.environ[REPEAT_ENV] = str(max(1, options.repeat))  # read by each model's worker
     records = []
     for name in names:
         record = run_in_subprocess(name, options.timeout, options.memory_gb, script="benchmarks.vision_models")
