@@ -7,7 +7,7 @@ fxport/dynamic_dims.py, failures are classified in fxport/capture_failures.py.
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet, number_as_tensor
+    >>> from fxport.inputs import InputSet
     >>> ep = capture(torch.nn.Softmax(dim=-1), InputSet((torch.randn(2, 3),)), {"input": {0: "batch"}})
     >>> [str(d) for d in ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape]
     ['s...', '3']
