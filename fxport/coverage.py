@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 from fxport.errors import SourceLocation
+from fxport.exporter import registry_with
 from fxport.frames import user_location_in
 
 
@@ -52,22 +53,6 @@ def location_of(node: torch.fx.Node) -> SourceLocation | None:
     return user_location_in(node.meta.get("stack_trace"))
 
 
-def build_registry(translation_table: dict[Callable, Callable] | None = None, opset: int | None = None):
-    """The exporter's ONNX registry with the given custom translations registered on top."""
-    from torch.onnx._internal.exporter import _registration
-
-    registry = (
-        _registration.ONNXRegistry.from_torchlib(opset)
-        if opset is not None
-        else _registration.ONNXRegistry.from_torchlib()
-    )
-    for target, function in (translation_table or {}).items():
-        functions = function if isinstance(function, (list, tuple)) else [function]
-        for fn in functions:
-            registry.register_op(target, fn)
-    return registry
-
-
 def find_missing_ops(
     program: torch.export.ExportedProgram,
     translation_table: dict[Callable, Callable] | None = None,
@@ -76,7 +61,7 @@ def find_missing_ops(
     """Every distinct (op, user line) in ``program`` that the exporter cannot translate."""
     from torch.onnx._internal.exporter import _core, _dispatching
 
-    registry = build_registry(translation_table, opset)
+    registry = registry_with(translation_table, opset)
     decomposed = _core._prepare_exported_program_for_export(program, registry=registry)
     missing: dict[tuple[str, str], MissingOp] = {}
     for graph_module in decomposed.graph_module.modules():

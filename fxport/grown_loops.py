@@ -26,6 +26,7 @@ import torch
 from fxport.controlflow.operators import growing
 from fxport.controlflow.operators.state import growing_body, session
 from fxport.errors import ControlFlowError, LoweringError
+from fxport.exporter import export_program
 from fxport.quiet import quiet_torch
 
 OP = torch.ops.fxport.grown_loop.default
@@ -74,8 +75,7 @@ def _body_model(loop, node, opset, table):
     nested = {**(table or {}), **loop_translations(program, opset, table)}
     try:
         with quiet_torch(), torch.no_grad():
-            onnx_program = torch.onnx.export(program, dynamo=True, opset_version=opset,
-                                             custom_translation_table=nested or None, optimize=False, verbose=False)
+            onnx_program = export_program(program, opset=opset, translation_table=nested)
     except Exception as exc:
         raise LoweringError(f"the ONNX exporter failed on the body of the loop at {loop.info.location}: "
                             f"{_summary(exc)}", hint="run with --debug for the full trace") from exc

@@ -1,7 +1,8 @@
 """The lower stage: captured program → ONNX with the dynamo exporter.
 
-``torch.onnx.export(exported_program, dynamo=True)`` does the translation; fxport adds the
-translations contributed by rules (``custom_translation_table``), optional optimisation
+``torch.onnx.export(exported_program, dynamo=True)`` does the translation (its op registry built
+once per process: fxport/exporter.py); fxport adds the translations contributed by rules
+(``custom_translation_table``), optional optimisation
 (``ONNXProgram.optimize()``: constant folding, dead code, common subexpressions), the ONNX
 checker, and one-line errors. When an op has no translation, every missing op is listed at once.
 Weights over protobuf's 2 GB limit go to external data (fxport/external.py): streamed from the
@@ -27,6 +28,7 @@ import torch
 
 from fxport.coverage import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
+from fxport.exporter import export_program
 from fxport.grown_loops import loop_translations
 from fxport.loop_invariants import hoist_loop_invariants
 from fxport.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
@@ -75,14 +77,7 @@ def lower(
     translation_table = {**translation_table, **loop_translations(program, opset, translation_table)}
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
         with quiet_torch(), torch.no_grad():
-            onnx_program = torch.onnx.export(
-                program,
-                dynamo=True,
-                opset_version=opset,
-                custom_translation_table=translation_table or None,
-                optimize=False,
-                verbose=False,
-            )
+            onnx_program = export_program(program, opset=opset, translation_table=translation_table)
             counts["exported"] = count_ir_nodes(onnx_program.model)
             if programs is not None:
                 programs["translated"] = onnx_program.exported_program

@@ -32,6 +32,7 @@ import torch
 from fxport.controlflow.operators.growing import loops_made
 from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
+from fxport.exporter import prepare as prepare_exporter
 from fxport.external import Staging
 from fxport.inputs import InputSet, to_input_sets
 from fxport.eager import Signature
@@ -100,6 +101,8 @@ def run(
     to_run = stages_through(until)
     job = start(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, output=output,
                 verify_inputs=verify_inputs, options=options_from(options, option_overrides), progress=progress)
+    if any(stage.name == "lower" for stage in to_run):
+        prepare_exporter(job.options.opset)  # the exporter's registry builds while eager and capture run
     produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging), \
             loops_made() as job.artifacts["grown_loops"]:  # the loops live as long as the job

@@ -1,0 +1,112 @@
+"""The dynamo exporter's translation of an exported program, with its op registry built once.
+
+``torch.onnx.export(program, dynamo=True)`` builds the registry of torchlib's ATen → ONNX
+translations on every call: it re-reads and re-parses the source of some 500 onnxscript
+functions (half a second a call on a 2-core machine, more on the first, which also imports
+torchlib). fxport lowers once per conversion, and again for each grown loop's body: it builds
+that registry once per process and opset, copies it per export (the exporter only reads it) and
+puts the conversion's own translations on the copy. :func:`prepare` starts the first build on a
+background thread, so a conversion's eager run and capture hide it.
+
+:func:`export_program` is ``torch.onnx.export(program, dynamo=True, optimize=False)`` with that
+registry: the same translation, the same opset rule (a registry at torchlib's opset where a lower
+one is asked for, as ``torch.onnx.export`` does).
+
+Example::
+
+    >>> import torch
+    >>> program = torch.export.export(torch.nn.ReLU(), (torch.randn(2, 3),))
+    >>> [node.op_type for node in export_program(program, opset=18).model.graph]
+    ['Relu']
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
+import torch
+
+_lock = threading.Lock()
+#: The torchlib registry per registry opset: built (or being built) once per process.
+_built: dict[int, Future] = {}
+
+
+def registry_opset(opset: int | None) -> int:
+    """The opset ``torch.onnx.export`` builds its registry at when asked for ``opset``."""
+    from torch.onnx import _constants as onnx_constants
+    from torch.onnx._internal.exporter import _constants
+
+    opset = onnx_constants.ONNX_DEFAULT_OPSET if opset is None else opset
+    return max(opset, _constants.TORCHLIB_OPSET)
+
+
+def prepare(opset: int | None = None) -> Future:
+    """Start building the registry for ``opset`` on a background thread (nothing when it is
+    built or under way); the first :func:`export_program` then waits only for what is left.
+    Returns the build's future.
+
+    torch's side of the exporter is imported here, on the calling thread: the background thread
+    imports only onnxscript's torchlib, which nothing else imports meanwhile.
+    """
+    import torch.onnx._internal.exporter._core  # noqa: F401
+    import torch.onnx._internal.exporter._torchlib.ops  # noqa: F401
+
+    return _torchlib_registry(registry_opset(opset), background=True)
+
+
+def registry_with(translation_table: dict[Callable, Any] | None = None, opset: int | None = None):
+    """A copy of the process's torchlib registry for ``opset`` with ``translation_table``'s
+    translations registered first (a list value registers each of its functions)."""
+    from torch.onnx._internal.exporter import _registration
+
+    try:
+        torchlib = _torchlib_registry(registry_opset(opset)).result()
+    except Exception:  # noqa: BLE001 - a failed background build: once more here, its error raised
+        torchlib = _torchlib_registry(registry_opset(opset)).result()
+    registry = _registration.ONNXRegistry()
+    registry._opset_version = torchlib.opset_version
+    registry.functions = {target: list(translations) for target, translations in torchlib.functions.items()}
+    for target, function in (translation_table or {}).items():
+        for one in function if isinstance(function, (list, tuple)) else [function]:
+            registry.register_op(target, one)
+    return registry
+
+
+def export_program(program: torch.export.ExportedProgram, *, opset: int | None = None,
+                   translation_table: dict[Callable, Callable] | None = None):
+    """``torch.onnx.export(program, dynamo=True, opset_version=opset, custom_translation_table=
+    translation_table, optimize=False)``: the ``ONNXProgram``, with the registry built once."""
+    from torch.onnx import _constants as onnx_constants
+    from torch.onnx._internal.exporter import _core
+
+    return _core.export(program, registry=registry_with(translation_table, opset), optimize=False, verbose=False,
+                        opset_version=onnx_constants.ONNX_DEFAULT_OPSET if opset is None else opset)
+
+
+def _torchlib_registry(opset: int, background: bool = False) -> Future:
+    """The future of the torchlib registry at ``opset``, its build started here when none is
+    (on a daemon thread with ``background``); a failed build is not kept, the next call retries."""
+    with _lock:
+        future = _built.get(opset)
+        started = future is None
+        if started:
+            future = _built[opset] = Future()
+    if started:
+        if background:
+            threading.Thread(target=_build, args=(future, opset), name="fxport-registry", daemon=True).start()
+        else:
+            _build(future, opset)
+    return future
+
+
+def _build(future: Future, opset: int) -> None:
+    from torch.onnx._internal.exporter import _registration
+
+    try:
+        future.set_result(_registration.ONNXRegistry.from_torchlib(opset_version=opset))
+    except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
+        with _lock:
+            _built.pop(opset, None)
+        future.set_exception(exc)
