@@ -124,3 +124,95 @@ def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipp
     nonempty = [row for row in generated if "=0" not in row.name]  # batch 0 / n 0: nothing to differ
     assert nonempty and all(not row.passed and "float64 reference was stopped" in row.note
                             for row in nonempty), [(row.name, row.passed, row.note) for row in nonempty]
+
+
+# --- a model that draws random numbers has no float64 truth (fxport/reference.py) ----------------
+
+class GlobalDraw(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+class OwnGenerator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(0)
+
+    def forward(self, x):
+        return x + torch.rand(x.shape, generator=self.generator, dtype=x.dtype)
+
+
+class PythonDraw(torch.nn.Module):
+    def forward(self, x):
+        import random
+
+        return x + random.random()
+
+
+class NumpyDraw(torch.nn.Module):
+    def forward(self, x):
+        return x + float(np.random.rand())
+
+
+class Deterministic(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(3).eval()  # its unused statistics are empty tensors
+
+    def forward(self, x):
+        return self.norm(x).cumsum(-1)
+
+
+def _counted_runs(monkeypatch) -> list:
+    import fxport.reference as reference
+
+    runs, run_eager = [], reference.run_eager
+    monkeypatch.setattr(reference, "run_eager", lambda *a: runs.append(1) or run_eager(*a))
+    return runs
+
+
+@pytest.mark.parametrize("model", [GlobalDraw(), OwnGenerator(), PythonDraw(), NumpyDraw()],
+                         ids=lambda m: type(m).__name__)
+def test_a_model_drawing_random_numbers_from_any_source_gets_no_float64_truth(model, monkeypatch):
+    from fxport.reference import Float64Reference
+
+    runs = _counted_runs(monkeypatch)
+    assert Float64Reference(model).run(InputSet((torch.randn(2, 3, 5),)), trials=0) is None
+    assert len(runs) == 2  # the draw was seen, so the run was repeated, and it did not repeat
+
+
+def test_a_model_that_draws_nothing_runs_once_for_its_float64_truth(monkeypatch):
+    from fxport.reference import Float64Reference
+
+    runs = _counted_runs(monkeypatch)
+    reference = Float64Reference(Deterministic())
+    truth = reference.run(InputSet((torch.randn(2, 3, 5),)), trials=0)
+    assert truth is not None and truth.outputs.dtype == torch.float64 and len(runs) == 1
+    assert reference.run(InputSet((torch.randn(4, 3, 5),)), trials=0) is not None and len(runs) == 2
+
+
+class Unfilled(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.empty_like(x).fill_(1.0)
+
+
+def test_memory_a_model_does_not_fill_is_repeated_before_it_is_trusted(monkeypatch):
+    from fxport.reference import Float64Reference
+
+    runs = _counted_runs(monkeypatch)
+    assert Float64Reference(Unfilled()).run(InputSet((torch.randn(2, 3),)), trials=0) is not None
+    assert len(runs) == 2  # filled before use: the second run agrees, and the truth stands
+
+
+class NoisyDraw(torch.nn.Module):
+    """Cancellation's rounding noise (judged against float64) plus a small random draw."""
+
+    def forward(self, x):
+        big = x * 1e4
+        return big.sum(-1) - big.flip(-1).sum(-1) + 1e-2 * torch.rand(x.shape[:-1])
+
+
+def test_a_random_draw_is_not_passed_as_rounding_noise():
+    x = torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(fxport.VerificationError):
+        fxport.convert(NoisyDraw(), (x,), dynamic_shapes=({0: "batch", 1: "n"},))
