@@ -22,6 +22,8 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -61,10 +63,7 @@ def registry_with(translation_table: dict[Callable, Any] | None = None, opset: i
     translations registered first (a list value registers each of its functions)."""
     from torch.onnx._internal.exporter import _registration
 
-    try:
-        torchlib = _torchlib_registry(registry_opset(opset)).result()
-    except Exception:  # noqa: BLE001 - a failed background build: once more here, its error raised
-        torchlib = _torchlib_registry(registry_opset(opset)).result()
+    torchlib = _current_registry(registry_opset(opset))
     registry = _registration.ONNXRegistry()
     registry._opset_version = torchlib.opset_version
     registry.functions = {target: list(translations) for target, translations in torchlib.functions.items()}
@@ -85,6 +84,37 @@ def export_program(program: torch.export.ExportedProgram, *, opset: int | None =
                         opset_version=onnx_constants.ONNX_DEFAULT_OPSET if opset is None else opset)
 
 
+def _current_registry(opset: int):
+    """The torchlib registry at ``opset``, built again when a failed background build left none
+    or when an op namespace torchlib translates has loaded since it was built (``torchvision``
+    imported after a first conversion: a registry built before has no translation for its ``nms``)."""
+    future = _torchlib_registry(opset)
+    try:
+        built = future.result()
+    except Exception:  # noqa: BLE001 - a failed background build: once more here, its error raised
+        built = _torchlib_registry(opset).result()
+    if _loaded_namespaces(built.wanted) != built.namespaces:
+        with _lock:
+            if _built.get(opset) is future:
+                _built.pop(opset)
+        built = _torchlib_registry(opset).result()
+    return built.registry
+
+
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """A torchlib registry and the op namespaces its translations target (``wanted``) that the
+    dispatcher had when it was built (``namespaces``): an op not registered then got no translation."""
+
+    registry: Any
+    wanted: frozenset[str]
+    namespaces: frozenset[str]
+
+
+def _loaded_namespaces(wanted: frozenset[str]) -> frozenset[str]:
+    return wanted & {name.split("::", 1)[0] for name in torch._C._dispatch_get_all_op_names()}
+
+
 def _torchlib_registry(opset: int, background: bool = False) -> Future:
     """The future of the torchlib registry at ``opset``, its build started here when none is
     (on a daemon thread with ``background``); a failed build is not kept, the next call retries."""
@@ -102,11 +132,24 @@ def _torchlib_registry(opset: int, background: bool = False) -> Future:
 
 
 def _build(future: Future, opset: int) -> None:
-    from torch.onnx._internal.exporter import _registration
-
+    """Build the registry into ``future``; its log lines (``torchvision is not installed``) are
+    dropped, as ``quiet_torch`` drops them for the rest of the exporter."""
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    logger.addFilter(_drop)
     try:
-        future.set_result(_registration.ONNXRegistry.from_torchlib(opset_version=opset))
+        from onnxscript.function_libs.torch_lib import ops, registration  # noqa: F401 - registers the ops
+        from torch.onnx._internal.exporter import _registration
+
+        wanted = frozenset(name.split("::", 1)[0] for name in registration.default_registry) - {"_operator", "math"}
+        namespaces = _loaded_namespaces(wanted)  # before the build: an op registered during it counts as new
+        future.set_result(_Built(_registration.ONNXRegistry.from_torchlib(opset_version=opset), wanted, namespaces))
     except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for it
         with _lock:
             _built.pop(opset, None)
         future.set_exception(exc)
+    finally:
+        logger.removeFilter(_drop)
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import random
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from fxport.compare import flatten_outputs
 from fxport.inputs import InputSet
@@ -48,9 +46,7 @@ class Float64Reference:
     """A float64 copy of ``module``, made on first use; a model that cannot run in float64 (a
     dtype check, an op without a float64 kernel) gives no reference (``run`` returns None), and
     neither does a model whose float64 output changes from run to run (it draws random numbers:
-    a spread of draws is no rounding noise): the first run is repeated to see whether it does
-    when it drew random numbers or read memory it did not fill (:class:`DrawWatch`). The
-    caller's random state is left as it was."""
+    a spread of draws is no rounding noise). The caller's random state is left as it was."""
 
     #: Perturbed runs per input set, at most: more trials only widen the noise, so a verdict
     #: that passes after fewer stands (:meth:`perturbed_again`).
@@ -72,12 +68,10 @@ class Float64Reference:
                 self._double = copy.deepcopy(self._module).double()
             widened = inputs.map_tensors(lambda _, t: t.double() if t.dtype == torch.float32 else t)
             with torch.random.fork_rng():
-                if self._repeatable:
-                    exact = run_eager(self._double, widened)
-                else:  # asked once: a model that draws random numbers draws them on every set
-                    exact, seen = _watched_run(self._double, widened)
-                    if seen and not _identical(exact, run_eager(self._double, widened)):
-                        self._broken = True  # no truth for this model
+                exact = run_eager(self._double, widened)
+                if not self._repeatable:  # asked once: a model that draws random numbers draws them on every set
+                    if not _identical(exact, run_eager(self._double, widened)):  # no truth for this model
+                        self._broken = True
                         return None
                     self._repeatable = True
         except Exception:  # noqa: BLE001 - any failure only means: no reference, fixed verdict
@@ -100,71 +94,6 @@ class Float64Reference:
         noise = [max(level, _distance(a, b)) for level, a, b in
                  zip(run.noise, flatten_outputs(perturbed), flatten_outputs(run.outputs))]
         return dataclasses.replace(run, noise=noise, trials=run.trials + 1)
-
-
-class DrawWatch(TorchDispatchMode):
-    """Notes (``seen``) the first op of a run whose result is not a function of its inputs: one
-    that draws random numbers, whichever generator it draws from (torch's
-    ``nondeterministic_seeded`` tag), or one that returns memory it does not fill (a non-empty
-    result of ``empty``); and, on leaving, whether Python's or NumPy's random state moved. Only such a run needs a second run
-    to show that its outputs repeat.
-
-    Example::
-
-        >>> with DrawWatch() as watch:
-        ...     _ = torch.ones(2) * 2
-        >>> watch.seen
-        >>> with DrawWatch() as watch:
-        ...     _ = torch.rand(2) * 2
-        >>> watch.seen
-        'aten::rand'
-    """
-
-    UNFILLED = frozenset({"aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided",
-                          "aten::new_empty_strided", "aten::empty_permuted", "aten::resize_"})
-
-    def __init__(self):
-        super().__init__()
-        self.seen: str | None = None
-
-    def __enter__(self):
-        self._states = (random.getstate(), _numpy_state())
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        if self.seen is None and (random.getstate(), _numpy_state()) != self._states:
-            self.seen = "Python's or NumPy's random numbers"
-        return super().__exit__(*exc)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        if self.seen is None and (torch.Tag.nondeterministic_seeded in func.tags or (
-                func._schema.name in self.UNFILLED and any(t.numel() for t in pytree.tree_leaves(result)
-                                                           if isinstance(t, torch.Tensor)))):
-            self.seen = func._schema.name  # (batch norm's unused statistics are empty tensors)
-        return result
-
-
-def _watched_run(module: torch.nn.Module, inputs: InputSet) -> tuple[Any, str | None]:
-    """``(outputs, what DrawWatch saw)``; a model that fails under the watch (a dispatch mode)
-    runs plainly, and counts as seen: its run is repeated."""
-    watch = DrawWatch()
-    try:
-        with watch:
-            outputs = run_eager(module, inputs)
-        return outputs, watch.seen  # read after the block: leaving it compares the random states
-    except Exception:  # noqa: BLE001 - a model that fails plainly too raises from here
-        return run_eager(module, inputs), "a run that failed under DrawWatch"
-
-
-def _numpy_state() -> Any:
-    """NumPy's global random state, comparable with ``==`` (None without NumPy)."""
-    try:
-        import numpy
-    except ImportError:
-        return None
-    name, keys, position, has_gauss, gauss = numpy.random.get_state()
-    return name, keys.tobytes(), position, has_gauss, gauss
 
 
 def _identical(a: Any, b: Any) -> bool:

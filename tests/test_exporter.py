@@ -109,7 +109,7 @@ def test_prepare_builds_in_the_background_and_a_failed_build_is_retried(fresh_re
     assert failures == ["once"]
     wider = torch.randn(6, 5) * 0.5
     np.testing.assert_allclose(_run(onnx_program, wider), Net()(wider).numpy(), rtol=1e-5, atol=1e-5)
-    assert exporter._built[18].result().functions  # the retried build is the one kept
+    assert exporter._built[18].result().registry.functions  # the retried build is the one kept
 
 
 def test_a_conversion_starts_the_build_before_it_captures(fresh_registry, monkeypatch):
@@ -130,3 +130,27 @@ def test_a_conversion_starts_the_build_before_it_captures(fresh_registry, monkey
     assert all(row.passed for row in result.verification)
     assert list(captured_with[0]) == [exporter.registry_opset(None)]
     assert fresh_registry == [exporter.registry_opset(None)]
+
+
+def test_an_op_namespace_loaded_after_the_build_builds_the_registry_again(fresh_registry, monkeypatch):
+    """torchvision imported after a first conversion: a registry built before it has no
+    translation for torchvision::nms, so the next export builds it again (once)."""
+    loaded = {"aten", "prims"}
+    monkeypatch.setattr(exporter, "_loaded_namespaces", lambda wanted: frozenset(wanted & loaded))
+    exporter.registry_with({}, 18)
+    exporter.registry_with({}, 18)
+    assert fresh_registry == [18]
+    loaded.add("torchvision")
+    exporter.registry_with({}, 18)
+    exporter.registry_with({}, 18)
+    assert fresh_registry == [18, 18]
+
+
+def test_a_registry_built_with_torchvision_loaded_translates_its_ops(monkeypatch):
+    torchvision = pytest.importorskip("torchvision")
+    monkeypatch.setattr(exporter, "_built", {})
+    registry = exporter.registry_with({}, 18)
+    nms = torch.ops.torchvision.nms.default
+    assert registry.is_registered(nms)  # imported above, before this build
+    built = exporter._built[18].result()
+    assert "torchvision" in built.namespaces and torchvision
