@@ -227,6 +227,12 @@ class Staging:
             with contextlib.suppress(OutputWriteError):
                 self._early = EarlyFile(pieces, self.output)
 
+    def early_head(self, pieces: list[bytes]) -> str | None:
+        """The path of the file :meth:`begin_file` started, once it holds ``pieces`` but the
+        last (:meth:`EarlyFile.head_path <fxport.files.EarlyFile.head_path>`); None without one."""
+        early = self._early
+        return early.head_path(pieces) if early is not None else None
+
     def commit_file(self, model: onnx.ModelProto, model_bytes) -> str | None:
         """The output, finished from the file :meth:`begin_file` started, when ``model`` still
         serialises (through ``model_bytes``, the lower stage's) to what it began with; None otherwise."""

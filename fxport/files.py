@@ -134,13 +134,14 @@ class EarlyFile:
         try:
             for piece in self._head:
                 self._handle.write(piece)
+            self._handle.flush()  # whole on disk for a reader that opens it by name (head_path)
         except BaseException as exc:  # noqa: BLE001 - raised by commit, on the caller's thread
             self._error = exc
 
     def commit(self, pieces: list[bytes]) -> str | None:
         """The file at ``path``, written from ``pieces`` (the model as it is now); None when its
         leading pieces changed since the file was begun (nothing is left behind)."""
-        if len(pieces) != len(self._head) + 1 or any(a is not b and a != b for a, b in zip(pieces, self._head)):
+        if not self._begun_with(pieces):
             self.discard()
             return None
         self._thread.join()
@@ -156,6 +157,18 @@ class EarlyFile:
             raise OutputWriteError(f"cannot write {self.path}: {exc}", hint="choose a writable path") from exc
         self._temp = None
         return self.path
+
+    def head_path(self, pieces: list[bytes]) -> str | None:
+        """The temporary file's path once it holds every piece but the last, when ``pieces`` (the
+        model as it is now) begin with the pieces it was begun with; None otherwise, or when
+        its write failed (:meth:`commit` raises that error)."""
+        if self._temp is None or not self._begun_with(pieces):
+            return None
+        self._thread.join()
+        return self._temp if self._error is None else None
+
+    def _begun_with(self, pieces: list[bytes]) -> bool:
+        return len(pieces) == len(self._head) + 1 and all(a is b or a == b for a, b in zip(pieces, self._head))
 
     def discard(self) -> None:
         """Stop using the file and remove it (once its thread is done)."""

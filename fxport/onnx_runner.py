@@ -66,7 +66,7 @@ class OnnxRunner:
             options.enable_profiling = True
             options.profile_file_prefix = os.path.join(self._profile_dir, "run")
         try:
-            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else serialize(model, model_bytes)
+            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else _in_memory(model, model_bytes, options)
             self.session = ort.InferenceSession(source, options, providers=self.providers)
         except Exception as exc:
             raise VerificationError(
@@ -126,6 +126,17 @@ class OnnxRunner:
         finally:
             shutil.rmtree(self._profile_dir, ignore_errors=True)
         self.provider = describe_placement(self.placement, self.providers[0])
+
+
+def _in_memory(model: onnx.ModelProto, model_bytes: ModelBytes | None, options) -> bytes:
+    """The bytes ONNX Runtime loads ``model`` from: with the weights referred to in the output
+    file being written, where there is one (mapped, not copied: :meth:`ModelBytes.by_reference`)."""
+    referred = model_bytes.by_reference(model) if model_bytes is not None else None
+    if referred is None:
+        return serialize(model, model_bytes)
+    source, directory = referred
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path", directory)
+    return source
 
 
 #: onnxruntime input type strings → the torch dtype to feed.

@@ -118,6 +118,7 @@ def lower_to_onnx(job: Conversion) -> None:
         check_onnx(job.onnx_model if fused else job.model_bytes(job.onnx_model), ort=fused)
         if options.precision == "fp32":  # the file is written while verification runs; committed if it passes
             job.staging.begin_file(job.model_bytes.pieces(job.onnx_model))
+            job.model_bytes.head_file = job.staging.early_head  # ONNX Runtime maps the weights from it
 
 
 def convert_precision(job: Conversion) -> None:
