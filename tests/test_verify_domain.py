@@ -249,3 +249,22 @@ def test_a_wrong_number_output_is_refused():
 
     comparisons, _ = compare_outputs(flatten_outputs((torch.ones(2), 5)), [np.ones(2, np.float32), np.array(6)])
     assert [c.passed for c in comparisons] == [True, False]
+
+
+def test_a_big_image_batch_grows_in_the_set_that_shrinks_the_image():
+    """1×3×224×224: growing the batch to 2 in ``larger`` doubles its run; grown in the shrunk set
+    (``mixed``) instead, the pair costs 1.5 example runs, not 2.3, and each dimension is still
+    run above the example (and height and width below it)."""
+    image = InputSet((torch.randn(1, 3, 224, 224),))
+    sets = generate_input_sets(image, {0: {0: "batch", 2: "height", 3: "width"}})
+    shapes = {s.name: tuple(s.tensors()[0].shape) for s in sets}
+    assert shapes["larger[batch=1,height=225,width=225]"] == (1, 3, 225, 225)
+    assert shapes["mixed[batch=2,height=112,width=112]"] == (2, 3, 112, 112)
+    assert "size[batch=2]" not in shapes  # the mixed set runs batch 2
+    cost = sum(s.tensors()[0].numel() for s in sets if s.name.startswith(("larger", "mixed"))) / image.tensors()[0].numel()
+    assert cost < 1.6
+    small = InputSet((torch.randn(1, 3, 64, 64),))  # under 65,536 elements: cheap either way, not crossed
+    names = [s.name for s in generate_input_sets(small, {0: {0: "batch", 2: "height", 3: "width"}})]
+    assert names[:2] == ["larger[batch=2,height=65,width=65]", "smaller[batch=1,height=32,width=32]"]
+    clip = InputSet((torch.randn(1, 3, 8, 112, 112),))  # no smaller set to grow the batch in: larger keeps it
+    assert [s.name for s in generate_input_sets(clip, {0: {0: "batch", 2: "frames"}})][0] == "larger[batch=2,frames=9]"
