@@ -52,8 +52,13 @@ class Float64Reference:
     #: that passes after fewer stands (:meth:`perturbed_again`).
     TRIALS = 2
 
-    def __init__(self, module: torch.nn.Module):
+    def __init__(self, module: torch.nn.Module, probe: InputSet | None = None):
+        """``probe``: a small input set whose float64 run is repeated to tell whether the model
+        draws random numbers, before its first truth is trusted (an image set at a fraction of
+        the example's cost); None, or a probe the model cannot run or that gives no values,
+        repeats the first set asked instead."""
         self._module = module
+        self._probe = probe
         self._double: torch.nn.Module | None = None
         self._broken = False
         self._repeatable = False  # two runs on one set gave the same outputs
@@ -66,11 +71,11 @@ class Float64Reference:
         try:
             if self._double is None:
                 self._double = copy.deepcopy(self._module).double()
-            widened = inputs.map_tensors(lambda _, t: t.double() if t.dtype == torch.float32 else t)
+            widened = _widened(inputs)
             with torch.random.fork_rng():
                 exact = run_eager(self._double, widened)
                 if not self._repeatable:  # asked once: a model that draws random numbers draws them on every set
-                    if not _identical(exact, run_eager(self._double, widened)):  # no truth for this model
+                    if not self._repeats(exact, widened):  # no truth for this model
                         self._broken = True
                         return None
                     self._repeatable = True
@@ -81,6 +86,19 @@ class Float64Reference:
         while run is not None and run.trials < trials:
             run = self.perturbed_again(run)
         return run
+
+    def _repeats(self, exact: Any, widened: InputSet) -> bool:
+        """A second float64 run gives the same outputs: on the probe (run twice) when it runs and
+        gives values, else on ``widened`` (run once more, against ``exact``)."""
+        if self._probe is not None:
+            probe = _widened(self._probe)
+            try:
+                first = run_eager(self._double, probe)
+            except Exception:  # noqa: BLE001 - a size the model rejects: the set asked is repeated instead
+                first = None
+            if first is not None and any(t.numel() for t in flatten_outputs(first)):
+                return _identical(first, run_eager(self._double, probe))
+        return _identical(exact, run_eager(self._double, widened))
 
     def perturbed_again(self, run: ReferenceRun) -> ReferenceRun | None:
         """``run`` with one more perturbed run in its noise; None (and no reference from here on)
@@ -94,6 +112,10 @@ class Float64Reference:
         noise = [max(level, _distance(a, b)) for level, a, b in
                  zip(run.noise, flatten_outputs(perturbed), flatten_outputs(run.outputs))]
         return dataclasses.replace(run, noise=noise, trials=run.trials + 1)
+
+
+def _widened(inputs: InputSet) -> InputSet:
+    return inputs.map_tensors(lambda _, t: t.double() if t.dtype == torch.float32 else t)
 
 
 def _identical(a: Any, b: Any) -> bool:

@@ -137,7 +137,8 @@ def verify_model(
         candidates[1:1] = (generated_sets if generated_sets is not None
                            else generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains))
     module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
-    reference = Float64Reference(module_on_device) if _judged_by_noise(acceptance) else None
+    reference = (Float64Reference(module_on_device, probe=_repeat_probe(candidates, device))
+                 if _judged_by_noise(acceptance) else None)
     # a second session is a second copy of the weights: files with external data are not replayed
     replay = (DecisionReplay(program, model, lambda source: OnnxRunner(source, device))
               if program is not None and acceptance.min_cosine is None and isinstance(model, onnx.ModelProto)
@@ -251,6 +252,16 @@ def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
     """A generated input set the model itself cannot run (e.g. a size it does not support)."""
     return VerificationRow(inputs.name, inputs.shapes(), provider,
                            float("nan"), float("nan"), float("nan"), True, [], note)
+
+
+def _repeat_probe(candidates: list[InputSet], device: str) -> InputSet | None:
+    """The input set with the fewest elements and none empty: the float64 reference repeats its
+    run there to tell a model that draws random numbers (:class:`Float64Reference`)."""
+    filled = [s for s in candidates if all(t.numel() for t in s.tensors())]
+    if not filled:
+        return None
+    probe = min(filled, key=lambda s: sum(t.numel() for t in s.tensors()))
+    return probe.to(device) if device != "cpu" else probe
 
 
 def _judged_by_noise(acceptance: Acceptance) -> bool:

@@ -191,6 +191,71 @@ def test_a_model_that_draws_nothing_gets_its_float64_truth_and_is_repeated_once(
     assert reference.run(InputSet((torch.randn(4, 3, 5),)), trials=0) is not None and len(runs) == 3
 
 
+class Counting(torch.nn.Module):
+    """Python state that changes on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+@pytest.mark.parametrize("model", [GlobalDraw(), OwnGenerator(), PythonDraw(), NumpyDraw(), Counting()],
+                         ids=lambda m: type(m).__name__)
+def test_a_small_probe_tells_a_model_that_draws_random_numbers(model, monkeypatch):
+    """With a probe, the repeat runs there (two small runs) instead of on the big set."""
+    from fxport.reference import Float64Reference
+
+    runs = _counted_runs(monkeypatch)
+    probe = InputSet((torch.randn(1, 3, 2),))
+    assert Float64Reference(model, probe=probe).run(InputSet((torch.randn(8, 3, 64),)), trials=0) is None
+    assert len(runs) == 3  # the set once, the probe twice
+
+
+def test_a_deterministic_model_gets_its_truth_after_the_probe_repeats(monkeypatch):
+    from fxport.reference import Float64Reference
+
+    shapes = []
+    import fxport.reference as reference
+
+    run_eager = reference.run_eager
+    monkeypatch.setattr(reference, "run_eager", lambda m, i: shapes.append(tuple(i.tensors()[0].shape)) or run_eager(m, i))
+    truth = Float64Reference(Deterministic(), probe=InputSet((torch.randn(1, 3, 2),))).run(
+        InputSet((torch.randn(8, 3, 64),)), trials=0)
+    assert truth is not None and truth.outputs.shape == (8, 3, 64)
+    assert shapes == [(8, 3, 64), (1, 3, 2), (1, 3, 2)]
+
+
+class RejectsShortRows(torch.nn.Module):
+    def forward(self, x):
+        torch._check(x.shape[-1] > 4, lambda: "rows of 5 or more")
+        return x + torch.rand_like(x)
+
+
+def test_a_probe_the_model_rejects_falls_back_to_repeating_the_set(monkeypatch):
+    from fxport.reference import Float64Reference
+
+    runs = _counted_runs(monkeypatch)
+    probe = InputSet((torch.randn(1, 3, 2),))
+    assert Float64Reference(RejectsShortRows(), probe=probe).run(InputSet((torch.randn(2, 3, 8),)), trials=0) is None
+    assert len(runs) == 3  # the set, the rejected probe, the set again: the draw is still seen
+    truth = Float64Reference(Deterministic(), probe=InputSet((torch.randn(0, 3, 5),))).run(
+        InputSet((torch.randn(2, 3, 5),)), trials=0)
+    assert truth is not None  # an empty probe gives no values: the set was repeated instead
+
+
+def test_the_probe_is_the_smallest_set_with_no_empty_tensor():
+    from fxport.verify import _repeat_probe
+
+    sets = [InputSet((torch.randn(4, 8),), name="example"), InputSet((torch.randn(0, 8),), name="size[batch=0]"),
+            InputSet((torch.randn(1, 8),), name="size[batch=1]"), InputSet((torch.randn(6, 8),), name="larger")]
+    assert _repeat_probe(sets, "cpu").name == "size[batch=1]"
+    assert _repeat_probe(sets[1:2], "cpu") is None
+
+
 class Unfilled(torch.nn.Module):
     def forward(self, x):
         return x + torch.empty_like(x).fill_(1.0)
