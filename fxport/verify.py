@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -146,9 +147,11 @@ def verify_model(
     generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
     known = known_outputs if known_outputs and prepare_inputs is None and device == "cpu" else {}
     rows: dict[int, VerificationRow] = {}
-    # ONNX Runtime works on its own thread, one step behind eager: the session loads while eager
-    # runs the first sets, and each set's ONNX Runtime run overlaps the next set's eager run
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fxport-onnxruntime") as onnx_runtime:
+    # ONNX Runtime works on its own thread behind eager: the session loads while eager runs the
+    # first sets, and eager runs the next sets while ONNX Runtime runs the earlier ones; a set is
+    # judged once both sides ran it (the float64 judge, on this thread, overlaps ONNX Runtime too)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fxport-onnxruntime") as onnx_runtime, \
+            _cancelled_on_error(onnx_runtime):
         session = onnx_runtime.submit(OnnxRunner, model, device, model_bytes=model_bytes)
 
         def guarded(prepared: InputSet, bounded: bool, step: Callable[[], Any]) -> Any:
@@ -179,7 +182,7 @@ def verify_model(
                 waiting.inputs, waiting.expected, waiting.run.result(), runner.provider, acceptance, reference,
                 waiting.bounded, replay, waiting.eager_seconds))
 
-        waiting = None
+        waiting: collections.deque[_Waiting] = collections.deque()  # eager ran them; oldest first
         for index, inputs in enumerate(candidates):
             prepared = prepare_inputs(inputs) if prepare_inputs else inputs
             if label:
@@ -196,11 +199,13 @@ def verify_model(
             expected, eager_seconds = reference_run
             run = onnx_runtime.submit(lambda on_device=on_device, bounded=bounded:
                                       session.result().run(on_device, limit=SECONDS if bounded else None))
-            if waiting is not None:
-                rows[waiting.index] = judged(waiting)
-            waiting = _Waiting(index, on_device, expected, eager_seconds, bounded, run)
-        if waiting is not None:
-            rows[waiting.index] = judged(waiting)
+            waiting.append(_Waiting(index, on_device, expected, eager_seconds, bounded, run))
+            while waiting and waiting[0].run.done():  # eager goes on while ONNX Runtime is busy
+                done = waiting.popleft()
+                rows[done.index] = judged(done)
+        while waiting:
+            done = waiting.popleft()
+            rows[done.index] = judged(done)
     runner = session.result()
     rows = [rows[index] for index in sorted(rows)]
     warning = fallback_warning(runner.placement, runner.providers[0])
@@ -287,6 +292,16 @@ def _float64_truth(reference: Float64Reference, inputs: InputSet, bounded: bool,
             return (reference.run(inputs, trials=0) if earlier is None else reference.perturbed_again(earlier)), ""
     except EagerRunStopped as stop:
         return None, stop.describe()
+
+
+@contextlib.contextmanager
+def _cancelled_on_error(executor: ThreadPoolExecutor):
+    """ONNX Runtime runs still queued are dropped when verification stops with an error."""
+    try:
+        yield
+    except BaseException:
+        executor.shutdown(wait=False, cancel_futures=True)
+        raise
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
-"""Verification runs ONNX Runtime on its own thread, one set behind eager (fxport/verify.py):
-the session loads while eager runs, rows keep their order, a set eager rejects never reaches
-ONNX Runtime, and a wrong file still fails."""
+"""Verification runs ONNX Runtime on its own thread, behind eager (fxport/verify.py): the
+session loads while eager runs, eager runs on while ONNX Runtime is busy, rows keep their
+order, a set eager rejects never reaches ONNX Runtime, and a wrong file still fails."""
 
 from __future__ import annotations
 
@@ -55,6 +55,61 @@ def test_the_session_loads_while_eager_runs_the_next_sets(monkeypatch):
     assert session_waited == [True], "eager ran no set while the session loaded"
     assert rows[0].name == "example" and all(row.passed for row in rows)
     assert len({row.name for row in rows}) == len(rows) > 3
+
+
+def test_eager_runs_every_set_while_one_onnx_runtime_run_is_slow(monkeypatch):
+    """The first ONNX Runtime run holds until eager has run every set: eager never waits for a
+    judgement it does not need yet, and every row is still judged."""
+    module, x = Tanh(), torch.randn(3, 4)
+    model = _converted(module, x)
+    sets = [InputSet((x,))] + verify.generate_input_sets(InputSet((x,)), {0: {0: "batch"}})
+    eager_runs, all_ran, held = [], threading.Event(), []
+
+    real_run_eager, real_run = verify.run_eager, verify.OnnxRunner.run
+
+    def run_eager(*args, **kwargs):
+        eager_runs.append(1)
+        if len(eager_runs) == len(sets):
+            all_ran.set()
+        return real_run_eager(*args, **kwargs)
+
+    def run(self, inputs, limit=None):
+        if not held:
+            held.append(all_ran.wait(timeout=60))
+        return real_run(self, inputs, limit)
+
+    monkeypatch.setattr(verify, "run_eager", run_eager)
+    monkeypatch.setattr(verify.OnnxRunner, "run", run)
+    rows = verify_model(module, model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}}, generated_sets=sets[1:])
+    assert held == [True], "eager waited for the first ONNX Runtime run"
+    assert [row.name for row in rows] == [s.name for s in sets] and all(row.passed for row in rows)
+
+
+def test_queued_onnx_runtime_runs_are_dropped_when_verification_stops(monkeypatch):
+    module, x = Tanh(), torch.randn(3, 4)
+    model = _converted(module, x)
+    sets = verify.generate_input_sets(InputSet((x,)), {0: {0: "batch"}})
+    started, release, runs = threading.Event(), threading.Event(), []
+    real_run, real_run_eager = verify.OnnxRunner.run, verify.run_eager
+
+    def run(self, inputs, limit=None):
+        runs.append(inputs.name)
+        started.set()
+        release.wait(timeout=60)
+        return real_run(self, inputs, limit)
+
+    def run_eager(module_, inputs):
+        if inputs.name == sets[2].name:  # the example's run is under way, two sets queued behind it
+            started.wait(timeout=60)
+            release.set()
+            raise KeyboardInterrupt  # the user stops the conversion
+        return real_run_eager(module_, inputs)
+
+    monkeypatch.setattr(verify.OnnxRunner, "run", run)
+    monkeypatch.setattr(verify, "run_eager", run_eager)
+    with pytest.raises(KeyboardInterrupt):
+        verify_model(module, model, [InputSet((x,))], dynamic_axes={0: {0: "batch"}}, generated_sets=sets)
+    assert len(runs) == 1, runs  # the run under way finished; the one queued behind it never ran
 
 
 def test_rows_keep_the_order_of_the_sets_around_sets_eager_rejects(monkeypatch):
