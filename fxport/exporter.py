@@ -30,6 +30,8 @@ from typing import Any, Callable
 
 import torch
 
+from fxport.quiet import drop_record
+
 _lock = threading.Lock()
 #: The torchlib registry per registry opset: built (or being built) once per process.
 _built: dict[int, Future] = {}
@@ -135,7 +137,7 @@ def _build(future: Future, opset: int) -> None:
     """Build the registry into ``future``; its log lines (``torchvision is not installed``) are
     dropped, as ``quiet_torch`` drops them for the rest of the exporter."""
     logger = logging.getLogger("torch.onnx._internal.exporter._registration")
-    logger.addFilter(_drop)
+    logger.addFilter(drop_record)
     try:
         from onnxscript.function_libs.torch_lib import ops, registration  # noqa: F401 - registers the ops
         from torch.onnx._internal.exporter import _registration
@@ -148,8 +150,4 @@ def _build(future: Future, opset: int) -> None:
             _built.pop(opset, None)
         future.set_exception(exc)
     finally:
-        logger.removeFilter(_drop)
-
-
-def _drop(record: logging.LogRecord) -> bool:
-    return False
+        logger.removeFilter(drop_record)

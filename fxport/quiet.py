@@ -33,7 +33,7 @@ def quiet_torch() -> Iterator[None]:
     logging.disable(logging.WARNING)
     handlers = _torch_handlers()
     for handler in handlers:
-        handler.addFilter(_drop)
+        handler.addFilter(drop_record)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()):
@@ -42,7 +42,7 @@ def quiet_torch() -> Iterator[None]:
     finally:
         torch._C._set_torch_function_state(function_state)
         for handler in handlers:
-            handler.removeFilter(_drop)
+            handler.removeFilter(drop_record)
         logging.disable(previous)
 
 
@@ -55,5 +55,6 @@ def _torch_handlers() -> list[logging.Handler]:
     return list({id(h): h for logger in loggers for h in logger.handlers}.values())
 
 
-def _drop(record: logging.LogRecord) -> bool:
+def drop_record(record: logging.LogRecord) -> bool:
+    """A logging filter that drops every record (what torch logs while fxport keeps it quiet)."""
     return False
