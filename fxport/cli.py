@@ -31,6 +31,7 @@ from rich.text import Text
 
 from fxport import __version__, choices
 from fxport.errors import ConversionError, OutputWriteError, UsageError
+from fxport.frames import exception_chain
 from fxport.shapes import shape_text
 
 # Start-up budget (``fxport --help`` ≤ 0.3 s): nothing here imports torch, onnx or onnxruntime;
@@ -157,12 +158,12 @@ def run_guarded(mode: OutputMode, action, on_error=None):
                 stderr.print(escape(skeleton), highlight=False)
         raise typer.Exit(exc.exit_code)
     except KeyboardInterrupt:  # say where it stopped; the outputs are written atomically, so none is partial
-        stderr.print(f"[bold red]interrupted[/bold red] during {mode.current_stage} "
-                     f"({time.perf_counter() - mode.started:.1f}s into it)", highlight=False)
-        raise typer.Exit(130)
+        _interrupted(mode)
     except (typer.Exit, typer.Abort):
         raise
     except Exception as exc:  # a bug in fxport or a library: still one line unless --debug
+        if any(isinstance(cause, KeyboardInterrupt) for cause in exception_chain(exc)):
+            _interrupted(mode)  # Ctrl-C inside an extension's import: ImportError("initialization failed")
         if mode.debug:
             traceback.print_exc()
         message = f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -172,6 +173,12 @@ def run_guarded(mode: OutputMode, action, on_error=None):
             stderr.print(f"[bold red]error:[/bold red] {escape(message)}; rerun with --debug and report it",
                          highlight=False)
         raise typer.Exit(1)
+
+
+def _interrupted(mode: OutputMode) -> None:
+    stderr.print(f"[bold red]interrupted[/bold red] during {mode.current_stage} "
+                 f"({time.perf_counter() - mode.started:.1f}s into it)", highlight=False)
+    raise typer.Exit(130)
 
 
 def optimize_choice(optimize: "Optimize | None", no_optimize: bool) -> str:

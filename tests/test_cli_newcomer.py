@@ -117,3 +117,22 @@ def test_a_built_in_op_rule_says_why_it_rewrote_the_op():
     result = fxport.convert(PlainMax().eval(), (torch.randn(3, 4),))
     (record,) = [r for r in result.rewrites if r.rule == "aten::max"]
     assert record.detail.endswith(": Maximum of all elements (0-d); any NaN → NaN; exact."), record.detail
+
+
+def test_ctrl_c_inside_an_extension_import_is_still_an_interruption(capsys):
+    """A Ctrl-C while a C extension initialises surfaces as ImportError("initialization
+    failed") raised from the KeyboardInterrupt: reported as the interruption it is (exit 130)."""
+    import typer
+
+    from fxport.cli import OutputMode, run_guarded
+
+    def action():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise ImportError("initialization failed") from interrupt
+
+    with pytest.raises(typer.Exit) as info:
+        run_guarded(OutputMode(quiet=False, as_json=False, debug=False), action)
+    assert info.value.exit_code == 130
+    assert "interrupted during loading" in capsys.readouterr().err
