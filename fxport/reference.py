@@ -18,8 +18,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import signal
+import threading
 from typing import Any
 
 import torch
@@ -28,6 +31,7 @@ import torch.utils._pytree as pytree
 from fxport.compare import flatten_outputs
 from fxport.inputs import InputSet
 from fxport.eager import run_eager
+from fxport.eager_limits import EagerRunStopped, time_limit
 
 
 @dataclasses.dataclass
@@ -90,15 +94,30 @@ class Float64Reference:
     def _repeats(self, exact: Any, widened: InputSet) -> bool:
         """A second float64 run gives the same outputs: on the probe (run twice) when it runs and
         gives values, else on ``widened`` (run once more, against ``exact``)."""
-        if self._probe is not None:
-            probe = _widened(self._probe)
-            try:
-                first = run_eager(self._double, probe)
-            except Exception:  # noqa: BLE001 - a size the model rejects: the set asked is repeated instead
-                first = None
-            if first is not None and any(t.numel() for t in flatten_outputs(first)):
-                return _identical(first, run_eager(self._double, probe))
+        probed = self._probe_runs() if self._probe is not None else None
+        if probed is not None:
+            return _identical(*probed)
         return _identical(exact, run_eager(self._double, widened))
+
+    def _probe_runs(self) -> tuple[Any, Any] | None:
+        """The probe's two float64 runs; None when the model rejects the probe, gives no values
+        there, or runs past the eager time limit on it (its values are made up). Under a limit
+        already set (a generated set's), that limit bounds both runs and ends the reference."""
+        probe = _widened(self._probe)
+        own_limit = threading.current_thread() is threading.main_thread() and hasattr(signal, "getitimer") \
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        try:
+            with time_limit() if own_limit else contextlib.nullcontext():
+                first = run_eager(self._double, probe)
+                if not any(t.numel() for t in flatten_outputs(first)):
+                    return None
+                return first, run_eager(self._double, probe)
+        except EagerRunStopped:
+            if not own_limit:
+                raise
+            return None
+        except Exception:  # noqa: BLE001 - a size the model rejects: the set asked is repeated instead
+            return None
 
     def perturbed_again(self, run: ReferenceRun) -> ReferenceRun | None:
         """``run`` with one more perturbed run in its noise; None (and no reference from here on)

@@ -281,3 +281,22 @@ def test_a_random_draw_is_not_passed_as_rounding_noise():
     x = torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))
     with pytest.raises(fxport.VerificationError):
         fxport.convert(NoisyDraw(), (x,), dynamic_shapes=({0: "batch", 1: "n"},))
+
+
+class HangsOnOneRow(torch.nn.Module):
+    """Deterministic, but never finishes on a single row (the probe's size)."""
+
+    def forward(self, x):
+        while x.shape[0] == 1:
+            pass
+        return x.cumsum(-1)
+
+
+def test_a_probe_the_model_never_finishes_on_is_stopped_and_the_set_repeated(monkeypatch):
+    import fxport.eager_limits as eager_limits
+    from fxport.reference import Float64Reference
+
+    monkeypatch.setattr(eager_limits, "SECONDS", 0.5)
+    truth = Float64Reference(HangsOnOneRow(), probe=InputSet((torch.randn(1, 3),))).run(
+        InputSet((torch.randn(4, 3),)), trials=0)
+    assert truth is not None and truth.outputs.shape == (4, 3)
