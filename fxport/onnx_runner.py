@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -66,8 +67,7 @@ class OnnxRunner:
             options.enable_profiling = True
             options.profile_file_prefix = os.path.join(self._profile_dir, "run")
         try:
-            source = os.fspath(model) if isinstance(model, (str, os.PathLike)) else _in_memory(model, model_bytes, options)
-            self.session = ort.InferenceSession(source, options, providers=self.providers)
+            self.session = _session(model, model_bytes, options, self.providers)
         except Exception as exc:
             raise VerificationError(
                 f"ONNX Runtime cannot load the model: {_first_line(exc)}",
@@ -128,15 +128,21 @@ class OnnxRunner:
         self.provider = describe_placement(self.placement, self.providers[0])
 
 
-def _in_memory(model: onnx.ModelProto, model_bytes: ModelBytes | None, options) -> bytes:
-    """The bytes ONNX Runtime loads ``model`` from: with the weights referred to in the output
-    file being written, where there is one (mapped, not copied: :meth:`ModelBytes.by_reference`)."""
+def _session(model: onnx.ModelProto | str | os.PathLike, model_bytes: ModelBytes | None, options, providers):
+    """The session of a model file, or of a proto: with its weights referred to in the output
+    file being written where there is one (mapped, not copied: :meth:`ModelBytes.by_reference`),
+    else from its bytes."""
+    import onnxruntime as ort
+
+    if isinstance(model, (str, os.PathLike)):
+        return ort.InferenceSession(os.fspath(model), options, providers=providers)
     referred = model_bytes.by_reference(model) if model_bytes is not None else None
-    if referred is None:
-        return serialize(model, model_bytes)
-    source, directory = referred
-    options.add_session_config_entry("session.model_external_initializers_file_folder_path", directory)
-    return source
+    if referred is not None:
+        source, directory = referred
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", directory)
+        with contextlib.suppress(Exception):  # a file it cannot map (no mmap there): the bytes, as without one
+            return ort.InferenceSession(source, options, providers=providers)
+    return ort.InferenceSession(serialize(model, model_bytes), options, providers=providers)
 
 
 #: onnxruntime input type strings → the torch dtype to feed.

@@ -152,3 +152,18 @@ def test_an_early_file_names_its_head_only_while_the_model_begins_with_it(tmp_pa
     assert open(begun, "rb").read() == b"headgraph"  # whole, flushed, for a reader that opens it by name
     assert early.commit([b"head", b"graph", b"new tail"]) == str(path) and path.read_bytes() == b"headgraphnew tail"
     assert early.head_path([b"head", b"graph", b"new tail"]) is None  # committed: no temporary file any more
+
+
+def test_a_session_that_cannot_map_the_file_loads_the_bytes(tmp_path):
+    """A file ONNX Runtime cannot read by reference (here: removed before the load) costs the
+    mapping, not the verification: the session loads the model's own bytes."""
+    from fxport.onnx_runner import OnnxRunner
+
+    model = _model_with_a_branch()
+    model_bytes = ModelBytes(model)
+    model_bytes.head_file = lambda pieces: str(tmp_path / "gone.tmp")
+    x = np.random.rand(2, 32).astype(np.float32)
+    from fxport.inputs import InputSet
+
+    outputs = OnnxRunner(model, model_bytes=model_bytes).run(InputSet((torch.from_numpy(x),)))
+    np.testing.assert_array_equal(outputs[0], _session_outputs(model.SerializeToString(), x)[0])
