@@ -114,11 +114,11 @@ def lower_to_onnx(job: Conversion) -> None:
         record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
     if not job.staging.home(job.onnx_model):  # a staged pair was checked as a file by lower
         job.model_bytes = ModelBytes(job.onnx_model)  # the graph is final: serialised once from here
-        fused = options.optimize == "ort"  # ORT's default-domain contrib ops: the checker sees a copy
-        check_onnx(job.onnx_model if fused else job.model_bytes(job.onnx_model), ort=fused)
-        if options.precision == "fp32":  # the file is written while verification runs; committed if it passes
+        if options.precision == "fp32":  # written while the checker and verification run; committed if they pass
             job.staging.begin_file(job.model_bytes.pieces(job.onnx_model))
             job.model_bytes.head_file = job.staging.early_head  # ONNX Runtime maps the weights from it
+        fused = options.optimize == "ort"  # ORT's default-domain contrib ops: the checker sees a copy
+        check_onnx(job.onnx_model if fused else job.model_bytes(job.onnx_model), ort=fused)
 
 
 def convert_precision(job: Conversion) -> None:

@@ -167,3 +167,27 @@ def test_a_session_that_cannot_map_the_file_loads_the_bytes(tmp_path):
 
     outputs = OnnxRunner(model, model_bytes=model_bytes).run(InputSet((torch.from_numpy(x),)))
     np.testing.assert_array_equal(outputs[0], _session_outputs(model.SerializeToString(), x)[0])
+
+
+def test_a_model_the_checker_refuses_leaves_no_file_begun(tmp_path, monkeypatch):
+    """The file is begun before the checker runs (the write overlaps it): a refusal removes it."""
+    import fxport.stages as stages
+    from fxport.errors import LoweringError
+
+    def refuse(model, ort=False):
+        raise LoweringError("the exported ONNX model is invalid: test", hint="none")
+
+    monkeypatch.setattr(stages, "check_onnx", refuse)
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    path = tmp_path / "net.onnx"
+    try:
+        fxport.convert(Net(), (torch.randn(2, 3),), output=str(path))
+    except LoweringError:
+        pass
+    else:
+        raise AssertionError("the refused model was converted")
+    assert list(tmp_path.iterdir()) == []
