@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -175,6 +177,37 @@ def run_guarded(mode: OutputMode, action, on_error=None):
         raise typer.Exit(1)
 
 
+@contextlib.contextmanager
+def interrupts_deferred():
+    """A Ctrl-C during the block takes effect when it ends: one inside the import of torch's
+    compiler stack can leave an extension half-initialised and crash the interpreter at exit
+    (SIGSEGV/SIGABRT) instead of reporting the interruption.
+
+    >>> import os, signal
+    >>> try:
+    ...     with interrupts_deferred():
+    ...         os.kill(os.getpid(), signal.SIGINT)
+    ...         print("the block finished")
+    ... except KeyboardInterrupt:
+    ...     print("then the interruption")
+    the block finished
+    then the interruption
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received and previous is not signal.SIG_IGN:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        raise KeyboardInterrupt
+
+
 def _interrupted(mode: OutputMode) -> None:
     stderr.print(f"[bold red]interrupted[/bold red] during {mode.current_stage} "
                  f"({time.perf_counter() - mode.started:.1f}s into it)", highlight=False)
@@ -257,10 +290,11 @@ def convert(
     def action():
         mode.progress("load", "start")
         mode.progress("load", "importing torch and the exporter")
-        from fxport.load import load_model
-        from fxport.files import check_writable
-        from fxport.options import Options, check_opset
-        from fxport.pipeline import convert as convert_model
+        with interrupts_deferred():
+            from fxport.load import load_model
+            from fxport.files import check_writable
+            from fxport.options import Options, check_opset
+            from fxport.pipeline import convert as convert_model
 
         mode.progress("load", f"loading {target}")
 
