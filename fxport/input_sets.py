@@ -54,7 +54,8 @@ def generate_input_sets(
     if moved and not has_mask:
         del sets[0]  # fresh values at other sizes: random's run adds nothing (drawn all the
         # same, so that every other set keeps the values its name rebuilds: fuzz's failed_input_sets)
-    for (label, new_sizes), side in zip(moved, ("left", "right")):
+    for label, new_sizes, role in moved:
+        side = "left" if role == "larger" else "right"
         desc = ",".join(f"{n}={s}" for n, s in new_sizes.items())
         name = f"{label}[{desc}]" + (f", {side}-padded mask" if has_mask else "")
         sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side=side))

@@ -20,10 +20,12 @@ from fxport.inputs import InputSet
 
 
 def generated_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None,
-                    bounds: dict) -> tuple[dict[str, int], list[tuple[str, dict[str, int]]],
+                    bounds: dict) -> tuple[dict[str, int], list[tuple[str, dict[str, int], str]],
                                            list[tuple[dict[str, int], str]]]:
-    """``(the example's sizes, [(label, sizes)] of the sets that move every dimension at once,
-    [(sizes, why)] of the edge sets)``: no set twice, none that checks nothing another does.
+    """``(the example's sizes, [(label, sizes, role)] of the sets that move every dimension at
+    once, [(sizes, why)] of the edge sets)``: no set twice, none that checks nothing another
+    does. ``role`` is ``"larger"`` or ``"smaller"`` (a ``mixed`` set takes smaller's role), kept
+    when the other set is left out.
 
     ``smaller`` is left out when it shrinks one dimension that an edge set already runs at
     another size below the example (a clip's frames at 2); a big example's batch grows in the
@@ -41,7 +43,8 @@ def generated_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] |
     if edges_shrink_as_smaller_does(smaller, sizes, edges):
         smaller = sizes
     larger, smaller = crossed(example, dynamic_axes, sizes, larger, smaller)
-    moved = [(set_label(new_sizes, sizes), new_sizes) for new_sizes in (larger, smaller) if new_sizes != sizes]
+    moved = [(set_label(new_sizes, sizes), new_sizes, role)
+             for new_sizes, role in ((larger, "larger"), (smaller, "smaller")) if new_sizes != sizes]
     covered, kept = [sizes, larger, smaller], []
     for new_sizes, why in edges:
         if new_sizes in covered or two_already_checked(new_sizes, sizes, why, (larger, smaller)):

@@ -268,3 +268,13 @@ def test_a_big_image_batch_grows_in_the_set_that_shrinks_the_image():
     assert names[:2] == ["larger[batch=2,height=65,width=65]", "smaller[batch=1,height=32,width=32]"]
     clip = InputSet((torch.randn(1, 3, 8, 112, 112),))  # no smaller set to grow the batch in: larger keeps it
     assert [s.name for s in generate_input_sets(clip, {0: {0: "batch", 2: "frames"}})][0] == "larger[batch=2,frames=9]"
+
+
+def test_smaller_keeps_its_right_padded_mask_when_there_is_no_larger_set():
+    """A sequence exported for at most its example's length has no ``larger`` set; ``smaller``
+    still pads on the right (``larger`` pads on the left), as before sizes moved to set_sizes.py."""
+    text = InputSet((torch.randint(0, 37, (2, 5)), torch.ones(2, 5)))
+    names = [s.name for s in generate_input_sets(text, {0: {1: "seq"}, 1: {1: "seq"}},
+                                                 bounds={0: {1: (2, 5)}, 1: {1: (2, 5)}},
+                                                 domains={1: InputDomain(padding_mask=True)})]
+    assert "smaller[seq=2], right-padded mask" in names and not any(n.startswith("larger[") for n in names)
