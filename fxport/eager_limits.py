@@ -71,6 +71,20 @@ def time_limit(seconds: float | None = None):
 
 
 @contextlib.contextmanager
+def time_limit_unless_bounded(seconds: float | None = None):
+    """:func:`time_limit` where no limit is running yet (the block gets True); under one already
+    running, that one bounds the block and none is set (False): a second timer would cancel the
+    first, and the caller tells whose stop it caught by the value."""
+    running = (threading.current_thread() is threading.main_thread() and hasattr(signal, "getitimer")
+               and signal.getitimer(signal.ITIMER_REAL)[0] > 0)
+    if running:
+        yield False
+        return
+    with time_limit(seconds):
+        yield True
+
+
+@contextlib.contextmanager
 def terminated_after(run_options, seconds: float | None):
     """Set ONNX Runtime's ``run_options.terminate`` after ``seconds`` (None: never) while the
     body runs: the same bound for ONNX Runtime's run of those inputs (a signal cannot stop

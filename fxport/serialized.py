@@ -65,7 +65,6 @@ class ModelBytes:
         pieces = self.pieces(model)
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
-
     def by_reference(self, model: onnx.ModelProto) -> tuple[bytes, str] | None:
         """``model``'s bytes with the raw data of its graph's initializers left in the file
         :attr:`head_file` names, referred to by offset (ONNX external data), and that file's

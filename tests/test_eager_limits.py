@@ -74,3 +74,16 @@ def test_a_generated_size_on_which_the_loop_never_ends_is_skipped_not_hung(monke
     assert all(line_of(__file__, "empty-line") in w and "\n" not in w for w in stopped)
     assert any(w.startswith("coverage: the while loop ran past 10000 iterations") for w in stopped)
     assert result.model is not None and all(row.passed for row in result.verification if "batch=0" not in row.name)
+
+
+def test_a_limit_inside_a_running_one_leaves_the_outer_timer_alone():
+    """time_limit_unless_bounded sets no second timer under a running limit (which would cancel
+    it): the outer limit still stops the block, and the caller is told it was not its own."""
+    from fxport.eager_limits import time_limit_unless_bounded
+
+    with time_limit_unless_bounded(5) as own:
+        assert own is True
+    with pytest.raises(EagerRunStopped), time_limit(0.3):
+        with time_limit_unless_bounded(60) as own:
+            assert own is False
+        time.sleep(5)  # still bounded by the outer 0.3 s
