@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 import torch.fx.experimental._config as _shape_config
 from torch.export import Dim
+from torch.export.dynamic_shapes import _DimHint, _DimHintType
 
 from fxport.capture_failures import (
     SUGGESTED_CONSTANT,
@@ -46,6 +47,7 @@ from fxport.frames import chain_stops_at_caller, exception_chain as _exception_c
 from fxport.eager import Signature
 from fxport.inputs import InputSet, number_as_tensor
 from fxport.quiet import quiet_torch
+from fxport.size_one import specialises_size_one, stopping_at_size_one_guards
 
 
 @chain_stops_at_caller
@@ -156,7 +158,8 @@ def _export_converting_libraries(module, example: InputSet, spec, oblivious: boo
 
 
 def _export(module, inputs: InputSet, dynamic_shapes, oblivious: bool = False) -> torch.export.ExportedProgram:
-    with quiet_torch(), _shape_config.patch(backed_size_oblivious=oblivious):
+    with quiet_torch(), _shape_config.patch(backed_size_oblivious=oblivious), \
+            stopping_at_size_one_guards(enabled=oblivious and not _has_dim_hints(dynamic_shapes)):
         program = torch.export.export(module, inputs.args, inputs.kwargs or None,
                                       dynamic_shapes=dynamic_shapes, strict=False)
     constant_outputs_as_tensors(program)
@@ -241,18 +244,6 @@ def _adopt_suggested_bounds(exc, normalized, adopted: dict, oblivious: bool = Fa
     for name in dims:
         adopted[name] = where
     return refined
-
-
-def specialises_size_one(exc) -> bool:
-    """Whether a size-oblivious capture failed on a guard that holds at size 1 but not at 2
-    (``batch <= 1``: convnext's and vit's size-1 example took a path only size 1 takes): no
-    bound or hint makes that capture pass, only the capture from the grown example can.
-
-    >>> specialises_size_one(RuntimeError("Not all values of b = L['x'].size()[0] in the specified "
-    ...                                   "range satisfy the generated guard L['x'].size()[0] <= 1."))
-    True
-    """
-    return any(at_one is True and at_two is False for _, (at_one, at_two) in guards_at_sizes(str(exc), 1, 2))
 
 
 def _excluding_size_zero(exc, spec, adopted: dict) -> Any:
@@ -347,11 +338,20 @@ def _map_dims(spec: Any, fn: Callable[[Dim], Any]) -> Any:
 
 def _has_derived_dims(spec: Any) -> bool:
     """Whether ``spec`` holds a derived Dim (``8 * Dim("h8")``), which needs its root as a Dim."""
+    return _any_dim(spec, lambda dim: hasattr(dim, "root"))
+
+
+def _has_dim_hints(spec: Any) -> bool:
+    """Whether ``spec`` holds a ``Dim.DYNAMIC``/``Dim.AUTO`` hint (torch may specialise it)."""
+    return _any_dim(spec, lambda dim: isinstance(dim, _DimHint) and dim.type != _DimHintType.STATIC)
+
+
+def _any_dim(spec: Any, test: Callable[[Any], bool]) -> bool:
     if isinstance(spec, dict):
-        return any(_has_derived_dims(value) for value in spec.values())
+        return any(_any_dim(value, test) for value in spec.values())
     if isinstance(spec, (list, tuple)):
-        return any(_has_derived_dims(value) for value in spec)
-    return hasattr(spec, "root")
+        return any(_any_dim(value, test) for value in spec)
+    return test(spec)
 
 
 def _limits(dim: Dim) -> dict[str, int]:

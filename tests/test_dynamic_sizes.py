@@ -299,3 +299,57 @@ def test_a_dimension_the_hints_specialise_is_refused_as_the_named_dims_word_it()
     assert "specialises dynamic dimension 'height' to 16, 'width' to 16" in message, message
     assert "DYNAMIC" not in message and "\n" not in message, message
     assert info.value.where is not None and info.value.where.lineno == _PINNING_LINE, message
+
+
+class _TransposedProjection(torch.nn.Module):
+    """nn.MultiheadAttention's input projection in small: a linear layer over a transposed
+    ``(seq, batch, dim)`` view, which torch folds into one matrix product only at batch 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.projection = torch.nn.Linear(4, 4)
+        self.after = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.after(self.projection(x.transpose(0, 1)))
+
+
+def test_a_size_one_pin_stops_the_size_oblivious_capture_at_its_guard(monkeypatch):
+    """The size-oblivious capture stops at the guard ``batch == 1`` (the layer after it is never
+    traced: one trace less); the capture from batch 2 converts the model for every batch, and
+    the user's batch 1 is verified."""
+    import fxport.capture as capture_module
+
+    model = _TransposedProjection().eval()
+    traced_after, failures = [], []
+    model.after.register_forward_pre_hook(lambda *args: traced_after.append(1))
+    original = capture_module._export
+
+    def export(module, inputs, spec, oblivious=False):
+        calls_before = len(traced_after)
+        try:
+            return original(module, inputs, spec, oblivious)
+        except Exception as exc:
+            failures.append((oblivious, type(exc).__name__, str(exc), len(traced_after) - calls_before))
+            raise
+
+    monkeypatch.setattr(capture_module, "_export", export)
+    result = fxport.convert(model, (torch.randn(1, 5, 4),), dynamic_shapes=({0: "batch"},))
+    assert [(oblivious, kind, traced) for oblivious, kind, _, traced in failures] == [(True, "SizeOneGuard", 0)]
+    assert "generated guard L['x'].size()[0] == 1." in failures[0][2], failures
+    assert result.verified and {row.input_shapes[0][0] for row in result.verification} >= {0, 1, 2}
+    compared = assert_equals_eager_at(model, result.model, lambda n: (torch.randn(n, 5, 4),), [1, 2, 5])
+    assert compared == [1, 2, 5]
+
+
+def test_a_size_one_guard_under_a_dynamic_hint_is_left_to_torch():
+    """Only named Dims stop at the guard: ``Dim.DYNAMIC`` lets torch specialise where it must."""
+    from fxport.capture import _export
+    from fxport.inputs import InputSet
+    from fxport.size_one import SizeOneGuard
+
+    example = InputSet((torch.randn(1, 5, 4),))
+    with pytest.raises(SizeOneGuard):
+        _export(_TransposedProjection().eval(), example, ({0: Dim("batch")},), oblivious=True)
+    program = _export(_TransposedProjection().eval(), example, ({0: Dim.DYNAMIC},), oblivious=True)
+    assert program.graph_module is not None
