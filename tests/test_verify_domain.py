@@ -167,6 +167,16 @@ def test_smaller_is_left_to_the_edge_set_that_shrinks_the_same_single_dimension(
                for s in generate_input_sets(image, {0: {0: "batch", 2: "height"}}))
 
 
+def test_a_big_clips_batch_grows_in_the_edge_set_that_shrinks_its_frames():
+    """r3d_18's clip of 8 frames at batch 1 (over 65,536 elements): the batch grows in the edge
+    set at 2 frames rather than in ``larger``: 1.6 example runs where 2×9 frames and the edge
+    cost 2.5, and frames and batch are each still run above and below the example."""
+    clip = InputSet((torch.randn(1, 3, 8, 112, 112),))
+    names = [s.name for s in generate_input_sets(clip, {0: {0: "batch", 2: "frames"}})]
+    assert names == ["larger[batch=1,frames=9]", "mixed[batch=2,frames=2]", "size[batch=0]",
+                     "size[frames=1]", "size[frames=0]"], names
+
+
 @pytest.mark.slow
 def test_text_model_verifies_on_padded_masks_through_the_cli(tmp_path):
     result = run_cli("convert", f"{TEXT}:MaskedPooler", "-o", str(tmp_path / "m.onnx"), "--json")
@@ -266,8 +276,6 @@ def test_a_big_image_batch_grows_in_the_set_that_shrinks_the_image():
     small = InputSet((torch.randn(1, 3, 64, 64),))  # under 65,536 elements: cheap either way, not crossed
     names = [s.name for s in generate_input_sets(small, {0: {0: "batch", 2: "height", 3: "width"}})]
     assert names[:2] == ["larger[batch=2,height=65,width=65]", "smaller[batch=1,height=32,width=32]"]
-    clip = InputSet((torch.randn(1, 3, 8, 112, 112),))  # no smaller set to grow the batch in: larger keeps it
-    assert [s.name for s in generate_input_sets(clip, {0: {0: "batch", 2: "frames"}})][0] == "larger[batch=2,frames=9]"
 
 
 def test_smaller_keeps_its_right_padded_mask_when_there_is_no_larger_set():
