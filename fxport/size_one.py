@@ -31,6 +31,12 @@ class SizeOneGuard(RuntimeError):
     like torch's constraint violation, so that every reader of that message reads this one."""
 
 
+class _Stop(BaseException):
+    """The stop inside torch's trace: not an ``Exception``, so that no ``except Exception`` in
+    the model or in torch takes it for a failure to recover from (torch would have kept the guard
+    and failed at the end of the trace all the same); :class:`SizeOneGuard` once out of it."""
+
+
 def specialises_size_one(exc) -> bool:
     """Whether a size-oblivious capture failed on a guard that holds at size 1 but not at 2
     (``batch <= 1``: convnext's and vit's size-1 example took a path only size 1 takes): no
@@ -42,7 +48,8 @@ def specialises_size_one(exc) -> bool:
 def stopping_at_size_one_guards(enabled: bool = True):
     """While active, a guard on one size symbol that holds at 1 and not at 2, where the symbol's
     range holds both, raises :class:`SizeOneGuard` at once. Only for captures whose dynamic
-    dimensions are all named Dims: a ``Dim.DYNAMIC`` hint lets torch specialise instead."""
+    dimensions are all named Dims: a ``Dim.DYNAMIC`` hint lets torch specialise instead. The
+    model's own ``except Exception`` does not catch the stop (the guard stands, as in torch)."""
     if not enabled:
         yield
         return
@@ -53,11 +60,13 @@ def stopping_at_size_one_guards(enabled: bool = True):
         if prefix == "eval":
             message = _size_one_violation(shape_env, guard)
             if message is not None:
-                raise SizeOneGuard(message)
+                raise _Stop(message)
 
     ShapeEnv._log_guard = watching
     try:
         yield
+    except _Stop as stop:
+        raise SizeOneGuard(str(stop)).with_traceback(stop.__traceback__) from None
     finally:
         ShapeEnv._log_guard = original
 

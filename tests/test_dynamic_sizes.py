@@ -319,6 +319,7 @@ def test_a_size_one_pin_stops_the_size_oblivious_capture_at_its_guard(monkeypatc
     traced: one trace less); the capture from batch 2 converts the model for every batch, and
     the user's batch 1 is verified."""
     import fxport.capture as capture_module
+    from fxport.capture_failures import traced_location_from_exception
 
     model = _TransposedProjection().eval()
     traced_after, failures = [], []
@@ -330,13 +331,15 @@ def test_a_size_one_pin_stops_the_size_oblivious_capture_at_its_guard(monkeypatc
         try:
             return original(module, inputs, spec, oblivious)
         except Exception as exc:
-            failures.append((oblivious, type(exc).__name__, str(exc), len(traced_after) - calls_before))
+            failures.append((oblivious, type(exc).__name__, str(exc), len(traced_after) - calls_before,
+                             traced_location_from_exception(exc)))
             raise
 
     monkeypatch.setattr(capture_module, "_export", export)
     result = fxport.convert(model, (torch.randn(1, 5, 4),), dynamic_shapes=({0: "batch"},))
-    assert [(oblivious, kind, traced) for oblivious, kind, _, traced in failures] == [(True, "SizeOneGuard", 0)]
+    assert [(oblivious, kind, traced) for oblivious, kind, _, traced, _ in failures] == [(True, "SizeOneGuard", 0)]
     assert "generated guard L['x'].size()[0] == 1." in failures[0][2], failures
+    assert failures[0][4] is not None and failures[0][4].filename == __file__, failures  # the line that pins it
     assert result.verified and {row.input_shapes[0][0] for row in result.verification} >= {0, 1, 2}
     compared = assert_equals_eager_at(model, result.model, lambda n: (torch.randn(n, 5, 4),), [1, 2, 5])
     assert compared == [1, 2, 5]
@@ -353,3 +356,24 @@ def test_a_size_one_guard_under_a_dynamic_hint_is_left_to_torch():
         _export(_TransposedProjection().eval(), example, ({0: Dim("batch")},), oblivious=True)
     program = _export(_TransposedProjection().eval(), example, ({0: Dim.DYNAMIC},), oblivious=True)
     assert program.graph_module is not None
+
+
+class _ViewOrCopy(_TransposedProjection):
+    """A view where the layout allows it, a copy where ``view`` raises: its ``except`` must not
+    catch the capture's stop (torch keeps the guard and fails the capture at its end)."""
+
+    def forward(self, x):
+        try:
+            rows = x.transpose(0, 1).view(-1, 4)
+        except RuntimeError:
+            rows = x.flatten(0, 1) * 2  # another path than batch 1's
+        return self.after(rows)
+
+
+def test_the_models_own_except_does_not_catch_the_stop():
+    from fxport.capture import _export
+    from fxport.inputs import InputSet
+    from fxport.size_one import SizeOneGuard
+
+    with pytest.raises(SizeOneGuard):
+        _export(_ViewOrCopy().eval(), InputSet((torch.randn(1, 5, 4),)), ({0: Dim("batch")},), oblivious=True)
