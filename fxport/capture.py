@@ -34,16 +34,11 @@ from fxport.capture_failures import (
     traced_location_from_exception,
     why_oblivious_failed,
 )
-from fxport.dynamic_dims import (
-    annotate_dim_ranges,
-    dims_by_input,
-    is_finite,
-    narrowing_notes,
-    normalize_dynamic_shapes,
-    watch_range_narrowing,
-)
+from fxport.dynamic_dims import (annotate_dim_ranges, dims_by_input, is_finite, narrowing_notes,
+                                 normalize_dynamic_shapes, watch_range_narrowing)
 from fxport.errors import ConversionError
 from fxport.frames import chain_stops_at_caller, exception_chain as _exception_chain
+from fxport.hinted_guards import recording_guard_sites, refuse_unenforced_guards
 from fxport.eager import Signature
 from fxport.inputs import InputSet, number_as_tensor
 from fxport.quiet import quiet_torch
@@ -73,7 +68,8 @@ def capture(
     length limited by a position table), the bound torch.export suggests is adopted; a
     dimension the model specialises to one value is an error. The last capture left declares
     ``Dim.DYNAMIC`` hints first (torch narrows the ranges itself: one export where a suggested
-    fix takes two), the named Dims when that fails. Every narrowed range is a note
+    fix takes two), the named Dims when that fails; a guard torch keeps unchecked under a hint
+    that fails inside the range refuses the capture (fxport/hinted_guards.py). Every narrowed range is a note
     naming the range and, where torch's trace has one, the user's file:line; the program
     carries the ranges (:func:`dynamic_dim_bounds`, :func:`record_dynamic_ranges`).
 
@@ -89,7 +85,7 @@ def capture(
         else [("specialised", inputs)]
     failure, oblivious_left = None, bool(dims)
     bounded, bounds_adopted = normalized, {}  # the model's own bounds, learned once for every attempt
-    with watch_range_narrowing() as narrowed_at:
+    with watch_range_narrowing() as narrowed_at, recording_guard_sites() as guard_sites:
         while attempts:
             mode, example = attempts.pop(0)
             spec, adopted = bounded, dict(bounds_adopted)
@@ -125,6 +121,8 @@ def capture(
                     if spec is None:
                         break
                     continue
+                if _has_dim_hints(spec):  # torch keeps the guards it cannot word as a range unchecked
+                    refuse_unenforced_guards(program, dims, guard_sites)
                 annotate_dim_ranges(program, signature, inputs, normalized, narrowed_at, mode, adopted,
                                      fallback=why_oblivious_failed(failure) if mode == "specialised" else None)
                 if notes is not None:

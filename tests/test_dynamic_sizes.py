@@ -377,3 +377,38 @@ def test_the_models_own_except_does_not_catch_the_stop():
 
     with pytest.raises(SizeOneGuard):
         _export(_ViewOrCopy().eval(), InputSet((torch.randn(1, 5, 4),)), ({0: Dim("batch")},), oblivious=True)
+
+
+_WINDOWS_BRANCH = inspect.getsourcelines(models.Windows.forward)[1] + 2
+
+
+def test_a_guard_a_dynamic_hint_leaves_unchecked_refuses_the_capture_at_the_models_line():
+    """Under ``Dim.DYNAMIC`` torch keeps the window branch's guard (rows ≥ 15) without checking it
+    and reports rows 2..inf: the capture stage refuses it in one line, with the range that holds;
+    declared with that range, it captures."""
+    from fxport.capture import capture
+    from fxport.inputs import InputSet
+
+    example = InputSet((torch.randn(2, 30, 4),))
+    for spec in (({1: Dim.DYNAMIC},), ({1: Dim("rows")},)):
+        with pytest.raises(fxport.CaptureError) as info:
+            capture(models.Windows(), example, spec)
+        message = str(info.value)
+        assert "only for" in message and "15..inf" in message and "=14" in message and "min=15" in message, message
+        assert "\n" not in message
+        where = info.value.where
+        assert where is not None and where.filename == MODELS_FILE and where.lineno == _WINDOWS_BRANCH, where
+    program = capture(models.Windows(), example, ({1: Dim("rows", min=15)},))
+    assert "aten.roll.default" in {str(node.target) for node in program.graph.nodes}
+
+
+def test_the_same_branch_in_the_users_code_converts_for_every_size():
+    """The user's own size condition becomes a where (control-flow conversion): no guard is
+    left for the check above, and the file takes each path at its sizes, 0 rows included."""
+    model = models.Windows()
+    result = fxport.convert(model, (torch.randn(2, 30, 4),), dynamic_shapes=({1: "rows"},))
+    assert result.verified and "ifexp-to-where" in [r.rule for r in result.rewrites]
+    assert "Where" in {node.op_type for node in result.model.graph.node}
+    for rows in (0, 1, 7, 14, 15, 22, 30):  # 0: the roll rule (rewrites/empty_reductions.py)
+        x = torch.randn(2, rows, 4)
+        np.testing.assert_allclose(run_onnx(result.model, (x,))[0], model(x).numpy(), atol=1e-6)
