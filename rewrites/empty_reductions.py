@@ -1,5 +1,6 @@
 """Reductions over an empty slice answer as torch does: ``any()`` is False (``aten::any``,
-``aten::any.dim``, ``aten::any.dims``), ``mean()`` is NaN (``aten::mean``, ``aten::mean.dim``).
+``aten::any.dim``, ``aten::any.dims``), ``mean()`` is NaN (``aten::mean``, ``aten::mean.dim``);
+``einsum`` and ``roll`` of an empty dimension run (``aten::einsum``, ``aten::roll``).
 
 The stock translation (onnxscript's torch_lib) computes ``Cast(ReduceMax(Cast(x, int64)), bool)``.
 ONNX defines ``ReduceMax`` over an empty set as the lowest value of the type, which casts to
@@ -23,6 +24,11 @@ axis to one zero row, runs the ``Einsum``, and slices every output axis back to 
 an empty output axis comes back empty, a contraction over an empty axis sums zeros, 0 as in
 torch. Operands with only static non-zero sizes, or an equation with ``...``, are the plain
 ``Einsum``. Exact.
+
+The stock ``aten::roll`` takes the shift modulo the rolled dimension's runtime length; at a
+dynamic length that is 0 at run time ONNX Runtime fails on that ``Mod`` by 0 (a control-flow
+conversion's where runs the roll of a shifted-window branch at 0 rows too). The rule divides
+by ``max(n, 1)``: both slices are empty at 0, as torch's roll of an empty dimension. Exact.
 """
 
 from __future__ import annotations
@@ -150,3 +156,29 @@ def _pad_empty_axes(x):
     empty = op.Cast(op.Equal(op.Shape(x), op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64))),
                     to=ir.DataType.INT64)
     return op.Pad(x, op.Concat(op.Mul(empty, op.Constant(value=ir.tensor(0, dtype=ir.DataType.INT64))), empty, axis=0))
+
+
+@fxport.onnx_op("aten::roll", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def roll(self, shifts, dims=()):
+    """``torch.roll``; a dimension whose length is 0 at run time rolls to itself, as in torch
+    (the stock translation takes the shift modulo that length: ONNX Runtime fails on Mod by 0)."""
+    shifts = [shifts] if not isinstance(shifts, (list, tuple)) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if rank(self) == 0:
+        return op.Identity(self)
+    if not dims:  # the flattened tensor, rolled and reshaped back (a zero dimension stays zero)
+        rolled = _roll_axis(op.Reshape(self, ints(-1)), shifts[0], 0)
+        return op.Reshape(rolled, op.Shape(self), allowzero=1)
+    result = self
+    for shift, dim in zip(shifts, dims):
+        result = _roll_axis(result, shift, norm_dim(dim, self))
+    return result
+
+
+def _roll_axis(x, shift, axis: int):
+    """``x`` rolled by ``shift`` along ``axis``: its last ``shift mod n`` rows first, where the
+    modulo's divisor is ``max(n, 1)`` (both slices are empty when ``n`` is 0)."""
+    length = dim_size(x, axis)
+    negated = ints(-shift) if isinstance(shift, int) else op.Neg(op.Reshape(op.Cast(shift, to=ir.DataType.INT64), ints(1)))
+    cut = op.Mod(negated, op.Max(length, ints(1)))
+    return op.Concat(op.Slice(x, cut, length, ints(axis)), op.Slice(x, ints(0), cut, ints(axis)), axis=axis)

@@ -133,3 +133,33 @@ def test_einsum_with_an_empty_operand_answers_as_torch_instead_of_crashing_onnx_
         want = model(*inputs)
         assert got.shape == tuple(want.shape)
         torch.testing.assert_close(torch.from_numpy(got), want, rtol=1e-5, atol=1e-5)
+
+
+ROLLS = {
+    "one_dim": lambda x: x.roll(3, 1),
+    "negative_shift": lambda x: x.roll(-2, 0),
+    "two_dims": lambda x: x.roll((1, -5), (0, 1)),
+    "flattened": lambda x: x.roll(4),
+}
+
+
+@pytest.mark.parametrize("name", list(ROLLS))
+def test_roll_of_a_dimension_that_is_empty_at_run_time_is_empty_and_exact_elsewhere(name):
+    """The stock translation takes the shift modulo the runtime length: ONNX Runtime fails on
+    ``Mod`` by 0 when a dynamic dimension is empty (a shifted-window model at 0 rows)."""
+    fn = ROLLS[name]
+    result = fxport.convert(Reduce(fn), (torch.randn(3, 7),), dynamic_shapes={"x": {0: "rows", 1: "columns"}})
+    assert result.verified and any(r.rule == "aten::roll" for r in result.rewrites)
+    assert {"size[rows=0]", "size[columns=0]"} <= {row.name for row in result.verification}
+    for shape in [(0, 7), (3, 0), (0, 0), (1, 1), (2, 3), (5, 11)]:
+        x = torch.randn(*shape)
+        got = run(result.model, x)
+        assert got.shape == tuple(fn(x).shape) and (got == fn(x).numpy()).all(), shape
+
+
+def test_the_stock_roll_fails_at_an_empty_dimension():
+    """Why the rule exists: without it, ONNX Runtime cannot run the file at 0 rows."""
+    result = fxport.convert(Reduce(ROLLS["one_dim"]), (torch.randn(3, 7),), dynamic_shapes={"x": {1: "columns"}},
+                            disable_rules=("aten::roll",), verify=False)
+    with pytest.raises(Exception):
+        run(result.model, torch.randn(3, 0))
