@@ -38,7 +38,7 @@ from fxport.dynamic_dims import (annotate_dim_ranges, dims_by_input, is_finite, 
                                  normalize_dynamic_shapes, watch_range_narrowing)
 from fxport.errors import ConversionError
 from fxport.frames import chain_stops_at_caller, exception_chain as _exception_chain
-from fxport.hinted_guards import recording_guard_sites, refuse_unenforced_guards
+from fxport.hinted_guards import refuse_unenforced_guards
 from fxport.eager import Signature
 from fxport.inputs import InputSet, number_as_tensor
 from fxport.quiet import quiet_torch
@@ -85,7 +85,7 @@ def capture(
         else [("specialised", inputs)]
     failure, oblivious_left = None, bool(dims)
     bounded, bounds_adopted = normalized, {}  # the model's own bounds, learned once for every attempt
-    with watch_range_narrowing() as narrowed_at, recording_guard_sites() as guard_sites:
+    with watch_range_narrowing() as narrowed_at:
         while attempts:
             mode, example = attempts.pop(0)
             spec, adopted = bounded, dict(bounds_adopted)
@@ -122,7 +122,7 @@ def capture(
                         break
                     continue
                 if _has_dim_hints(spec):  # torch keeps the guards it cannot word as a range unchecked
-                    refuse_unenforced_guards(program, dims, guard_sites)
+                    refuse_unenforced_guards(program, dims)
                 annotate_dim_ranges(program, signature, inputs, normalized, narrowed_at, mode, adopted,
                                      fallback=why_oblivious_failed(failure) if mode == "specialised" else None)
                 if notes is not None:

@@ -86,13 +86,14 @@ def test_segmentation_net_with_float32_accumulation_is_not_refused(tmp_path):
 def test_swin_whose_trace_holds_near_its_example_size_only_is_refused_at_capture(tmp_path):
     """swin_t pads each stage to 7×7 windows and shifts them only where a stage is larger than one
     window; captured at 224 under ``Dim.DYNAMIC`` hints, torch reported heights 8..inf while the
-    guards it kept hold for 224..227 only, and lowering that program ran past 14 minutes (both
-    stock files are wrong at other sizes). fxport refuses at capture, at the model's line."""
+    model's window conditions it kept hold for 116..227 only, and lowering that program ran past
+    14 minutes (both stock files are wrong at other sizes). fxport refuses at capture, at the
+    model's line, naming the range to declare."""
     zoo = _zoo()
     built = zoo.build("swin_t")
     with pytest.raises(fxport.CaptureError) as info:
         fxport.convert(built.module, (built.example,), dynamic_shapes=built.dynamic_shapes)
     message = str(info.value)
-    assert "'height' 224..227" in message and "'width' 224..227" in message, message
-    assert "torchvision/models/swin_transformer.py:" in message and "\n" not in message, message
-    assert "Dim('height', min=224, max=227)" in message, message
+    assert "'height' 116..227" in message and "'width' 116..227" in message, message
+    assert "torchvision/models/swin_transformer.py:16" in message and "\n" not in message, message
+    assert "Dim('height', min=116, max=227)" in message, message
