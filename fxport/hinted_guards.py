@@ -41,6 +41,7 @@ from torch.utils._sympy.printers import PythonPrinter
 
 from fxport.dynamic_dims import (
     UNBOUNDED,
+    DimRange,
     _declared_range,
     _user_input_values,
     _valid_range,
@@ -101,18 +102,14 @@ def refuse_unenforced_guards(program: torch.export.ExportedProgram, dims: dict[i
         declared = _declared_range(spec[0]) if spec else narrowing.exported
         parts.append((name, narrowing, declared))
     name, first, declared = parts[0]
-    ranges = ", ".join(f"{n!r} {_describe(found.low, found.high)}" for n, found, _ in parts)
+    ranges = ", ".join(f"{n!r} {DimRange(found.low, found.high).describe()}" for n, found, _ in parts)
     fixes = ", ".join(f"torch.export.Dim({n!r}, min={found.low}" + (f", max={found.high})" if found.high < UNBOUNDED else ")")
                       for n, found, _ in parts)
     raise CaptureError(
-        f"the capture holds only for {ranges}, not the declared {_describe(*declared)}: the model takes "
+        f"the capture holds only for {ranges}, not the declared {DimRange(*declared).describe()}: the model takes "
         f"another path where its size condition {_shortened(first.guard)} fails ({name}={first.failing_size})",
         where=first.where,
         hint=f"declare the range the model is used at ({fixes}) or leave the dimension static")
-
-
-def _describe(low: int, high: int) -> str:
-    return f"{low}..{'inf' if high >= UNBOUNDED else high}"
 
 
 def _shortened(text: str, most: int = 120) -> str:
