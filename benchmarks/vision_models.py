@@ -256,7 +256,6 @@ def _stock_record(convert: Callable[[Built, str], float], built: Built, path: st
 def run_model(name: str) -> dict:
     """Convert ``name`` three ways, check every file, return the record (JSON-ready)."""
     warnings.filterwarnings("ignore")
-    torch.set_num_threads(1)
     built = build(name)
     sets = check_sets(built)
     record: dict[str, Any] = {"name": name, "family": built.spec.family, "check_sets": [label for label, _ in sets]}

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import os
 from typing import Any, Iterator
@@ -105,7 +106,7 @@ def run(
         prepare_exporter(job.options.opset)  # the exporter's registry builds while eager and capture run
     produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging), \
-            loops_made() as job.artifacts["grown_loops"]:  # the loops live as long as the job
+            loops_made() as job.artifacts["grown_loops"], older_objects_left_to_the_collector():  # the loops live as long as the job
         for stage in to_run:
             if stage.applies(job):
                 check_reads(stage, produced)
@@ -114,6 +115,26 @@ def run(
                 produced.update(stage.adds)
             job.completed.append(stage.name)
     return job
+
+
+@contextlib.contextmanager
+def older_objects_left_to_the_collector() -> Iterator[None]:
+    """The objects alive before the conversion (torch's, onnxscript's, the caller's) are left out
+    of the garbage collector's full passes while it runs (``gc.freeze``), and handed back after.
+
+    A full pass walks every object of a process that has torch and onnxscript loaded: 0.3–0.6 s
+    on a 2-core machine, and a conversion set off 0 to 2 of them (r3d_18: 0.04–0.7 s of its
+    5.5 s). What the conversion itself leaves as garbage is still collected. A caller that froze
+    objects itself keeps them frozen: nothing is frozen or handed back then.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def check_reads(stage: stages.Stage, produced: set[str]) -> None:

@@ -138,3 +138,30 @@ def test_the_signature_is_computed_once_per_conversion_and_carried(monkeypatch):
     job = run(Branchy().eval(), (torch.randn(3, 3),), dynamic_shapes={"x": {0: "batch"}}, until="lower", verify=False)
     assert len(calls) == 1 and job.signature.names == ["x"]
     assert job.axis_names == {0: {0: "batch"}}
+
+
+def test_objects_older_than_the_conversion_are_frozen_only_while_it_runs():
+    """Full collector passes skip what was alive before the conversion (torch's own objects),
+    garbage the conversion makes is still collected, and a caller's own freeze is left alone."""
+    import gc
+
+    frozen_during = []
+
+    def progress(stage, what):
+        if what == "start":
+            frozen_during.append(gc.get_freeze_count())
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x) * 2
+
+    assert gc.get_freeze_count() == 0
+    fxport.pipeline.run(Net(), (torch.randn(2, 3),), until="rewrite", progress=progress)
+    assert frozen_during and all(count > 0 for count in frozen_during)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        fxport.pipeline.run(Net(), (torch.randn(2, 3),), until="rewrite")
+        assert gc.get_freeze_count() > 0  # not handed back (frozen objects since freed leave the count)
+    finally:
+        gc.unfreeze()

@@ -179,3 +179,32 @@ def test_weights_are_prepacked_only_for_files_that_repeat_a_body():
     ones = InputSet((torch.ones(2, 4),))
     assert runners[0].run(ones)[0].tolist() == [[4.0] * 4] * 2
     assert runners[1].run(ones)[0].tolist() == [[64.0] * 4] * 2
+
+
+def test_eager_runs_on_half_of_torchs_threads_beside_onnx_runtime(monkeypatch):
+    """Both pools sized to the whole machine at once wait on each other's threads: eager gets
+    half of torch's while ONNX Runtime works beside it, and the count is put back after,
+    also when verification fails."""
+    module, x = Tanh(), torch.randn(3, 4)
+    model = _converted(module, x)
+    threads_in_eager, real_run_eager = [], verify.run_eager
+
+    def run_eager(*args, **kwargs):
+        threads_in_eager.append(torch.get_num_threads())
+        return real_run_eager(*args, **kwargs)
+
+    monkeypatch.setattr(verify, "run_eager", run_eager)
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        verify_model(module, model, [InputSet((x,)), InputSet((torch.randn(5, 4),))])
+        assert len(threads_in_eager) >= 2 and set(threads_in_eager) == {2} and torch.get_num_threads() == 4
+        with pytest.raises(VerificationError):
+            verify_model(Sigmoid(), model, [InputSet((x,))])
+        assert torch.get_num_threads() == 4
+        torch.set_num_threads(1)
+        threads_in_eager.clear()
+        verify_model(module, model, [InputSet((x,))])
+        assert set(threads_in_eager) == {1} and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
