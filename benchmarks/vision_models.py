@@ -381,7 +381,7 @@ _BEGIN, _END = "<!-- sweep: begin -->", "<!-- sweep: end -->"
 
 def _write_sweep_section(path: str, table: str) -> None:
     """Replace the generated section of ``path`` (between the sweep markers) with ``table``."""
-    stamp = f"Measured {datetime.date.today()} on this machine (one thread per model; `python3 -m benchmarks.vision_models`).\n\n"
+    stamp = f"Measured {datetime.date.today()} on this machine (torch's default threads, as `fxport convert` runs; `python3 -m benchmarks.vision_models`).\n\n"
     text = open(path).read() if os.path.exists(path) else f"# torchvision models\n\n{_BEGIN}\n{_END}\n"
     head, rest = text.split(_BEGIN, 1)
     tail = rest.split(_END, 1)[1]
