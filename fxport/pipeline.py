@@ -106,7 +106,8 @@ def run(
         prepare_exporter(job.options.opset)  # the exporter's registry builds while eager and capture run
     produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging), \
-            loops_made() as job.artifacts["grown_loops"], older_objects_left_to_the_collector():  # the loops live as long as the job
+            older_objects_left_to_the_collector(), \
+            loops_made() as job.artifacts["grown_loops"]:  # the loops live as long as the job
         for stage in to_run:
             if stage.applies(job):
                 check_reads(stage, produced)

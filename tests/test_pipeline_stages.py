@@ -141,8 +141,8 @@ def test_the_signature_is_computed_once_per_conversion_and_carried(monkeypatch):
 
 
 def test_objects_older_than_the_conversion_are_frozen_only_while_it_runs():
-    """Full collector passes skip what was alive before the conversion (torch's own objects),
-    garbage the conversion makes is still collected, and a caller's own freeze is left alone."""
+    """Full collector passes skip what was alive before the conversion (torch's own objects)
+    while it runs, those objects are handed back after, and a caller's own freeze is left alone."""
     import gc
 
     frozen_during = []
