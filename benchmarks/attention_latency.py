@@ -20,8 +20,8 @@ from torch import nn
 
 import fxport
 from benchmarks.common import Section, adaptive_rounds, ms, ort_runner, ort_session, paired_medians, ratio
-from fxport.dynamic_dims import normalize_dynamic_shapes
-from fxport.load import InputSet
+from fxport.capture.dynamic_dims import normalize_dynamic_shapes
+from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
 
 RULE = "aten::scaled_dot_product_attention"

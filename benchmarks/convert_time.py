@@ -11,8 +11,8 @@ import torch
 
 import fxport
 from benchmarks.common import Section, paired_medians, ratio
-from fxport.dynamic_dims import normalize_dynamic_shapes
-from fxport.load import InputSet
+from fxport.capture.dynamic_dims import normalize_dynamic_shapes
+from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
 
 

@@ -67,7 +67,7 @@ def generate(lm, ids, mask, draws=None, **settings):
     """transformers' generate(); with sampling, its random numbers from ``draws``."""
     import contextlib
 
-    from fxport.models.sampling import sampling_draws
+    from fxport.generation.sampling import sampling_draws
 
     settings = {"do_sample": False, **settings}
     drawing = sampling_draws(draws) if settings["do_sample"] else contextlib.nullcontext()
@@ -226,14 +226,14 @@ def one_whisper(search: str) -> list[str]:
 
 
 def generator_class(lm):
-    from fxport.models.seq2seq_generation import Seq2SeqGenerator
-    from fxport.models.text_generation import TextGenerator
+    from fxport.generation.seq2seq_generation import Seq2SeqGenerator
+    from fxport.generation.text_generation import TextGenerator
 
     return Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
 
 
 def load_settings(lm, settings):
-    from fxport.models.text_generation import generation_settings
+    from fxport.generation.text_generation import generation_settings
 
     return generation_settings(lm, **settings)
 

@@ -55,8 +55,8 @@ def export_files(model: str, config: dict, folder: str) -> dict:
     """The one-file generator and the one-step model, converted by fxport (not verified here:
     the measured runs compare their ids with eager generate())."""
     import fxport
-    from fxport.models.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
-    from fxport.models.text_generation import TextGenerator, generation_settings
+    from fxport.generation.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
+    from fxport.generation.text_generation import TextGenerator, generation_settings
 
     lm = build(model, config)
     prompt = torch.randint(0, config["vocab"], (2, 5)), torch.ones(2, 5, dtype=torch.int64)

@@ -11,8 +11,8 @@ import torch
 import fxport
 from benchmarks.common import Section, adaptive_rounds, ms, ort_runner, ort_session, paired_medians, ratio
 from benchmarks.convert_time import models
-from fxport.dynamic_dims import normalize_dynamic_shapes
-from fxport.load import InputSet
+from fxport.capture.dynamic_dims import normalize_dynamic_shapes
+from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
 from fxport.report import count_ops
 

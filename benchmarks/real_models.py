@@ -42,7 +42,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(REPO, "docs", "real-models.md")
 
-#: The float32 tolerances fxport verifies with (fxport.verify.TOLERANCES): |ort - eager| ≤ ATOL + RTOL·|eager|.
+#: The float32 tolerances fxport verifies with (fxport.verify.compare.TOLERANCES): |ort - eager| ≤ ATOL + RTOL·|eager|.
 ATOL, RTOL = 1e-4, 1e-3
 VOCAB = 100
 #: Example shapes the models are exported with.

@@ -188,7 +188,7 @@ def check_file(built: Built, path: str, sets: list[tuple[str, torch.Tensor]] | N
     """ONNX Runtime against eager on ``sets``; dense outputs within SCALE_TOLERANCE of their scale."""
     import onnxruntime as ort
 
-    from fxport.compare import flatten_outputs
+    from fxport.verify.compare import flatten_outputs
 
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     failures, max_abs, worst = [], 0.0, 0.0

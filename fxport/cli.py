@@ -437,7 +437,7 @@ def list_missing_ops(
     if not missing:
         stdout.print("Every op has an ONNX translation.")
         return
-    from fxport.coverage import rule_skeleton
+    from fxport.lower.missing_ops import rule_skeleton
 
     table = Table(title=f"{len(missing)} op(s) without an ONNX translation", title_justify="left")
     for column in ("op", "where", "schema"):

@@ -42,20 +42,21 @@ if TYPE_CHECKING:
     import onnx
     import torch
 
-    from fxport.domain import InputDomain
-    from fxport.dynamic_dims import DimRange
+    from fxport.verify.inputs.domains import InputDomain
+    from fxport.capture.dynamic_dims import DimRange
     from fxport.eager import Signature
-    from fxport.external import Staging
+    from fxport.lower.external import Staging
     from fxport.inputs import InputSet
     from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
     from fxport.rules.registry import RuleSet
-    from fxport.serialized import ModelBytes
+    from fxport.lower.serialized import ModelBytes
 
 #: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
 #: across stages): any stage may read them; every other field is read only after a stage that
 #: ``adds`` it ran (:class:`fxport.stages.Stage`).
 SET_UP = frozenset({"model", "signature", "example", "options", "ruleset", "device", "staging", "extra_sets",
-                    "dynamic_shapes", "output", "calibration_sets", "timer", "warnings", "artifacts", "completed"})
+                    "dynamic_shapes", "output", "calibration_sets", "timer", "warnings", "artifacts", "completed",
+                    "grown_loops"})
 
 #: ``progress(stage, state)``: state ``"start"`` or ``"done"``, or a short note of what the
 #: running stage is doing now (``"running left-padded mask"``); the CLI draws it.
@@ -106,6 +107,9 @@ class Conversion:
     warnings: list[str] = dataclasses.field(default_factory=list)
     rewrites: list["AppliedRewrite"] = dataclasses.field(default_factory=list)
     artifacts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: loops whose carried state grows, made while this conversion ran (``{key: GrownLoop}``): the
+    #: capture stage makes them, rewrite captures their bodies, lower writes their ONNX ``Loop``
+    grown_loops: dict[str, Any] = dataclasses.field(default_factory=dict)
     completed: list[str] = dataclasses.field(default_factory=list)
     # eager: the model's outputs on the example (verification compares the file with them)
     example_outputs: Any = None

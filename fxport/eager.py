@@ -24,8 +24,10 @@ import inspect
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
-from fxport.errors import EagerRunError, SourceLocation, UsageError, user_location_from_exception
+from fxport.errors import EagerRunError, SourceLocation, UsageError
+from fxport.frames import user_location_from_exception
 from fxport.inputs import InputSet
 
 
@@ -147,3 +149,12 @@ def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
             where=user_location_from_exception(exc),
             hint="check the input shapes and dtypes against what forward expects",
         ) from exc
+
+
+def run_eager_reference(job) -> None:
+    """The eager stage (``job``: the :class:`~fxport.conversion.Conversion`): the model runs
+    eagerly on the example (a failure here is the model's, not the export's);
+    its outputs, copied, are verification's reference for the example."""
+    outputs = run_eager(job.model, job.example)
+    register_output_dataclasses(outputs)
+    job.example_outputs = pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, outputs)

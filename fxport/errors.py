@@ -17,15 +17,7 @@ from __future__ import annotations
 
 import re
 
-# Locating the user's code lives in fxport.frames; these names are part of fxport.errors' API.
-from fxport.frames import (  # noqa: F401 - re-exported
-    SourceLocation,
-    here,
-    is_user_file,
-    user_location_from_exception,
-    user_location_from_stack,
-    user_location_from_traceback,
-)
+from fxport.frames import SourceLocation
 
 
 class ConversionError(Exception):

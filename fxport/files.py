@@ -24,14 +24,14 @@ from fxport.errors import OutputWriteError
 if TYPE_CHECKING:
     import onnx
 
-    from fxport.serialized import ModelBytes
+    from fxport.lower.serialized import ModelBytes
 
 
 def write_atomically(model: onnx.ModelProto, path: str | os.PathLike, model_bytes: ModelBytes | None = None) -> str:
     """Write ``model`` to ``path`` through a temporary file and a rename.
 
     A failure leaves no partial file and never clobbers an existing one. ``model_bytes``: the
-    pipeline's serialised graph (:mod:`fxport.serialized`), written without serialising it again.
+    pipeline's serialised graph (:mod:`fxport.lower.serialized`), written without serialising it again.
     """
     return write_bytes_atomically(model_bytes.pieces(model) if model_bytes is not None else model.SerializeToString(),
                                   path)
@@ -107,7 +107,7 @@ class EarlyFile:
     """A model file begun beside ``path`` on a thread while later stages run (verification).
 
     The thread writes every serialised piece but the last (:meth:`ModelBytes.pieces
-    <fxport.serialized.ModelBytes.pieces>`: the top-level fields after the graph, which
+    <fxport.lower.serialized.ModelBytes.pieces>`: the top-level fields after the graph, which
     verification still edits). :meth:`commit` writes that piece and renames the file into place
     when the model still serialises to the same leading pieces, and returns None otherwise (the
     caller writes the model anew); :meth:`discard` removes it, so a refused model leaves nothing.

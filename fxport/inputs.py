@@ -2,7 +2,7 @@
 one: a call's arguments (:meth:`InputSet.of`), what an inputs function returned
 (:func:`to_input_sets`), and the command line's ``-i NAME=SHAPE[:DTYPE]`` / ``--dynamic
 NAME:AXIS=DIM`` specs. The one owner of input sets; :mod:`fxport.load` re-exports these names,
-:mod:`fxport.input_sets` draws the verification sets. Shapes are spelled as :mod:`fxport.shapes` says.
+:mod:`fxport.verify.inputs.generated` draws the verification sets. Shapes are spelled as :mod:`fxport.shapes` says.
 """
 
 from __future__ import annotations

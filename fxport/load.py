@@ -29,30 +29,10 @@ from typing import Any, Callable
 
 import torch
 
-from fxport.errors import (
-    InputSpecError,
-    ModelLoadError,
-    SourceLocation,
-    user_location_from_exception,
-)
-# Calling the model lives in fxport.eager, input sets and the -i / --dynamic specs in fxport.inputs;
-# these names stay importable from here.
-from fxport.eager import (  # noqa: F401 - re-exported
-    Signature,
-    buffers_restored,
-    forward_parameters,
-    register_output_dataclasses,
-    run_eager,
-)
-from fxport.inputs import (  # noqa: F401 - re-exported
-    MAX_INPUT_ELEMENTS,
-    InputSet,
-    TensorSpec,
-    make_tensor,
-    parse_dynamic_spec,
-    parse_input_spec,
-    to_input_sets,
-)
+from fxport.errors import InputSpecError, ModelLoadError, SourceLocation
+from fxport.frames import user_location_from_exception
+from fxport.eager import forward_parameters
+from fxport.inputs import InputSet, TensorSpec, make_tensor, parse_dynamic_spec, parse_input_spec, to_input_sets
 
 
 @dataclasses.dataclass

@@ -33,8 +33,8 @@ import torch
 from fxport.controlflow.operators.growing import loops_made
 from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
-from fxport.exporter import prepare as prepare_exporter
-from fxport.external import Staging
+from fxport.lower.exporter import prepare as prepare_exporter
+from fxport.lower.external import Staging
 from fxport.inputs import InputSet, to_input_sets
 from fxport.eager import Signature
 from fxport.load import load_calibration  # calibration may name user code: FILE.py:FUNC
@@ -42,7 +42,7 @@ from fxport.options import Options, options_from
 from fxport.report import ConversionResult
 from fxport.rules import resolve as resolve_rules
 from fxport import stages
-from fxport.verify import resolve_device
+from fxport.verify.verification import resolve_device
 
 
 def convert(
@@ -107,7 +107,7 @@ def run(
     produced = set(SET_UP)
     with failure_keeps_progress(job), module_left_as_it_was(job.model, job.warnings), contextlib.closing(job.staging), \
             older_objects_left_to_the_collector(), \
-            loops_made() as job.artifacts["grown_loops"]:  # the loops live as long as the job
+            loops_made() as job.grown_loops:  # the loops live as long as the job
         for stage in to_run:
             if stage.applies(job):
                 check_reads(stage, produced)
@@ -183,7 +183,7 @@ def stages_through(until: str | None) -> tuple[stages.Stage, ...]:
 def scan_model(target: str, *, inputs=(), dynamic=(), inputs_fn=None, opset=None, rules=None, disable=()) -> list:
     """Load ``target`` like ``fxport convert`` does, run the stages through ``rewrite`` and list
     every op still without an ONNX translation (``fxport ops``)."""
-    from fxport.coverage import find_missing_ops
+    from fxport.lower.missing_ops import find_missing_ops
     from fxport.load import load_model
     from fxport.quiet import quiet_torch
 

@@ -1,7 +1,7 @@
 """Tasks: ``fxport convert CHECKPOINT_DIR --task NAME`` builds the model and its inputs from a
 local transformers checkpoint (``config.json`` + weights; nothing is downloaded).
 
-- ``text-generation``: :class:`~fxport.models.text_generation.TextGenerator` around the
+- ``text-generation``: :class:`~fxport.generation.text_generation.TextGenerator` around the
   checkpoint's causal LM — inputs ``input_ids``, ``attention_mask`` (left-padded), output the
   prompt followed by the generated ids. The generator is checked against the checkpoint's own
   ``generate()`` on every input set before conversion, and the file against the generator: on
@@ -52,8 +52,8 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     lm = _generation_lm(path, task)
     if task == "text-generation-step":
         return _step_model(lm, path, task, settings)
-    from fxport.models.seq2seq_generation import Seq2SeqGenerator
-    from fxport.models.text_generation import TextGenerator, generation_settings
+    from fxport.generation.seq2seq_generation import Seq2SeqGenerator
+    from fxport.generation.text_generation import TextGenerator, generation_settings
 
     given = {name: value for name, value in settings.items() if value is not None}
     if "max_new_tokens" not in given and lm.generation_config.max_new_tokens is None:
@@ -73,7 +73,7 @@ def check_against_generate(generator, input_sets: list[InputSet]) -> None:
     """fxport's generator gives the ids the checkpoint's own ``generate()`` gives on each input
     set, or a :class:`VerificationError` naming the first set where it does not (the file is
     then compared with the generator, so both comparisons together tie it to ``generate()``)."""
-    from fxport.models.sampling import sampling_draws
+    from fxport.generation.sampling import sampling_draws
 
     settings = generator.settings
     for input_set in input_sets:
@@ -94,7 +94,7 @@ def _whisper_generator(lm: torch.nn.Module, given: dict[str, Any]) -> torch.nn.M
     """Whisper's short-form ``generate()`` with ``force_unique_generate_call=True``: the output
     is the decoder's ids, prompt tokens first. Whisper samples only with its temperature
     fallback, which is not converted: the sampling flags are usage errors."""
-    from fxport.models.whisper_generation import whisper_generator
+    from fxport.generation.whisper_generation import whisper_generator
 
     sampling = sorted(name for name in ("do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p")
                       if given.get(name) not in (None, False))
@@ -108,7 +108,7 @@ def _whisper_generator(lm: torch.nn.Module, given: dict[str, Any]) -> torch.nn.M
 def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     """The one-step model and its inputs: decode steps with a past, a prefill (empty past),
     left-padded rows, several batch sizes."""
-    from fxport.models.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
+    from fxport.generation.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
 
     given = sorted(name for name, value in settings.items() if value is not None)
     if given:

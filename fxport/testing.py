@@ -102,12 +102,12 @@ def run_onnx(model: onnx.ModelProto, args: Sequence[Any]) -> list[np.ndarray]:
 def compare_with_eager(model: torch.nn.Module, onnx_model: onnx.ModelProto, args: Sequence[Any],
                        atol: float, rtol: float) -> tuple[float, float]:
     """Max (abs, rel) error of ONNX Runtime vs eager on ``args``, judged by fxport's one comparer
-    (:func:`fxport.compare.compare`, as the verify stage judges them).
+    (:func:`fxport.verify.compare.compare`, as the verify stage judges them).
 
     Raises AssertionError beyond ``atol + rtol·|eager|``, on NaN/inf at other places, unequal
     integer outputs, or other shapes or output counts.
     """
-    from fxport.compare import Acceptance, compare
+    from fxport.verify.compare import Acceptance, compare
 
     with torch.no_grad():
         expected = model(*args)

@@ -4,13 +4,13 @@ transformers' own decoding loop cannot be captured: it decides, in Python, on te
 (``this_peer_finished``), defers stop checks, and keeps its state in Python objects
 (``LogitsProcessorList``, ``StoppingCriteriaList``, ``DeferredStopCheck``). While fxport
 captures, this rule stands in for ``GenerationMixin.generate`` with fxport's generator
-(:func:`fxport.models.generate.generate`): the same loop written as a loop fxport
+(:func:`fxport.generation.generate.generate`): the same loop written as a loop fxport
 converts, with the same settings read the same way. The eager reference fxport verifies
 against is transformers' real ``generate()`` (rules apply only while capturing), so the file is
 compared token for token with it.
 
 What it covers: greedy search, beam search and sampling (``do_sample=True`` inside a
-``fxport.models.sampling.sampling_draws(draws)`` block: the draws are an input, docs/generation.md);
+``fxport.generation.sampling.sampling_draws(draws)`` block: the draws are an input, docs/generation.md);
 ``max_new_tokens``, ``min_new_tokens``, one or several ``eos_token_id``, ``pad_token_id``,
 ``repetition_penalty``, the sampling warpers; left-padded ``attention_mask`` (or none: inferred as
 ``generate()`` infers it); encoder–decoder models. Anything else (beam sampling, logits
@@ -18,7 +18,7 @@ processors, streamers, assistant models, …) is refused in one line naming the 
 
 Whisper's own ``generate()`` (``WhisperGenerationMixin``) on short-form audio is the second rule:
 its prompt tokens, suppressed tokens and language detection, then the same searches
-(:mod:`fxport.models.whisper_generation`).
+(:mod:`fxport.generation.whisper_generation`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from __future__ import annotations
 import sys
 
 import fxport
-from fxport.models.generate import generate as fxport_generate
-from fxport.models.generate import generate_whisper
+from fxport.generation.generate import generate as fxport_generate
+from fxport.generation.generate import generate_whisper
 
 if "transformers" in sys.modules:  # collected again once transformers is imported (OPTIONAL_OP_LIBRARIES)
 

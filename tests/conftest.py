@@ -25,7 +25,7 @@ def run_onnx(model, *tensors):
 
 def assert_matches_eager(module, model, *tensors, atol=1e-5, rtol=1e-4):
     """Eager and ONNX Runtime agree on these inputs (ones the export did not see)."""
-    from fxport.compare import Acceptance, compare
+    from fxport.verify.compare import Acceptance, compare
 
     with torch.no_grad():
         expected = module(*tensors)

@@ -123,9 +123,9 @@ def test_failed_conversion_never_clobbers_existing_output(tmp_path):
 
 def lower_relu_as_sigmoid(monkeypatch) -> None:
     """A wrong lowering for the rest of the test: every Relu of the file becomes a Sigmoid."""
-    from fxport import stages
+    from fxport.lower import stage
 
-    real_lower = stages.lower
+    real_lower = stage.lower
 
     def corrupting_lower(program, **kwargs):
         model = real_lower(program, **kwargs)
@@ -134,7 +134,7 @@ def lower_relu_as_sigmoid(monkeypatch) -> None:
                 node.op_type = "Sigmoid"
         return model
 
-    monkeypatch.setattr(stages, "lower", corrupting_lower)
+    monkeypatch.setattr(stage, "lower", corrupting_lower)
 
 
 def test_file_begun_during_verification_is_removed_when_verification_refuses(monkeypatch, tmp_path):
@@ -151,12 +151,12 @@ def test_file_begun_during_verification_is_removed_when_verification_refuses(mon
 def test_file_begun_during_verification_carries_what_verification_recorded(monkeypatch, tmp_path):
     """The early file's last piece (the top-level fields after the graph) is written at commit:
     the ranges verification widened are in the file, which equals the returned model."""
-    from fxport import stages
+    from fxport import write
 
     def no_second_write(*args, **kwargs):
         raise AssertionError("the write stage wrote the model anew instead of committing the early file")
 
-    monkeypatch.setattr(stages, "write_atomically", no_second_write)
+    monkeypatch.setattr(write, "write_atomically", no_second_write)
     path = tmp_path / "scale.onnx"
     result = fxport.convert(Scale(), (torch.randn(3, 4),), dynamic_shapes=({0: "batch"},), output=path)
     assert path.read_bytes() == result.model.SerializeToString()
@@ -195,8 +195,8 @@ def test_eager_failure_points_at_user_code():
 
 def test_stock_capture_failure_on_data_dependent_branch_is_located():
     """The capture stage alone (no rewrites) names the user's line of the tensor branch."""
-    from fxport.capture import capture
-    from fxport.load import InputSet
+    from fxport.capture.program import capture
+    from fxport.inputs import InputSet
 
     with pytest.raises(CaptureError) as info:
         capture(DataDependent(), InputSet(DataDependent.example_args))

@@ -156,3 +156,47 @@ def test_no_engine_module_imports_the_loader():
                     "fxport.tasks"}  # --task: the loader's LoadedModel, built from a checkpoint
     importers = {module for module, targets in import_graph().items() if "fxport.load" in targets}
     assert importers <= entry_points, sorted(importers - entry_points)
+
+
+#: The stage packages in pipeline order; ``controlflow`` is capture's (source-level conversion).
+STAGE_PACKAGES = (("fxport.capture", "fxport.controlflow"), ("fxport.rules",), ("fxport.lower",), ("fxport.verify",))
+
+
+def _stage_of(module: str) -> int | None:
+    for order, packages in enumerate(STAGE_PACKAGES):
+        if any(module == package or module.startswith(package + ".") for package in packages):
+            return order
+    return None
+
+
+def later_stage_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a stage package into the package of a later stage."""
+    found = []
+    for module, targets in graph.items():
+        stage = _stage_of(module)
+        for target in targets:
+            target_stage = _stage_of(target)
+            if stage is not None and target_stage is not None and target_stage > stage:
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_a_stage_package_imports_no_package_of_a_later_stage():
+    assert later_stage_imports(import_graph()) == []
+
+
+def test_the_later_stage_check_finds_a_backwards_import():
+    graph = {"fxport.capture.program": {"fxport.verify.compare"}, "fxport.verify.stage": {"fxport.capture.program"}}
+    assert later_stage_imports(graph) == ["fxport.capture.program -> fxport.verify.compare"]
+
+
+def test_the_stages_are_folders_and_few_modules_stay_at_the_top():
+    """Each stage function lives in its stage's package; at most 22 modules sit loose in fxport/."""
+    from fxport.stages import STAGES
+
+    homes = {stage.name: stage.run.__module__ for stage in STAGES}
+    assert homes["capture"] == "fxport.capture.stage" and homes["rewrite"] == "fxport.rules.stage"
+    assert homes["lower"] == homes["precision"] == "fxport.lower.stage"
+    assert homes["verify"] == homes["coverage"] == "fxport.verify.stage"
+    top_level = [path.name for path in (ROOT / "fxport").glob("*.py") if path.name not in ("__init__.py", "__main__.py")]
+    assert len(top_level) <= 22, sorted(top_level)

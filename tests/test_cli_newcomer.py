@@ -44,7 +44,7 @@ def test_report_says_ok_and_skipped_rows_are_neither_failures_nor_nan_strings(tm
 
     from fxport.cli import verification_table
     from fxport.inputs import InputSet
-    from fxport.verify import skipped_row
+    from fxport.verify.verification import skipped_row
 
     report = tmp_path / "r.json"
     result = run_cli("convert", "tests/models/basic.py:Scale", "--report", str(report), "-q")

@@ -7,8 +7,9 @@ import torch
 
 import fxport
 from fxport.errors import ConversionError
-from fxport.load import InputSet
-from fxport.verify import OnnxRunner, describe_placement, fallback_warning, node_placement, verify_model
+from fxport.inputs import InputSet
+from fxport.verify.verification import OnnxRunner, fallback_warning, verify_model
+from fxport.verify.providers import describe_placement, node_placement
 from tests.conftest import run_cli
 from tests.models.basic import Scale
 
@@ -64,8 +65,8 @@ def test_real_profile_on_cpu_places_every_node_and_cleans_up():
 
 def test_fallback_reaches_the_result_warnings(monkeypatch):
     """verify_model turns a mixed placement into a warning (a CUDA run faked on CPU)."""
-    import fxport.onnx_runner as onnx_runner
-    import fxport.verify as verify
+    import fxport.verify.onnx_runner as onnx_runner
+    import fxport.verify.verification as verify
 
     class FakeCudaRunner(verify.OnnxRunner):
         def __init__(self, model, device, **options):

@@ -1,4 +1,4 @@
-"""Decisions taken otherwise on keys within tolerance are replayed; others still fail (fxport/decisions.py).
+"""Decisions taken otherwise on keys within tolerance are replayed; others still fail (fxport/verify/decisions.py).
 
 Each test converts a small model, then *perturbs the file* at the key of one decision (an Add
 in front of the TopK, the comparison, the NMS), which makes ONNX Runtime decide otherwise than
@@ -14,7 +14,7 @@ import torch
 import fxport
 from fxport.errors import VerificationError
 from fxport.inputs import InputSet
-from fxport.verify import verify_model
+from fxport.verify.verification import verify_model
 from tests.conftest import perturbed
 
 
@@ -132,7 +132,7 @@ class SizeBranch(torch.nn.Module):
 
 
 def test_inputs_beyond_the_programs_guards_fail_and_are_not_skipped():
-    from fxport.lower import lower
+    from fxport.lower.lowering import lower
 
     scores = torch.tensor([2.5, 2.0, 1.5, 1.4, 0.5])
     program = torch.export.export(SizeBranch(), (scores, torch.ones(4)),

@@ -105,7 +105,7 @@ def test_unconverted_size_branch_is_an_error_at_size_one_naming_the_line(tmp_pat
 
 def test_narrowed_range_is_a_one_line_warning_with_the_line_and_is_in_the_metadata():
     """The capture's note names the line that narrowed the range (the program's metadata)."""
-    from fxport.capture import capture
+    from fxport.capture.program import capture
     from fxport.inputs import InputSet
 
     notes = []
@@ -263,7 +263,7 @@ def test_the_last_capture_takes_torchs_ranges_in_one_export(monkeypatch):
     """Batch 1 specialises the size-oblivious capture; the capture from batch 2 declares
     Dim.DYNAMIC hints, so torch narrows height and width to ≥ 4 itself: two exports where
     adopting the suggested fixes took three, and the same ranges and note."""
-    import fxport.capture as capture_module
+    import fxport.capture.program as capture_module
 
     exports = []
     original = capture_module._export
@@ -318,8 +318,8 @@ def test_a_size_one_pin_stops_the_size_oblivious_capture_at_its_guard(monkeypatc
     """The size-oblivious capture stops at the guard ``batch == 1`` (the layer after it is never
     traced: one trace less); the capture from batch 2 converts the model for every batch, and
     the user's batch 1 is verified."""
-    import fxport.capture as capture_module
-    from fxport.capture_failures import traced_location_from_exception
+    import fxport.capture.program as capture_module
+    from fxport.capture.failures import traced_location_from_exception
 
     model = _TransposedProjection().eval()
     traced_after, failures = [], []
@@ -347,9 +347,9 @@ def test_a_size_one_pin_stops_the_size_oblivious_capture_at_its_guard(monkeypatc
 
 def test_a_size_one_guard_under_a_dynamic_hint_is_left_to_torch():
     """Only named Dims stop at the guard: ``Dim.DYNAMIC`` lets torch specialise where it must."""
-    from fxport.capture import _export
+    from fxport.capture.program import _export
     from fxport.inputs import InputSet
-    from fxport.size_one import SizeOneGuard
+    from fxport.capture.size_one_stop import SizeOneGuard
 
     example = InputSet((torch.randn(1, 5, 4),))
     with pytest.raises(SizeOneGuard):
@@ -371,9 +371,9 @@ class _ViewOrCopy(_TransposedProjection):
 
 
 def test_the_models_own_except_does_not_catch_the_stop():
-    from fxport.capture import _export
+    from fxport.capture.program import _export
     from fxport.inputs import InputSet
-    from fxport.size_one import SizeOneGuard
+    from fxport.capture.size_one_stop import SizeOneGuard
 
     with pytest.raises(SizeOneGuard):
         _export(_ViewOrCopy().eval(), InputSet((torch.randn(1, 5, 4),)), ({0: Dim("batch")},), oblivious=True)
@@ -386,7 +386,7 @@ def test_a_guard_a_dynamic_hint_leaves_unchecked_refuses_the_capture_at_the_mode
     """Under ``Dim.DYNAMIC`` torch keeps the window branch's guard (rows ≥ 15) without checking it
     and reports rows 2..inf: the capture stage refuses it in one line, with the range that holds;
     declared with that range, it captures."""
-    from fxport.capture import capture
+    from fxport.capture.program import capture
     from fxport.inputs import InputSet
 
     example = InputSet((torch.randn(2, 30, 4),))

@@ -1,4 +1,4 @@
-"""The dynamo exporter with its op registry built once per process (fxport/exporter.py): the same
+"""The dynamo exporter with its op registry built once per process (fxport/lower/exporter.py): the same
 translation as ``torch.onnx.export``, one registry build for many exports, the conversion's own
 translations on a copy only, a failed background build retried."""
 
@@ -13,7 +13,7 @@ from torch.onnx import _constants as onnx_constants
 from torch.onnx._internal.exporter import _constants, _registration
 
 import fxport
-import fxport.exporter as exporter
+import fxport.lower.exporter as exporter
 from fxport.quiet import quiet_torch
 
 

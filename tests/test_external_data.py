@@ -21,9 +21,9 @@ import pytest
 import torch
 
 import fxport
-import fxport.external
+import fxport.lower.external
 from fxport.errors import OutputWriteError, UsageError, VerificationError
-from fxport.external import PROTOBUF_LIMIT, external_data_wanted, uses_external_data
+from fxport.lower.external import PROTOBUF_LIMIT, external_data_wanted, uses_external_data
 from tests.conftest import REPO
 
 
@@ -107,13 +107,13 @@ def test_small_model_stays_one_file(tmp_path):
 
 
 def test_size_decides_by_default(tmp_path, monkeypatch):
-    monkeypatch.setattr(fxport.external, "THRESHOLD_BYTES", 100_000)  # the table is 512 kB
+    monkeypatch.setattr(fxport.lower.external, "THRESHOLD_BYTES", 100_000)  # the table is 512 kB
     fxport.convert(Table().eval(), example(), output=tmp_path / "net.onnx", verify=False)
     assert listing(tmp_path) == ["net.onnx", "net.onnx.data"]
 
 
 def test_threshold_and_the_protobuf_limit():
-    assert external_data_wanted(None, fxport.external.THRESHOLD_BYTES + 1)
+    assert external_data_wanted(None, fxport.lower.external.THRESHOLD_BYTES + 1)
     assert not external_data_wanted(None, 2**20)
     assert external_data_wanted(True, 10) and not external_data_wanted(False, 2**30)
     with pytest.raises(UsageError, match="2 GiB"):
@@ -195,7 +195,7 @@ def fail_the_model_rename(monkeypatch) -> None:
             raise OSError(5, "Input/output error")
         return real_replace(source, target)
 
-    monkeypatch.setattr(fxport.external.os, "replace", replace)
+    monkeypatch.setattr(fxport.lower.external.os, "replace", replace)
 
 
 def test_failure_of_the_model_rename_puts_the_old_data_back(tmp_path, old_pair, monkeypatch):
@@ -218,9 +218,9 @@ def test_failed_verification_writes_nothing_and_keeps_the_old_pair(tmp_path, old
     def mismatch(*args, **kwargs):
         raise VerificationError("ONNX Runtime differs from eager PyTorch (simulated)")
 
-    import fxport.stages
+    import fxport.verify.stage
 
-    monkeypatch.setattr(fxport.stages, "verify_at_precision", mismatch)
+    monkeypatch.setattr(fxport.verify.stage, "verify_at_precision", mismatch)
     with pytest.raises(VerificationError):
         fxport.convert(Table(seed=2).eval(), example(), output=tmp_path / "net.onnx", external_data=True)
     assert snapshot(tmp_path) == old_pair[1]
@@ -228,7 +228,7 @@ def test_failed_verification_writes_nothing_and_keeps_the_old_pair(tmp_path, old
 
 def test_verification_reads_the_staged_file_not_a_serialised_copy(tmp_path, monkeypatch):
     """ONNX Runtime gets a path beside the staged data; SerializeToString of the weights never happens."""
-    from fxport import verify
+    from fxport.verify import verification as verify
 
     seen = []
     real_init = verify.OnnxRunner.__init__

@@ -13,8 +13,8 @@ import torch
 import fxport
 import fxport.tasks
 from fxport.errors import UsageError
-from fxport.models.sampling import drawn_tokens, sampling_draws
-from fxport.models.text_generation import TextGenerator, generation_settings
+from fxport.generation.sampling import drawn_tokens, sampling_draws
+from fxport.generation.text_generation import TextGenerator, generation_settings
 from tests.conftest import line_of, op_counts, run_cli
 
 transformers = pytest.importorskip("transformers")
@@ -380,7 +380,7 @@ def test_encoder_decoder_generator_equals_generate(build, searched_ends, beams):
     """The encoder runs once, the decoder loops; BART's forced_eos_token_id is applied at the
     last step as generate() applies it; the repetition penalty counts the decoder's ids
     (its start token included) and min_new_tokens counts the new ones."""
-    from fxport.models.seq2seq_generation import Seq2SeqGenerator
+    from fxport.generation.seq2seq_generation import Seq2SeqGenerator
 
     lm = build()
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
@@ -438,7 +438,7 @@ def test_encoder_decoder_beam_search_converts_and_equals_generate():
         np.testing.assert_array_equal(produced, generate(lm, ids, mask, **settings).numpy())
 
 
-# --- sampling: the random numbers an input (fxport.models.sampling) -------------------------
+# --- sampling: the random numbers an input (fxport.generation.sampling) -------------------------
 
 def uniform_draws(batch, steps, seed):
     return torch.rand(batch, steps, generator=torch.Generator().manual_seed(seed))

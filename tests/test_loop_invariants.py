@@ -1,4 +1,4 @@
-"""Loop-invariant nodes leave ``Loop`` bodies (fxport/loop_invariants.py): the transposed weight a
+"""Loop-invariant nodes leave ``Loop`` bodies (fxport/lower/loop_invariants.py): the transposed weight a
 body reads moves in front of the loop, what may fail or reads the body's own values stays, and
 the model computes the same at trip counts 0, 1, 2 and 5."""
 
@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fxport.loop_invariants import hoist_loop_invariants
+from fxport.lower.loop_invariants import hoist_loop_invariants
 
 
 def loop_model():

@@ -4,7 +4,7 @@ import onnxruntime as ort
 import torch
 
 import fxport
-from fxport.lower import return_names
+from fxport.lower.lowering import return_names
 
 
 class TwoOutputs(torch.nn.Module):

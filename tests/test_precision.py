@@ -7,8 +7,9 @@ import torch
 
 import fxport
 from fxport.errors import UsageError, VerificationError
-from fxport.precision import half_copy, half_inputs, quantize_int8
-from fxport.load import InputSet
+from fxport.capture.half_precision import half_copy, half_inputs
+from fxport.lower.precision import quantize_int8
+from fxport.inputs import InputSet
 from tests.conftest import op_counts, run_cli
 
 FLOAT16 = onnx.TensorProto.FLOAT16
@@ -79,7 +80,7 @@ def test_fp16_softmax_runs_in_float32_between_casts(mlp_fp16):
 
 
 def test_float32_islands_keep_graph_output_names_and_types():
-    from fxport.precision import keep_ops_in_float32
+    from fxport.lower.precision import keep_ops_in_float32
 
     class SoftmaxOut(torch.nn.Module):
         def forward(self, x):
@@ -242,8 +243,8 @@ def test_calibration_set_of_the_wrong_arity_is_a_usage_error():
 
 
 def test_quantize_int8_on_a_conv_model():
-    from fxport.capture import capture
-    from fxport.lower import lower
+    from fxport.capture.program import capture
+    from fxport.lower.lowering import lower
 
     model = ConvNet().eval()
     program = capture(model, InputSet((torch.rand(1, 3, 8, 8),)), None)

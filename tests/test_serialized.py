@@ -1,4 +1,4 @@
-"""The lowered model is serialised once (fxport/serialized.py): the bytes the checker, ONNX
+"""The lowered model is serialised once (fxport/lower/serialized.py): the bytes the checker, ONNX
 Runtime and the file get equal ``SerializeToString()`` of the model as it is at each use."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 import fxport
-from fxport.serialized import ModelBytes
+from fxport.lower.serialized import ModelBytes
 
 
 def _model() -> onnx.ModelProto:
@@ -157,7 +157,7 @@ def test_an_early_file_names_its_head_only_while_the_model_begins_with_it(tmp_pa
 def test_a_session_that_cannot_map_the_file_loads_the_bytes(tmp_path):
     """A file ONNX Runtime cannot read by reference (here: removed before the load) costs the
     mapping, not the verification: the session loads the model's own bytes."""
-    from fxport.onnx_runner import OnnxRunner
+    from fxport.verify.onnx_runner import OnnxRunner
 
     model = _model_with_a_branch()
     model_bytes = ModelBytes(model)
@@ -171,7 +171,7 @@ def test_a_session_that_cannot_map_the_file_loads_the_bytes(tmp_path):
 
 def test_a_model_the_checker_refuses_leaves_no_file_begun(tmp_path, monkeypatch):
     """The file is begun before the checker runs (the write overlaps it): a refusal removes it."""
-    import fxport.stages as stages
+    import fxport.lower.stage as stages
     from fxport.errors import LoweringError
 
     def refuse(model, ort=False):

@@ -1,4 +1,4 @@
-"""Outputs a sort orders are compared tie-tolerantly (fxport/ties.py): rows whose keys are equal
+"""Outputs a sort orders are compared tie-tolerantly (fxport/verify/ties.py): rows whose keys are equal
 within tolerance may come out in another order, and nothing else may move."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fxport.compare import Acceptance, compare
-from fxport.ties import align_tied_rows, sorted_output_indices
+from fxport.verify.compare import Acceptance, compare
+from fxport.verify.ties import align_tied_rows, sorted_output_indices
 
 
 def detections(scores, labels, boxes):

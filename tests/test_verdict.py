@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 import fxport
 from fxport.inputs import InputSet
-from fxport.verify import verify_model
+from fxport.verify.verification import verify_model
 
 from conftest import MODELS, op_counts, run_onnx
 
@@ -108,13 +108,13 @@ def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipp
     would let a wrong file pass on the sets fxport made up."""
     import time
 
-    import fxport.verify
-    from fxport.reference import Float64Reference
+    import fxport.verify.verification
+    from fxport.verify.reference import Float64Reference
 
     model, result = converted
     mutant = _wrong_constant(onnx.ModelProto.FromString(result.model.SerializeToString()))
-    monkeypatch.setattr(fxport.verify, "SECONDS", 0.3)
-    monkeypatch.setattr(fxport.verify, "REFERENCE_SLOWDOWN", 1)
+    monkeypatch.setattr(fxport.verify.verification, "SECONDS", 0.3)
+    monkeypatch.setattr(fxport.verify.verification, "REFERENCE_SLOWDOWN", 1)
     monkeypatch.setattr(Float64Reference, "run", lambda self, inputs, trials=2: time.sleep(30))
     example = InputSet((torch.rand(4, 1000) + 0.1, torch.tensor(3)))
     with pytest.raises(fxport.VerificationError) as info:
@@ -126,7 +126,7 @@ def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipp
                             for row in nonempty), [(row.name, row.passed, row.note) for row in nonempty]
 
 
-# --- a model whose float64 output does not repeat has no float64 truth (fxport/reference.py) -----
+# --- a model whose float64 output does not repeat has no float64 truth (fxport/verify/reference.py) -----
 
 class GlobalDraw(torch.nn.Module):
     def forward(self, x):
@@ -164,7 +164,7 @@ class Deterministic(torch.nn.Module):
 
 
 def _counted_runs(monkeypatch) -> list:
-    import fxport.reference as reference
+    import fxport.verify.reference as reference
 
     runs, run_eager = [], reference.run_eager
     monkeypatch.setattr(reference, "run_eager", lambda *a: runs.append(1) or run_eager(*a))
@@ -174,7 +174,7 @@ def _counted_runs(monkeypatch) -> list:
 @pytest.mark.parametrize("model", [GlobalDraw(), OwnGenerator(), PythonDraw(), NumpyDraw()],
                          ids=lambda m: type(m).__name__)
 def test_a_model_drawing_random_numbers_from_any_source_gets_no_float64_truth(model, monkeypatch):
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     runs = _counted_runs(monkeypatch)
     assert Float64Reference(model).run(InputSet((torch.randn(2, 3, 5),)), trials=0) is None
@@ -182,7 +182,7 @@ def test_a_model_drawing_random_numbers_from_any_source_gets_no_float64_truth(mo
 
 
 def test_a_model_that_draws_nothing_gets_its_float64_truth_and_is_repeated_once(monkeypatch):
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     runs = _counted_runs(monkeypatch)
     reference = Float64Reference(Deterministic())
@@ -207,7 +207,7 @@ class Counting(torch.nn.Module):
                          ids=lambda m: type(m).__name__)
 def test_a_small_probe_tells_a_model_that_draws_random_numbers(model, monkeypatch):
     """With a probe, the repeat runs there (two small runs) instead of on the big set."""
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     runs = _counted_runs(monkeypatch)
     probe = InputSet((torch.randn(1, 3, 2),))
@@ -216,10 +216,10 @@ def test_a_small_probe_tells_a_model_that_draws_random_numbers(model, monkeypatc
 
 
 def test_a_deterministic_model_gets_its_truth_after_the_probe_repeats(monkeypatch):
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     shapes = []
-    import fxport.reference as reference
+    import fxport.verify.reference as reference
 
     run_eager = reference.run_eager
     monkeypatch.setattr(reference, "run_eager", lambda m, i: shapes.append(tuple(i.tensors()[0].shape)) or run_eager(m, i))
@@ -236,7 +236,7 @@ class RejectsShortRows(torch.nn.Module):
 
 
 def test_a_probe_the_model_rejects_falls_back_to_repeating_the_set(monkeypatch):
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     runs = _counted_runs(monkeypatch)
     probe = InputSet((torch.randn(1, 3, 2),))
@@ -248,7 +248,7 @@ def test_a_probe_the_model_rejects_falls_back_to_repeating_the_set(monkeypatch):
 
 
 def test_the_probe_is_the_smallest_set_with_no_empty_tensor():
-    from fxport.verify import _repeat_probe
+    from fxport.verify.verification import _repeat_probe
 
     sets = [InputSet((torch.randn(4, 8),), name="example"), InputSet((torch.randn(0, 8),), name="size[batch=0]"),
             InputSet((torch.randn(1, 8),), name="size[batch=1]"), InputSet((torch.randn(6, 8),), name="larger")]
@@ -262,7 +262,7 @@ class Unfilled(torch.nn.Module):
 
 
 def test_memory_a_model_does_not_fill_is_repeated_before_it_is_trusted(monkeypatch):
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     runs = _counted_runs(monkeypatch)
     assert Float64Reference(Unfilled()).run(InputSet((torch.randn(2, 3),)), trials=0) is not None
@@ -294,7 +294,7 @@ class HangsOnOneRow(torch.nn.Module):
 
 def test_a_probe_the_model_never_finishes_on_is_stopped_and_the_set_repeated(monkeypatch):
     import fxport.eager_limits as eager_limits
-    from fxport.reference import Float64Reference
+    from fxport.verify.reference import Float64Reference
 
     monkeypatch.setattr(eager_limits, "SECONDS", 0.5)
     truth = Float64Reference(HangsOnOneRow(), probe=InputSet((torch.randn(1, 3),))).run(

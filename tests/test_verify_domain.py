@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import fxport
-from fxport.domain import InputDomain, input_domains, is_padding_shaped, padding_mask
-from fxport.load import InputSet
-from fxport.verify import flatten_outputs, generate_input_sets
+from fxport.verify.inputs.domains import InputDomain, input_domains, is_padding_shaped, padding_mask
+from fxport.inputs import InputSet
+from fxport.verify.compare import flatten_outputs
+from fxport.verify.verification import generate_input_sets
 from tests.conftest import MODELS, assert_matches_eager, run_cli
 
 TEXT = os.path.join(MODELS, "text.py")
@@ -255,7 +256,7 @@ def test_a_wrong_number_output_is_refused():
     """Comparing numbers can fail: an ONNX file returning another value than eager is refused."""
     import numpy as np
 
-    from fxport.verify import compare_outputs
+    from fxport.verify.compare import compare_outputs
 
     comparisons, _ = compare_outputs(flatten_outputs((torch.ones(2), 5)), [np.ones(2, np.float32), np.array(6)])
     assert [c.passed for c in comparisons] == [True, False]

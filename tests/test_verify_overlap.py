@@ -1,4 +1,4 @@
-"""Verification runs ONNX Runtime on its own thread, behind eager (fxport/verify.py): the
+"""Verification runs ONNX Runtime on its own thread, behind eager (fxport/verify/verification.py): the
 session loads while eager runs, eager runs on while ONNX Runtime is busy, rows keep their
 order, a set eager rejects never reaches ONNX Runtime, and a wrong file still fails."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import fxport
-import fxport.verify as verify
+import fxport.verify.verification as verify
 from fxport.errors import VerificationError
 from fxport.inputs import InputSet
-from fxport.verify import verify_model
+from fxport.verify.verification import verify_model
 
 
 
@@ -157,7 +157,7 @@ def test_weights_are_prepacked_only_for_files_that_repeat_a_body():
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from fxport.onnx_runner import OnnxRunner
+    from fxport.verify.onnx_runner import OnnxRunner
 
     weight = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])

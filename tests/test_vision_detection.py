@@ -37,7 +37,7 @@ def test_faster_rcnn_converts_from_the_cli_with_its_own_size_per_image(tmp_path)
     (The verify stage's generated sets include a 32-px-wide image on a 160-px canvas, where
     boxes in the zero padding tie exactly and float noise picks which one NMS keeps:
     docs/vision-models.md.)"""
-    from fxport.compare import Acceptance, compare
+    from fxport.verify.compare import Acceptance, compare
     from fxport.testing import run_onnx
     from tests.models.detection import FasterRCNN
 
@@ -76,7 +76,7 @@ def test_detectors_convert_and_verify_from_the_cli(name, rules, tmp_path):
     with their post-processing rules and no Loop. The R-CNNs' region-proposal top-k and NMS,
     and Keypoint R-CNN's box widths rounded up into heatmap sizes, sit on keys tied within
     float32 noise on some sets: those pass by replaying the file's decisions
-    (fxport/decisions.py), never by loosening a tolerance."""
+    (fxport/verify/decisions.py), never by loosening a tolerance."""
     report, model_proto = convert_detector_from_the_cli(name, tmp_path, verify=True)
     rows = report["verification"]
     assert report["ok"] and len(rows) == 11 and all(row["passed"] for row in rows), rows

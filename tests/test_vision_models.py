@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import fxport
-from fxport.input_sets import generate_input_sets
+from fxport.verify.inputs.generated import generate_input_sets
 from fxport.inputs import InputSet
 
 from conftest import MODELS, run_onnx

@@ -39,11 +39,11 @@ import torch.utils._pytree as pytree
 import fxport
 from benchmarks.fuzz.generator import FEATURES, Program
 from fxport.controlflow import convert_control_flow, operators as runtime
-from fxport.exercise import searched_set
-from fxport.input_sets import generate_input_sets
-from fxport.load import InputSet
-from fxport.reference import RoundingNoise
-from fxport.verify import TOLERANCES
+from fxport.verify.exercise import searched_set
+from fxport.verify.inputs.generated import generate_input_sets
+from fxport.inputs import InputSet
+from fxport.verify.reference import RoundingNoise
+from fxport.verify.compare import TOLERANCES
 
 #: Seconds one program may take before it counts as a hang. Not less: with four conversions
 #: sharing two cores, lowering one 40-line program of the CI profile took over 120 s.

@@ -26,7 +26,8 @@ from fxport.choices import IF_STRATEGIES
 from fxport.controlflow import operators
 from fxport.controlflow.operators.containers import register_library_containers
 from fxport.controlflow.engine import convert_function
-from fxport.errors import ControlFlowError, SourceLocation, UsageError, is_user_file
+from fxport.errors import ControlFlowError, SourceLocation, UsageError
+from fxport.frames import is_user_file
 from fxport.report import AppliedRewrite
 
 STRATEGIES = IF_STRATEGIES  # one definition, shared with the CLI (fxport/choices.py)

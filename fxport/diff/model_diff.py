@@ -36,7 +36,7 @@ from typing import Any
 import onnx
 import torch
 
-from fxport.dynamic_dims import bound_parameter_names, dynamic_axes_by_input
+from fxport.capture.dynamic_dims import bound_parameter_names, dynamic_axes_by_input
 from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, iter_graph_changes
 from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_untranslated_ops
 from fxport.diff.source_diff import definition_at, function_first_line, source_diff_for

@@ -14,7 +14,7 @@ Example::
 
     >>> import torch
     >>> from fxport.diff.onnx_diff import diff_onnx
-    >>> from fxport.lower import lower
+    >>> from fxport.lower.lowering import lower
     >>> def exported(module):
     ...     return lower(torch.export.export(module, (torch.randn(2, 3),)))
     >>> diff = diff_onnx(exported(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())),

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import onnx
 
-from fxport.errors import RuleError, SourceLocation, user_location_from_exception
+from fxport.errors import RuleError, SourceLocation
+from fxport.frames import user_location_from_exception
 from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata, rule_of_node, set_metadata
 from fxport.report import AppliedRewrite, iter_graphs, iter_nodes
 from fxport.rules.base import TIERS, Rule, rules_of

@@ -17,7 +17,7 @@ import onnx
 import onnxruntime as ort
 import torch
 
-from fxport.compare import Acceptance, compare
+from fxport.verify.compare import Acceptance, compare
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow import operators as runtime
 from fxport.pipeline import run
@@ -62,7 +62,7 @@ def _numpy(value) -> np.ndarray:
 
 def assert_matches_eager(model, exported: Exported, inputs: list[tuple], atol=1e-5, rtol=1e-4) -> None:
     """Eager PyTorch (the user's unconverted module) vs ONNX Runtime on every input set, judged
-    by fxport's one comparer (fxport.compare) with these element tolerances."""
+    by fxport's one comparer (fxport.verify.compare) with these element tolerances."""
     assert "forward" not in model.__dict__, "module still patched after the with block"
     for args in inputs:
         with torch.no_grad():  # the model may change its inputs in place: give it copies

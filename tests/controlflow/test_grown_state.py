@@ -56,7 +56,7 @@ def test_a_finished_conversion_frees_its_loops():
     model = m.GreedyNoCache(countdown=True).eval()
     job = fxport.pipeline.run(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},), until="capture",
                               verify=False)
-    made = list(job.artifacts["grown_loops"])
+    made = list(job.grown_loops)
     assert made and all(key in growing.LOOPS for key in made)
     del job
     gc.collect()

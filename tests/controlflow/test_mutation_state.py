@@ -66,7 +66,7 @@ import copy
 
 from torch.export.graph_signature import OutputKind
 
-from fxport.compare import Acceptance, compare
+from fxport.verify.compare import Acceptance, compare
 from fxport.errors import ControlFlowError
 from fxport.pipeline import run
 from tests.controlflow._util import Exported, line_in_source, run_ort

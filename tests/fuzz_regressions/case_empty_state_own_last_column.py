@@ -4,7 +4,7 @@ failed on the example inputs ("Shape mismatch attempting to re-use buffer. {3,0}
 ``acc`` starts empty and grows by ``torch.tanh(acc[:, -1:])``, 0 columns on the first step. The
 loop's body is captured with growing axes at least 2 long, so the exporter recorded that slice
 as 1 column; ONNX Runtime planned buffers from the recorded shape. The body's computed values
-now carry no recorded shapes (fxport/grown_loops.py, ``_forget_inner_shapes``).
+now carry no recorded shapes (fxport/lower/grown_loops.py, ``_forget_inner_shapes``).
 """
 # expect: equal
 

@@ -189,8 +189,8 @@ def test_left_padded_llama_stock_file_differs_from_eager_fxport_file_does_not():
     result = fxport.convert(module, (ids, mask), dynamic_shapes=dynamic, verify=False)
     assert sum(1 for record in result.rewrites if record.rule == RULE) == 2  # one per layer
 
-    from fxport.dynamic_dims import normalize_dynamic_shapes
-    from fxport.load import InputSet
+    from fxport.capture.dynamic_dims import normalize_dynamic_shapes
+    from fxport.inputs import InputSet
     from fxport.quiet import quiet_torch
 
     with quiet_torch():

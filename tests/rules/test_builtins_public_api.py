@@ -7,13 +7,13 @@ import ast
 import pathlib
 
 import fxport
-import fxport.models.generate
+import fxport.generation.generate
 import fxport.rules
 
 REWRITES = pathlib.Path(__file__).resolve().parents[2] / "rewrites"
 PUBLIC = {"fxport": set(fxport.__all__) | {"rules", "BUILTIN_PRIORITY"}, "fxport.rules": set(fxport.rules.__all__),
           # the task models are public: docs/generation.md shows them (the generate() rule calls one)
-          "fxport.models.generate": set(fxport.models.generate.__all__)}
+          "fxport.generation.generate": set(fxport.generation.generate.__all__)}
 OWN_PACKAGE = "fxport.rewrites"
 
 

@@ -168,7 +168,7 @@ def _nms_file(scores):
 
 def _verify_nms(model, program, scores):
     from fxport.inputs import InputSet
-    from fxport.verify import verify_model
+    from fxport.verify.verification import verify_model
 
     inputs = InputSet((OVERLAPPING, scores, torch.zeros(3, dtype=torch.int64)))
     return verify_model(KeyedNMS(), model, [inputs], generate=False, program=program)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import torch
 
 from fxport.controlflow.operators.values import same_layout
-from fxport.errors import ControlFlowError, here
+from fxport.errors import ControlFlowError
+from fxport.frames import here
 
 
 def same(x, y):

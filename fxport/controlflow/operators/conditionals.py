@@ -145,7 +145,7 @@ def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
                      detail="where: nested in a traced cond/while_loop body (torch.onnx cannot export If inside Loop)")
     if isinstance(outs, str) and is_probing():
         # the probe of a loop body: branches of different sizes make the loop one whose state
-        # grows, whose body is captured on its own, where this if becomes an If (fxport/grown_loops.py)
+        # grows, whose body is captured on its own, where this if becomes an If (fxport/lower/grown_loops.py)
         return _if_cond(pred, true_fn, false_fn, args, info, outs)
     if isinstance(outs, str):
         fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,

@@ -7,7 +7,7 @@ given to ``while_loop``: :func:`grown_loop` records the loop as a :class:`GrownL
 and test functions, which values are carried, which axes grow) and puts one call of the custom
 op ``fxport::grown_loop`` into the captured graph. Its fake implementation returns the carried
 values with fresh unbacked sizes along the growing axes (the loop decides them), its eager
-implementation runs the loop. The lower stage (``fxport/grown_loops.py``) exports the body on
+implementation runs the loop. The lower stage (``fxport/lower/grown_loops.py``) exports the body on
 its own, with the sizes of its carried values dynamic, and writes the op as one ONNX ``Loop``
 around that body (the design card's "scripted Loop nodes").
 
@@ -125,7 +125,7 @@ class GrownLoop:
     strategy: str = "auto"
     disabled: frozenset = frozenset()
     specs: list | None = None  # one pytree spec per state value (None: every value a tensor)
-    program: object = None  # the body's ExportedProgram once captured (fxport/grown_loops.py)
+    program: object = None  # the body's ExportedProgram once captured (fxport/lower/grown_loops.py)
 
     @property
     def counted(self) -> bool:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import torch
 
 from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
-from fxport.errors import ControlFlowError, here
+from fxport.errors import ControlFlowError
+from fxport.frames import here
 
 
 def _is_traced_index(index) -> bool:

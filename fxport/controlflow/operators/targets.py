@@ -25,7 +25,8 @@ from __future__ import annotations
 import torch
 
 from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
-from fxport.errors import ControlFlowError, here
+from fxport.errors import ControlFlowError
+from fxport.frames import here
 
 
 class Missing(Undefined):

@@ -1,0 +1,90 @@
+"""A size-oblivious capture that pins a dimension to size 1, found when torch adds the guard.
+
+The first capture runs with torch's ``backed_size_oblivious`` (docs/architecture.md, "Dynamic
+sizes"). When the model takes a path only size 1 takes (vit's attention views a transposed
+``(seq, batch, dim)`` input as ``(seq * batch, dim)``, which only batch 1 allows), torch adds a
+guard such as ``batch == 1`` and reports it only once the whole trace ends. No bound or hint can
+make that capture pass, so :func:`stopping_at_size_one_guards` stops it at the guard: one trace
+of the model less before the capture from the grown example (vit_b_16: about a second).
+
+Example::
+
+    >>> specialises_size_one(RuntimeError("Not all values of b = L['x'].size()[0] in the specified "
+    ...                                   "range satisfy the generated guard L['x'].size()[0] <= 1."))
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import sympy
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._sympy.printers import PythonPrinter
+
+from fxport.capture.failures import guards_at_sizes
+
+
+class SizeOneGuard(RuntimeError):
+    """A size-oblivious capture stopped at a guard that holds at size 1 and not at 2; worded
+    like torch's constraint violation, so that every reader of that message reads this one."""
+
+
+class _Stop(BaseException):
+    """The stop inside torch's trace: not an ``Exception``, so that no ``except Exception`` in
+    the model or in torch takes it for a failure to recover from (torch would have kept the guard
+    and failed at the end of the trace all the same); :class:`SizeOneGuard` once out of it."""
+
+
+def specialises_size_one(exc) -> bool:
+    """Whether a size-oblivious capture failed on a guard that holds at size 1 but not at 2
+    (``batch <= 1``: convnext's and vit's size-1 example took a path only size 1 takes): no
+    bound or hint makes that capture pass, only the capture from the grown example can."""
+    return any(at_one is True and at_two is False for _, (at_one, at_two) in guards_at_sizes(str(exc), 1, 2))
+
+
+@contextlib.contextmanager
+def stopping_at_size_one_guards(enabled: bool = True):
+    """While active, a guard on one size symbol that holds at 1 and not at 2, where the symbol's
+    range holds both, raises :class:`SizeOneGuard` at once. Only for captures whose dynamic
+    dimensions are all named Dims: a ``Dim.DYNAMIC`` hint lets torch specialise instead. The
+    model's own ``except Exception`` does not catch the stop (the guard stands, as in torch)."""
+    if not enabled:
+        yield
+        return
+    original = ShapeEnv._log_guard
+
+    def watching(shape_env: ShapeEnv, prefix: str, guard: Any, forcing_spec: bool) -> None:
+        original(shape_env, prefix, guard, forcing_spec)
+        if prefix == "eval":
+            message = _size_one_violation(shape_env, guard)
+            if message is not None:
+                raise _Stop(message)
+
+    ShapeEnv._log_guard = watching
+    try:
+        yield
+    except _Stop as stop:
+        raise SizeOneGuard(str(stop)).with_traceback(stop.__traceback__) from None
+    finally:
+        ShapeEnv._log_guard = original
+
+
+def _size_one_violation(shape_env: ShapeEnv, guard: Any) -> str | None:
+    """torch's wording of the violation ``guard`` is, or None when it is not a size-1 pin."""
+    symbols = getattr(guard, "free_symbols", set())
+    if len(symbols) != 1:
+        return None
+    (symbol,) = symbols
+    value_range = shape_env.var_to_range.get(symbol)
+    sources = shape_env.var_to_sources.get(symbol)
+    if value_range is None or not sources or not (value_range.lower <= 1 and value_range.upper >= 2):
+        return None
+    at_one, at_two = (guard.xreplace({symbol: sympy.Integer(size)}) for size in (1, 2))
+    if at_one is not sympy.true or at_two is not sympy.false:
+        return None
+    source = sources[0].name
+    name = shape_env.source_name_to_debug_name.get(source, str(symbol))
+    text = PythonPrinter().doprint(guard).replace(str(symbol), source)
+    return f"Not all values of {name} = {source} in the specified range satisfy the generated guard {text}."

@@ -1,0 +1,168 @@
+"""The decisions verification replays for torch's own ops (:mod:`fxport.verify.decisions`): top-k,
+sort, argsort, arg-max/min, max/min over a dimension, float comparisons, ceil/floor/round.
+
+Each ``take`` returns the op's result with ONNX Runtime's decision in place and why that
+decision is not one the op takes on keys within the comparison's tolerance (None when it is).
+Importing this module registers them; :mod:`fxport.verify.verification` does.
+
+Example::
+
+    >>> import torch
+    >>> own = torch.topk(torch.tensor([3.0, 2.0, 2.0000001, 1.0]), 2)
+    >>> _, problem = take_topk((torch.tensor([3.0, 2.0, 2.0000001, 1.0]), 2), {}, own,
+    ...                        {1: torch.tensor([0, 1])}, lambda dtype: (1e-4, 1e-3))
+    >>> problem is None    # index 1 instead of 2: keys tied within tolerance
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from fxport.verify.decisions import decision, keys_within, valid_indices
+
+
+def _take_by_indices(x: torch.Tensor, dim: int, own_values: torch.Tensor, indices: torch.Tensor,
+                     limits: Callable, what: str) -> tuple[torch.Tensor, str | None]:
+    indices = indices.to(torch.int64)
+    problem = valid_indices(indices, x.shape[dim], dim) if indices.shape == own_values.shape else \
+        f"{what} have shape {list(indices.shape)} where eager has {list(own_values.shape)}"
+    if problem:
+        return own_values, problem
+    values = x.gather(dim, indices)
+    ordered_own, ordered = own_values.sort(dim=dim).values, values.sort(dim=dim).values
+    return values, keys_within(ordered, ordered_own, limits, what)
+
+
+def _dim(args: tuple, kwargs: dict, position: int, default: int, rank: int) -> int:
+    given = args[position] if len(args) > position and not isinstance(args[position], bool) else None
+    return (kwargs.get("dim", default) if given is None else given) % max(rank, 1)
+
+
+@decision("aten::topk", label="top-k", outputs=(1,))
+def take_topk(args, kwargs, own, taken, limits):
+    """ONNX Runtime's top-k indices: admissible when its picked keys are the k largest (smallest)
+    within tolerance."""
+    x = args[0]
+    values, problem = _take_by_indices(x, _dim(args, kwargs, 2, -1, x.dim()), own[0], taken[1], limits, "top-k keys")
+    return (values, taken[1].to(torch.int64)), problem
+
+
+@decision("aten::sort", label="sort", outputs=(1,))
+def take_sort(args, kwargs, own, taken, limits):
+    """ONNX Runtime's sort order: admissible when the keys it puts at each position are eager's
+    within tolerance."""
+    x = args[0]
+    values, problem = _take_by_indices(x, _dim(args, kwargs, 1, -1, x.dim()), own[0], taken[1], limits, "sorted keys")
+    return (values, taken[1].to(torch.int64)), problem or keys_within(values, own[0], limits, "sorted keys")
+
+
+@decision("aten::argsort", label="argsort")
+def take_argsort(args, kwargs, own, taken, limits):
+    """Like :func:`take_sort`, the indices only."""
+    x = args[0]
+    dim = _dim(args, kwargs, 1, -1, x.dim())
+    (_, indices), problem = take_sort((x, dim), {}, (x.gather(dim, own), own), {1: taken[None]}, limits)
+    return indices, problem
+
+
+def _take_extreme(args, kwargs, own, taken, limits, what):
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    indices = taken[None].to(torch.int64)
+    if indices.shape != own.shape:
+        return own, f"{what} has shape {list(indices.shape)} where eager has {list(own.shape)}"
+    flat = x.reshape(-1) if dim is None else x
+    axis = 0 if dim is None else dim % max(x.dim(), 1)
+    picked, best = (indices.reshape(-1), own.reshape(-1)) if dim is None else (
+        (indices, own) if keepdim else (indices.unsqueeze(axis), own.unsqueeze(axis)))
+    problem = valid_indices(picked, flat.shape[axis], axis) if picked.numel() else None
+    return indices, problem or keys_within(flat.gather(axis, picked), flat.gather(axis, best), limits, f"{what} keys")
+
+
+@decision("aten::argmax", label="arg-max")
+def take_argmax(args, kwargs, own, taken, limits):
+    """ONNX Runtime's arg-max: admissible when the key it picks is the maximum within tolerance."""
+    return _take_extreme(args, kwargs, own, taken, limits, "arg-max")
+
+
+@decision("aten::argmin", label="arg-min")
+def take_argmin(args, kwargs, own, taken, limits):
+    """ONNX Runtime's arg-min: admissible when the key it picks is the minimum within tolerance."""
+    return _take_extreme(args, kwargs, own, taken, limits, "arg-min")
+
+
+def _take_reduction(args, kwargs, own, taken, limits, what):
+    x = args[0]
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    axis = (args[1] if len(args) > 1 else kwargs["dim"]) % max(x.dim(), 1)
+    indices, problem = _take_extreme(args, kwargs, own[1], {None: taken[1]}, limits, what)
+    if problem:
+        return own, problem
+    values = x.gather(axis, indices if keepdim else indices.unsqueeze(axis))
+    return (values if keepdim else values.squeeze(axis), indices), None
+
+
+@decision("aten::max", label="max over a dimension", outputs=(1,))
+def take_max_dim(args, kwargs, own, taken, limits):
+    """``max(dim)``'s indices (the full reduction has no indices and is no decision)."""
+    return _take_reduction(args, kwargs, own, taken, limits, "arg-max")
+
+
+@decision("aten::min", label="min over a dimension", outputs=(1,))
+def take_min_dim(args, kwargs, own, taken, limits):
+    """``min(dim)``'s indices, like :func:`take_max_dim`."""
+    return _take_reduction(args, kwargs, own, taken, limits, "arg-min")
+
+
+def take_comparison(args, kwargs, own, taken, limits):
+    """ONNX Runtime's comparison of float values: admissible when every element it decides
+    otherwise compares values within tolerance of each other (a score at the threshold)."""
+    flags = taken[None].to(torch.bool)
+    if flags.shape != own.shape:
+        return own, f"the comparison has shape {list(flags.shape)} where eager has {list(own.shape)}"
+    flipped = flags != own
+    left, right = (torch.as_tensor(a, dtype=torch.float64) for a in args[:2])
+    left, right = torch.broadcast_tensors(left, right)
+    dtype = next((a.dtype for a in args[:2] if isinstance(a, torch.Tensor) and a.dtype.is_floating_point),
+                 torch.float32)
+    atol, rtol = limits(dtype)
+    near = (left - right).abs() <= atol + rtol * torch.maximum(left.abs(), right.abs())
+    far = flipped & ~near.expand_as(flipped)
+    if bool(far.any()):
+        at = tuple(far.nonzero()[0].tolist())
+        return own, f"it decides {left[at].item():.6g} against {right[at].item():.6g} otherwise"
+    return flags, None
+
+
+def _take_rounding(boundary_offset: float):
+    def take(args, kwargs, own, taken, limits):
+        """ONNX Runtime's rounding of floats: admissible where it differs from the program's by
+        one, on values within tolerance of the boundary between the two (an integer for ceil and
+        floor, a half for round), a box 35.0000001 px wide on one side and 34.9999999 on the other."""
+        x, rounded = args[0], taken[None].to(own.dtype)
+        if rounded.shape != own.shape:
+            return own, f"the rounding has shape {list(rounded.shape)} where eager has {list(own.shape)}"
+        differ = rounded != own
+        if not bool(differ.any()):
+            return own, None
+        values = x.double()
+        boundary = torch.floor(values - boundary_offset + 0.5) + boundary_offset
+        atol, rtol = limits(x.dtype)
+        far = differ & (((rounded - own).abs() > 1) | ((values - boundary).abs() > atol + rtol * values.abs()))
+        if bool(far.any()):
+            at = tuple(far.nonzero()[0].tolist())
+            return own, f"it rounds {values[at].item():.6g} to {rounded[at].item():g} where eager has {own[at].item():g}"
+        return rounded, None
+    return take
+
+
+decision("aten::ceil", label="ceil")(_take_rounding(0.0))
+decision("aten::floor", label="floor")(_take_rounding(0.0))
+decision("aten::round", label="round")(_take_rounding(0.5))
+
+for _name in ("gt", "ge", "lt", "le"):
+    decision(f"aten::{_name}", label=f"comparison ({_name})", floats_only=True)(take_comparison)
