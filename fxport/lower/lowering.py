@@ -31,6 +31,7 @@ from fxport.errors import LoweringError, UnsupportedOpsError
 from fxport.lower.exporter import export_program
 from fxport.lower.grown_loops import loop_translations
 from fxport.lower.loop_invariants import hoist_loop_invariants
+from fxport.lower.ort_workarounds import apply_ort_workarounds
 from fxport.lower.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
 from fxport.choices import optimize_level
 from fxport.quiet import quiet_torch
@@ -96,6 +97,7 @@ def lower(
     if opset is not None and written != opset:  # the exporter falls back to its own opset silently
         raise LoweringError(f"the exporter could not convert this model to opset {opset} (it wrote opset {written})",
                             hint=f"use --opset {written}, or leave --opset out")
+    apply_ort_workarounds(onnx_program.model)  # shapes ONNX Runtime computes wrongly (fxport/lower/ort_workarounds.py)
     if level == "ort":
         onnx_program.model = fuse_ort(onnx_program.model, fusions, translation_table)
         counts["ort"] = count_ir_nodes(onnx_program.model)

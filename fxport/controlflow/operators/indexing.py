@@ -99,5 +99,7 @@ def setitem(target, index, value):
             where=here(),
             hint="use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it",
         )
+    if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and value.dtype != target.dtype:
+        value = value.to(target.dtype)  # as eager's assignment casts (a counter promoted to int64 into floats)
     target[index] = value
     return target
