@@ -7,6 +7,7 @@ ports themselves.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 class SinkhornItemError(torch.nn.Module):
@@ -42,3 +43,75 @@ class BfsLevels(torch.nn.Module):
             depth[nf > 0] = level
             f = (nf > 0).float()
         return depth
+
+
+class PowerIterationAllclose(torch.nn.Module):
+    """f-dangel/cockpit-style power iteration: the iterate ``w`` is first bound in the body and
+    returned after the loop; the loop ends on ``torch.allclose``."""
+
+    def forward(self, a):
+        v = torch.ones(a.shape[0]) / a.shape[0] ** 0.5
+        for _ in range(100):
+            w = a @ v
+            w = w / w.norm()
+            if torch.allclose(w, v, atol=1e-4):
+                break
+            v = w
+        return w
+
+
+class FloodFillUntilEqual(torch.nn.Module):
+    """Region growing by dilation until nothing changes (doctr-style dilate loop)."""
+
+    def forward(self, seed, allowed):
+        r = seed
+        while True:
+            new = F.max_pool2d(r, 3, 1, 1) * allowed
+            if torch.equal(new, r):
+                break
+            r = new
+        return r
+
+
+class ForcedAlignTrellis(torch.nn.Module):
+    """torchaudio's forced-alignment tutorial ``get_trellis``: a row written at the loop counter
+    (``trellis[t + 1, 1:] = ...``) from rows read at it and a gather by token ids."""
+
+    def forward(self, emission, tokens):
+        num_frame = emission.size(0)
+        num_tokens = tokens.size(0)
+        trellis = torch.zeros((num_frame, num_tokens))
+        trellis[1:, 0] = torch.cumsum(emission[1:, 0], 0)
+        trellis[0, 1:] = -float("inf")
+        trellis[-num_tokens + 1:, 0] = float("inf")
+        for t in range(num_frame - 1):
+            trellis[t + 1, 1:] = torch.maximum(
+                trellis[t, 1:] + emission[t, 0],
+                trellis[t, :-1] + emission[t, tokens[1:]],
+            )
+        return trellis
+
+
+class CrfScore(torch.nn.Module):
+    """kmkurn/pytorch-crf ``CRF._compute_score`` (batch second): emissions and transitions read
+    at the counter beside index tensors."""
+
+    def __init__(self, num_tags: int = 5):
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.start_transitions = torch.nn.Parameter(torch.empty(num_tags).uniform_(-0.1, 0.1, generator=generator))
+        self.end_transitions = torch.nn.Parameter(torch.empty(num_tags).uniform_(-0.1, 0.1, generator=generator))
+        self.transitions = torch.nn.Parameter(torch.empty(num_tags, num_tags).uniform_(-0.1, 0.1, generator=generator))
+
+    def forward(self, emissions, tags, mask):
+        seq_length, batch_size = tags.shape
+        mask = mask.float()
+        score = self.start_transitions[tags[0]]
+        score += emissions[0, torch.arange(batch_size), tags[0]]
+        for i in range(1, seq_length):
+            score += self.transitions[tags[i - 1], tags[i]] * mask[i]
+            score += emissions[i, torch.arange(batch_size), tags[i]] * mask[i]
+        seq_ends = mask.long().sum(dim=0) - 1
+        last_tags = tags[seq_ends, torch.arange(batch_size)]
+        score += self.end_transitions[last_tags]
+        return score

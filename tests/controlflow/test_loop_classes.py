@@ -10,6 +10,7 @@ import torch
 
 import fxport
 from tests.controlflow import loop_class_models as m
+from tests.controlflow import loop_models as lm
 from tests.controlflow._util import assert_matches_eager, export_to_ort, trip_counts
 
 
@@ -78,3 +79,76 @@ def test_without_the_workaround_verification_refuses_the_file_onnx_runtime_misco
     monkeypatch.setattr(lowering, "apply_ort_workarounds", lambda model: {})
     with pytest.raises(fxport.VerificationError):
         fxport.convert(_TransposedMatVec(), (_positive(4, 3), _positive(4)), dynamic_shapes={"M": {0: "n", 1: "m"}, "u": {0: "n"}})
+
+
+@pytest.mark.parametrize("model", [lm.DefinedOnlyInLoop(), lm.IndexUndefinedBeforeLoop()], ids=["value", "counter"])
+def test_a_variable_first_bound_in_the_loop_and_read_after_it_converts(model):
+    """``for i in range(int(n)): y = x * i`` then ``return y`` (or ``return x * i``): no value before
+    the loop. A placeholder the body overwrites before reading stands for it; after the loop it is
+    left only at 0 trips, where eager raises (the name is unbound)."""
+    x = torch.randn(3, 4)
+    exported = export_to_ort(model, (x, torch.tensor(3)), dynamic_shapes={"x": {0: "b"}, "n": None})
+    inputs = [(torch.randn(2, 4), torch.tensor(k)) for k in (1, 2, 5)] + [(torch.randn(1, 4), torch.tensor(1))]
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+    with pytest.raises(UnboundLocalError):
+        model(x, torch.tensor(0))
+
+
+def test_power_iteration_ending_on_allclose_converts_and_returns_the_last_iterate():
+    """cockpit-style power iteration: ``for _ in range(100)``, ``w`` first bound in the body,
+    ``if torch.allclose(w, v): break`` (a bool about tensors: a tensor condition here)."""
+    model = m.PowerIterationAllclose()
+    spd = lambda n, seed: (lambda a: a @ a.T + torch.eye(n))(torch.randn(n, n, generator=torch.Generator().manual_seed(seed)))
+    exported = export_to_ort(model, (spd(4, 0),), dynamic_shapes={"a": {0: "n", 1: "n"}})
+    identity = torch.eye(3)  # converged at the first check
+    inputs = [(spd(3, 1),), (spd(6, 2),), (identity,), (torch.tensor([[2.0]]),)]
+    trips = set().union(*trip_counts(model, inputs).values())
+    assert 1 in trips and max(trips) > 2
+    assert_matches_eager(model, exported, inputs, atol=1e-4, rtol=1e-3)
+    assert exported.ops.get("Loop")
+
+
+def test_flood_fill_until_equal_converts():
+    """Region growing until ``torch.equal(new, r)`` (a dilation loop): the exit is a tensor."""
+    model = m.FloodFillUntilEqual()
+    seed = torch.zeros(1, 1, 6, 6)
+    seed[..., 0, 0] = 1
+    allowed = torch.ones(1, 1, 6, 6)
+    allowed[..., 3, :] = 0
+    exported = export_to_ort(model, (seed, allowed), dynamic_shapes={"seed": {2: "h", 3: "w"}, "allowed": {2: "h", 3: "w"}})
+    blocked = torch.zeros(1, 1, 4, 5)
+    inputs = [(seed[..., :4, :5].clone(), torch.ones(1, 1, 4, 5)), (seed[..., :4, :5].clone(), blocked),
+              (torch.ones(1, 1, 3, 3), torch.ones(1, 1, 3, 3)), (seed, allowed)]
+    assert {1, 2}.issubset(set().union(*trip_counts(model, inputs).values()))
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_a_row_written_at_the_loop_counter_converts():
+    """``trellis[t + 1, 1:] = f(trellis[t, 1:], emission[t, tokens[1:]])`` over a dynamic number of
+    frames: the row at ``t`` is read, written as eager writes it and put back (no ``.item()``)."""
+    model = m.ForcedAlignTrellis()
+    tokens = torch.export.Dim("tokens", min=3)  # the model's own slice -k + 1: narrows k (torch says so)
+    emission = torch.randn(6, 5).log_softmax(-1)
+    exported = export_to_ort(model, (emission, torch.tensor([0, 1, 2])),
+                             dynamic_shapes={"emission": {0: torch.export.Dim("frames", min=2)}, "tokens": {0: tokens}})
+    ids = lambda *v: torch.tensor(v)
+    inputs = [(torch.randn(2, 5).log_softmax(-1), ids(0, 3, 4)), (torch.randn(9, 5).log_softmax(-1), ids(1, 2, 3, 4)),
+              (torch.randn(3, 5).log_softmax(-1), ids(4, 4, 4, 4, 4))]
+    assert {1, 2, 8} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_emissions_read_at_the_counter_beside_index_tensors_convert():
+    model = m.CrfScore()
+    g = torch.Generator().manual_seed(1)
+    make = lambda s, b, lengths: (torch.randn(s, b, 5, generator=g), torch.randint(0, 5, (s, b), generator=g),
+                                  torch.arange(s)[:, None] < torch.tensor(lengths)[None])
+    exported = export_to_ort(model, make(4, 2, [4, 2]), dynamic_shapes={"emissions": {0: "s", 1: "b"}, "tags": {0: "s", 1: "b"},
+                                                                         "mask": {0: "s", 1: "b"}})
+    inputs = [make(1, 3, [1, 1, 1]), make(2, 1, [2]), make(6, 4, [6, 1, 3, 5])]  # 0, 1 and 5 trips; padding on the right
+    assert {0, 1, 5} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")

@@ -158,9 +158,7 @@ def test_loop_record_names_carried_variables():
 
 ERRORS = {
     "carried_dtype_changes": (m.CarriedDtypeChanges, r"for: loop variable 'x' changes dtype from float32 to bool at .*loop_models.py:(\d+); cast"),
-    "defined_only_in_loop": (m.DefinedOnlyInLoop, r"for: variable 'y' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'y' an initial value"),
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
-    "index_undefined_before_loop": (m.IndexUndefinedBeforeLoop, r"for: variable 'i' is first defined inside a data-dependent loop .* at .*loop_models.py:(\d+); give 'i' an initial value"),
     "return_tuple_in_tensor_loop": (m.ReturnTupleInTensorLoop, r"for: return inside a data-dependent loop returns a tuple, not a tensor at .*loop_models.py:(\d+); return one tensor"),
 }
 

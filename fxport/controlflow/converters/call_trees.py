@@ -1,8 +1,9 @@
 """Call sites → ``_fx.call(f)(...)``, so user functions called from converted code are
 converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)`` →
 ``_fx.len_(xs)`` (lists grown in a data-dependent loop); ``int(t)`` → ``_fx.int_(t)``;
-``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``
-(numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
+``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
+``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` (0-d bool tensors while
+exporting, so a loop exit on them converts); (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
 at the function's top level, where they run as written).
 
 Plain names and ``self.method`` / ``module.function`` are wrapped; builtins, methods of local
@@ -74,6 +75,9 @@ class CallConverter(ExpressionConverter):
             return number_read
         if _is_torch_attr(func, ("stack", "cat", "concat", "concatenate")) and node.args:
             node.func = rt(func.attr if func.attr in ("stack", "cat") else "cat")
+            return node
+        if _is_torch_attr(func, ("equal", "allclose")):  # a bool about tensors: a tensor, so if/while on it convert
+            node.func = ast.copy_location(rt(func.attr), func)
             return node
         if isinstance(func, ast.Name) and func.id in ("int", "len") and len(node.args) == 1 and not node.keywords:
             node.func = ast.copy_location(rt(func.id + "_"), func)

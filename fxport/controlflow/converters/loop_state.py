@@ -56,4 +56,5 @@ def loop_info(ctx: Context, facts: facts_.LoopFacts, defined: set[str], *, targe
         side_effects=tuple(e.what for e in facts.side_effects if e.applies(effects_local, allow_append=True)),
         break_flag=facts.break_flag,
         retval=RETVAL if RETVAL in state else None,
+        written_first=tuple(sorted(set(state) - set(facts.body_live_in) - set(facts.head_reads) - appended)),
     )

@@ -50,7 +50,7 @@ import importlib as _importlib
 import pkgutil as _pkgutil
 
 from fxport.controlflow.operators.appender import Appender, cat, len_, stack
-from fxport.controlflow.operators.calls import CONVERTED, call, use_converter
+from fxport.controlflow.operators.calls import CONVERTED, allclose, call, equal, use_converter
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
@@ -76,11 +76,13 @@ __all__ = [
     "StatementInfo",
     "TensorRange",
     "Undefined",
+    "allclose",
     "and_",
     "call",
     "cat",
     "context",
     "coverage",
+    "equal",
     "find_error",
     "float_",
     "for_stmt",

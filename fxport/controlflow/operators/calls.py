@@ -50,3 +50,40 @@ def _lookup(fn):
     if torch.compiler.is_dynamo_compiling() or not _CONVERTER:
         return None
     return _CONVERTER[0](fn)
+
+
+def _traced(*tensors) -> bool:
+    return (torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling()) and all(
+        isinstance(t, torch.Tensor) for t in tensors)
+
+
+def _same_shape(a: torch.Tensor, b: torch.Tensor):
+    """True/False where the shapes are known equal or different, else None (sizes only known at run time)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if a.dim() != b.dim():
+        return False
+    if all(statically_known_true(x == y) for x, y in zip(a.shape, b.shape)):
+        return True
+    if any(statically_known_true(x != y) for x, y in zip(a.shape, b.shape)):
+        return False
+    return None
+
+
+def equal(a, b):
+    """``torch.equal(a, b)`` in converted code: while exporting, a 0-d bool tensor (the same
+    answer, kept a tensor so that ``if``/``while`` on it converts instead of guarding)."""
+    if not _traced(a, b):
+        return torch.equal(a, b)
+    same = _same_shape(a, b)
+    if same is None:
+        return torch.equal(a, b)  # torch says where the sizes must be known
+    return (a == b).all() if same else torch.zeros((), dtype=torch.bool)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``torch.allclose(a, b, ...)`` in converted code: a 0-d bool tensor while exporting."""
+    if not _traced(a, b) or _same_shape(a, b) is not True:
+        return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+

@@ -65,10 +65,27 @@ def getitem(value, index):
             squeeze.append(dim)
             dim += 1
         else:
-            return value[index]
+            return _advanced(value, parts)
     for d in reversed(squeeze):
         result = result.squeeze(d)
     return result
+
+
+def _is_plain_part(part) -> bool:
+    """An index part that takes exactly one dimension of the value: an int, a slice, a traced
+    0-d index or an integer index tensor (no None, Ellipsis or boolean mask)."""
+    if isinstance(part, (int, slice)) and not isinstance(part, bool):
+        return True
+    return isinstance(part, torch.Tensor) and not part.dtype.is_floating_point and part.dtype != torch.bool
+
+
+def _advanced(value: torch.Tensor, parts: tuple):
+    """``value[t, idx]``: a traced 0-d index beside an integer index tensor. As an index tensor of
+    one element it broadcasts with the others to the shape eager's integer gives (no .item())."""
+    has_tensor_index = any(isinstance(p, torch.Tensor) and p.dim() >= 1 for p in parts)
+    if not has_tensor_index or len(parts) > value.dim() or not all(_is_plain_part(p) for p in parts):
+        return value[parts]
+    return value[tuple(_position(p, value.shape[d]) if _is_traced_index(p) else p for d, p in enumerate(parts))]
 
 
 def _one_traced_axis(target, index) -> int | None:
@@ -93,6 +110,9 @@ def setitem(target, index, value):
         position = index[axis] if isinstance(index[axis], torch.Tensor) else scalar(index[axis])
         moved = setitem(target.movedim(axis, 0), position, value)
         return moved.movedim(0, axis)
+    axis = _traced_axis_among_basic_parts(target, index)
+    if axis is not None:  # buf[t + 1, 1:] = v: the row at t, written as eager would, put back at t
+        return _set_row(target, index, axis, value)
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
         raise ControlFlowError(
             f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
@@ -103,3 +123,26 @@ def setitem(target, index, value):
         value = value.to(target.dtype)  # as eager's assignment casts (a counter promoted to int64 into floats)
     target[index] = value
     return target
+
+
+def _traced_axis_among_basic_parts(target, index) -> int | None:
+    """The axis of the one traced 0-d index in ``target[..]``'s tuple when every other part is an
+    int or a slice (``trellis[t + 1, 1:]``)."""
+    if not isinstance(target, torch.Tensor) or not isinstance(index, tuple) or len(index) > target.dim():
+        return None
+    traced = [i for i, part in enumerate(index) if _is_traced_index(part)]
+    basic = all(isinstance(part, (int, slice)) and not isinstance(part, bool)
+                for i, part in enumerate(index) if i not in traced)
+    return traced[0] if len(traced) == 1 and basic else None
+
+
+def _set_row(target: torch.Tensor, index: tuple, axis: int, value):
+    """``target[index] = value`` where ``index[axis]`` is traced: the row at that position is taken
+    (``index_select``), assigned with the other parts as eager assigns, and written back
+    (``index_put``); the result is the new target."""
+    moved = target.movedim(axis, 0)
+    position = _position(index[axis], moved.shape[0])
+    row = torch.index_select(moved, 0, position).squeeze(0).clone()
+    rest = index[:axis] + index[axis + 1:]
+    row[rest] = value.to(row.dtype) if isinstance(value, torch.Tensor) else value
+    return torch.index_put(moved, (position,), row.unsqueeze(0)).movedim(0, axis)

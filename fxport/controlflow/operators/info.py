@@ -53,6 +53,7 @@ class StatementInfo:
     function: FunctionSource | None = None
     break_flag: str | None = None  # the name in ``names`` of the loop's break flag
     retval: str | None = None  # the name in ``names`` of a return value set inside a loop
+    written_first: tuple[str, ...] = ()  # loop state the body assigns before reading it (and the test never reads)
     exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
     branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)
     children: list = dataclasses.field(default_factory=list)  # statements nested in this one

@@ -160,6 +160,9 @@ def _and(a, b):
 def _loop_entry_state(state, info, rng):
     checked = []
     for name, value in zip(info.names, state):
+        if isinstance(value, Undefined) and name in info.written_first:
+            checked.append(None)  # a placeholder the probe shapes; no iteration reads it (eager: unbound)
+            continue
         if isinstance(value, Undefined):
             fail(f"{info.kind}: variable {name!r} is first defined inside a data-dependent loop and read "
                  f"after it or in the next iteration, with no value before the loop", info,
@@ -213,6 +216,8 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
             continue
         if before is None and name == info.retval:
             before = _return_placeholder(after, info)
+        elif before is None and name in info.written_first:
+            before = _unbound_placeholder(name, after, info)
         if isinstance(before, torch.Tensor) and is_number(original):
             after_t = after if isinstance(after, torch.Tensor) else scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
@@ -240,6 +245,19 @@ def _return_placeholder(returned, info):
              f"{type(returned).__name__ if returned is not None else 'value on no path'}, not a tensor", info,
              "return one tensor from inside the loop, or assign the result to a variable, break, and return after the loop")
     return torch.zeros_like(returned, memory_format=torch.contiguous_format)
+
+
+def _unbound_placeholder(name: str, assigned, info):
+    """A variable the loop body binds before reading it, with no value before the loop: zeros of
+    the type the body gives it. The body overwrites them before any read; after the loop they
+    remain only where the loop ran no iteration, where eager raises (the name is unbound)."""
+    if is_number(assigned):
+        assigned = scalar(assigned)
+    if not isinstance(assigned, torch.Tensor):
+        fail(f"{info.kind}: variable {name!r} is first defined inside a data-dependent loop and holds a "
+             f"{type(assigned).__name__}, not a tensor or number", info,
+             f"give {name!r} an initial value before the loop")
+    return torch.zeros_like(assigned, memory_format=torch.contiguous_format)
 
 
 def _number_to_tensor(value):
