@@ -37,6 +37,12 @@ from fxport.lower.serialized import ModelBytes, serialize
 class OnnxRunner:
     """An onnxruntime session fed with fxport input sets.
 
+    With ``isolated`` the session lives in a child process reused across runs
+    (:mod:`fxport.verify.isolated`): a run that aborts or faults in ONNX Runtime raises
+    :class:`~fxport.errors.VerificationError` naming the signal (``ONNX Runtime crashed (SIGABRT)
+    on the size[b=0] inputs``) instead of ending this process, and the next run starts a new
+    child. Verification runs every set that way; :meth:`close` ends the child.
+
     Example::
 
         >>> runner = OnnxRunner(onnx_model, device="cpu")        # doctest: +SKIP
@@ -44,39 +50,74 @@ class OnnxRunner:
     """
 
     def __init__(self, model: "onnx.ModelProto | str | os.PathLike", device: str = "cpu", *,
-                 profile_placement: bool | None = None, model_bytes: ModelBytes | None = None):
+                 profile_placement: bool | None = None, model_bytes: ModelBytes | None = None,
+                 isolated: bool = False):
         """``model``: a proto (serialised by ``model_bytes``, if given), or a model file's path (external data)."""
         import onnxruntime as ort
 
         self.providers = select_providers(device)
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        # Verification runs each set once: threads that spin between runs only take CPU from
-        # the eager reference (and from other processes) without making a run faster.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = self._child = None
+        config = [
+            # Verification runs each set once: threads that spin between runs only take CPU from
+            # the eager reference (and from other processes) without making a run faster.
+            ("session.intra_op.allow_spinning", "0")]
         if isinstance(model, onnx.ModelProto) and not _has_loops(model):
             # Prepacking reorders every constant weight at load for repeated products; outside a
             # Loop each set uses a weight once (VGG's 500 MB: a third of a 1.4 s load, no run slower)
-            options.add_session_config_entry("session.disable_prepacking", "1")
+            config.append(("session.disable_prepacking", "1"))
         #: Where each node ran, from a profile of the first run (on by default for CUDA, where ORT
         #: silently places nodes without a CUDA kernel on CPU): provider → ["OpType(name)", ...].
         self.placement: dict[str, list[str]] | None = None
         self._profiling = device == "cuda" if profile_placement is None else profile_placement
+        profile_prefix = None
         if self._profiling:
             self._profile_dir = tempfile.mkdtemp(prefix="fxport-ort-profile-")
-            options.enable_profiling = True
-            options.profile_file_prefix = os.path.join(self._profile_dir, "run")
+            profile_prefix = os.path.join(self._profile_dir, "run")
         try:
-            self.session = _session(model, model_bytes, options, self.providers)
+            if isolated:
+                inputs = self._start_child(model, model_bytes, config, profile_prefix)
+            else:
+                options = ort.SessionOptions()
+                options.log_severity_level = 3
+                for key, value in config:
+                    options.add_session_config_entry(key, value)
+                if profile_prefix is not None:
+                    options.enable_profiling = True
+                    options.profile_file_prefix = profile_prefix
+                self.session = _session(model, model_bytes, options, self.providers)
+                inputs = [(i.name, i.type, i.shape) for i in self.session.get_inputs()]
+                self.provider = self.session.get_providers()[0]
         except Exception as exc:
+            if self._profiling:
+                shutil.rmtree(self._profile_dir, ignore_errors=True)
             raise VerificationError(
                 f"ONNX Runtime cannot load the model: {_first_line(exc)}",
                 hint="the model uses an op or domain ONNX Runtime lacks; register its custom-op "
                 "library or convert with --no-verify",
             ) from exc
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.input_dtypes = [_ORT_FLOAT_TYPES.get(i.type) for i in self.session.get_inputs()]
-        self.provider = self.session.get_providers()[0]
+        self.input_names = [name for name, _, _ in inputs]
+        self.input_dtypes = [_ORT_FLOAT_TYPES.get(kind) for _, kind, _ in inputs]
+        self._input_shapes = [list(shape) for _, _, shape in inputs]
+
+    def _start_child(self, model, model_bytes: ModelBytes | None, config, profile_prefix) -> list[tuple]:
+        """The session in a child process (:class:`~fxport.verify.isolated.ChildSession`): the
+        model's path; or its bytes with the weights referred to in the file being written, then
+        (should that not load) its whole bytes, serialised only when asked for."""
+        from fxport.verify.isolated import ChildSession, SessionSettings
+
+        folder = None
+        if isinstance(model, (str, os.PathLike)):
+            sources = [os.fspath(model)]
+        else:
+            referred = model_bytes.by_reference(model) if model_bytes is not None else None
+            whole = _Serialized(model, model_bytes)
+            sources = [referred[0], whole] if referred is not None else [whole]
+            folder = referred[1] if referred is not None else None
+        self._child = ChildSession(sources, SessionSettings(
+            providers=tuple(self.providers), config=tuple(config), external_folder=folder,
+            profile_prefix=profile_prefix))
+        self.provider = self._child.provider
+        return list(zip(self._child.input_names, self._child.input_types, self._child.input_shapes))
 
     def run(self, inputs: InputSet, limit: float | None = None) -> list[np.ndarray]:
         """ONNX Runtime's outputs; ``limit``: seconds after which the run is stopped (an error)."""
@@ -86,16 +127,23 @@ class OnnxRunner:
                 f"the ONNX model takes {len(self.input_names)} inputs but {len(tensors)} tensors were given",
                 hint="non-tensor inputs are baked into the model as constants; pass tensors for values that vary",
             )
-        for spec, tensor in zip(self.session.get_inputs(), tensors):
-            fixed = [(axis, size) for axis, size in enumerate(spec.shape) if isinstance(size, int)]
-            if len(spec.shape) != tensor.dim() or any(tensor.shape[axis] != size for axis, size in fixed):
+        for name, shape, tensor in zip(self.input_names, self._input_shapes, tensors):
+            fixed = [(axis, size) for axis, size in enumerate(shape) if isinstance(size, int)]
+            if len(shape) != tensor.dim() or any(tensor.shape[axis] != size for axis, size in fixed):
                 raise VerificationError(
-                    f"the {inputs.name} inputs give {spec.name} shape {list(tensor.shape)} but the model "
-                    f"was exported with {list(spec.shape)}",
+                    f"the {inputs.name} inputs give {name} shape {list(tensor.shape)} but the model "
+                    f"was exported with {list(shape)}",
                     hint="declare the varying axes dynamic (--dynamic NAME:AXIS=DIM or dynamic_shapes)",
                 )
         feed = {name: _to_numpy(_as_input_dtype(t, dtype))
                 for name, t, dtype in zip(self.input_names, tensors, self.input_dtypes)}
+        outputs = self._run_in_child(inputs, feed, limit) if self._child is not None else \
+            self._run_here(inputs, feed, limit)
+        if self._profiling and self.placement is None:
+            self._read_placement()
+        return outputs
+
+    def _run_here(self, inputs: InputSet, feed: dict, limit: float | None) -> list[np.ndarray]:
         import onnxruntime as ort
 
         options = ort.RunOptions()
@@ -103,29 +151,63 @@ class OnnxRunner:
             options.log_severity_level = 4  # a stopped run's "Exiting due to terminate flag" is ours to report
         try:
             with terminated_after(options, limit):
-                outputs = self.session.run(None, feed, options)
+                return self.session.run(None, feed, options)
         except Exception as exc:
             if options.terminate:
-                raise VerificationError(f"ONNX Runtime ran past {limit:g} s on the {inputs.name} inputs, "
-                                        "where eager PyTorch finished",
-                                        hint="check the model's loops on these values") from exc
-            raise VerificationError(
-                f"ONNX Runtime failed on the {inputs.name} inputs: {_first_line(exc)}",
-                hint="run with --debug; the exported graph may not support these sizes",
-            ) from exc
-        if self._profiling and self.placement is None:
-            self._read_placement()
-        return outputs
+                raise _ran_past(limit, inputs) from exc
+            raise _failed(inputs, _first_line(exc)) from exc
+
+    def _run_in_child(self, inputs: InputSet, feed: dict, limit: float | None) -> list[np.ndarray]:
+        from fxport.verify.isolated import SessionCrashed, SessionError
+
+        try:
+            return self._child.run(feed, limit)
+        except SessionError as exc:
+            raise (_ran_past(limit, inputs) if exc.terminated else _failed(inputs, str(exc))) from None
+        except SessionCrashed as exc:
+            said = f" ({exc.stderr})" if exc.stderr else ""
+            raise VerificationError(f"ONNX Runtime crashed ({exc.how}) on {inputs.name}{said}",
+                                    hint="run with --debug; the exported graph may not support these sizes"
+                                    ) from None
+
+    def close(self) -> None:
+        """End the child process of an ``isolated`` runner (nothing otherwise)."""
+        if self._child is not None:
+            self._child.close()
 
     def _read_placement(self) -> None:
         """End profiling after the first run and record where its nodes ran."""
-        path = self.session.end_profiling()
         try:
-            with open(path) as handle:
-                self.placement = node_placement(json.load(handle))
+            if self._child is not None:
+                events = self._child.end_profiling()
+            else:
+                with open(self.session.end_profiling()) as handle:
+                    events = json.load(handle)
+            self.placement = node_placement(events)
         finally:
             shutil.rmtree(self._profile_dir, ignore_errors=True)
         self.provider = describe_placement(self.placement, self.providers[0])
+
+
+class _Serialized:
+    """``serialize(model, model_bytes)`` when called: a source a child process loads only when
+    the one before it failed (a forked child calls it in its own copy of this process)."""
+
+    def __init__(self, model: onnx.ModelProto, model_bytes: ModelBytes | None):
+        self.model, self.model_bytes = model, model_bytes
+
+    def __call__(self) -> bytes:
+        return serialize(self.model, self.model_bytes)
+
+
+def _ran_past(limit: float, inputs: InputSet) -> VerificationError:
+    return VerificationError(f"ONNX Runtime ran past {limit:g} s on the {inputs.name} inputs, "
+                             "where eager PyTorch finished", hint="check the model's loops on these values")
+
+
+def _failed(inputs: InputSet, message: str) -> VerificationError:
+    return VerificationError(f"ONNX Runtime failed on the {inputs.name} inputs: {message}",
+                             hint="run with --debug; the exported graph may not support these sizes")
 
 
 def _session(model: onnx.ModelProto | str | os.PathLike, model_bytes: ModelBytes | None, options, providers):
