@@ -16,6 +16,9 @@ import torch
 def write_checkpoint(directory: str, seed: int = 0) -> str:
     """A 2-layer Llama (vocabulary 64, width 32, grouped-query attention) saved to ``directory``."""
     from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # one line of output, not a "Writing model shards" bar
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -25,7 +28,16 @@ def write_checkpoint(directory: str, seed: int = 0) -> str:
     return directory
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
+def main(arguments: list[str]) -> None:
+    if len(arguments) != 1:
         sys.exit("usage: python3 examples/tiny_checkpoint.py DIRECTORY")
-    print(f"wrote {write_checkpoint(sys.argv[1])}")
+    try:
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        sys.exit(f"examples/tiny_checkpoint.py needs transformers ({exc}); "
+                 "pip install 'fxport[transformers]' (bash scripts/setup installs it)")
+    print(f"wrote {write_checkpoint(arguments[0])}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -149,7 +149,7 @@ def run_guarded(mode: OutputMode, action, on_error=None):
         if mode.as_json:
             stdout.print_json(json.dumps({"ok": False, **exc.to_dict()}))
         else:
-            stderr.print(f"[bold red]error:[/bold red] {escape(exc.message)}", highlight=False)
+            print_error(exc.message)
             rows = getattr(exc, "report", None)
             if rows:
                 stderr.print(verification_table(rows))
@@ -172,8 +172,7 @@ def run_guarded(mode: OutputMode, action, on_error=None):
         if mode.as_json:
             stdout.print_json(json.dumps({"ok": False, "error": type(exc).__name__, "message": message}))
         else:
-            stderr.print(f"[bold red]error:[/bold red] {escape(message)}; rerun with --debug and report it",
-                         highlight=False)
+            print_error(f"{message}; rerun with --debug and report it")
         raise typer.Exit(1)
 
 
@@ -224,6 +223,13 @@ def optimize_choice(optimize: "Optimize | None", no_optimize: bool) -> str:
     return optimize.value if optimize is not None else choices.DEFAULT_OPTIMIZE
 
 
+def either(on: bool, off: bool, on_flag: str, off_flag: str) -> Optional[bool]:
+    """A pair of flags as one setting: True, False, or None when neither is given."""
+    if on and off:
+        raise UsageError(f"{on_flag} conflicts with {off_flag}", hint="keep one of them")
+    return True if on else False if off else None
+
+
 def _print_version(value: bool) -> None:
     if value:
         print(f"fxport {__version__}")
@@ -242,7 +248,7 @@ def root(
 def convert(
     target: str = typer.Argument(..., metavar="TARGET", help="path/to/file.py:Name or package.module:Name"),
     inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
-    dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="NAME:AXIS=DIMNAME[,AXIS=DIMNAME], e.g. x:0=batch,2=h"),
+    dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="axis AXIS of input NAME is the dynamic dimension DIM; several axes: x:0=batch,2=h"),
     inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
     task: Optional[str] = typer.Option(None, "--task", metavar="TASK", help="TARGET is a local transformers checkpoint directory; build the model for TASK: text-generation or text-generation-step (docs/generation.md)"),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", metavar="N", help="text-generation: new tokens at most (default: the checkpoint's generation_config, else 20)"),
@@ -254,7 +260,8 @@ def convert(
     length_penalty: Optional[float] = typer.Option(None, "--length-penalty", metavar="X", help="text-generation, beams: finished scores ÷ length^X (default 1.0)"),
     early_stopping: Optional[str] = typer.Option(None, "--early-stopping", metavar="WHEN", help="text-generation, beams: true, false or never (transformers' meanings)"),
     num_return_sequences: Optional[int] = typer.Option(None, "--num-return-sequences", metavar="N", help="text-generation, beams: the N best sequences per prompt"),
-    do_sample: Optional[bool] = typer.Option(None, "--do-sample/--no-do-sample", metavar="", help="text-generation: sample, with the random numbers an input random_draws (default: the checkpoint's generation_config)"),
+    do_sample: bool = flag("text-generation: sample, with the random numbers an input random_draws (default: the checkpoint's generation_config)", "--do-sample"),
+    no_do_sample: bool = flag("text-generation: search without sampling, whatever the checkpoint's generation_config says", "--no-do-sample"),
     temperature: Optional[float] = typer.Option(None, "--temperature", metavar="X", help="text-generation, sampling: divide the logits by X"),
     top_k: Optional[int] = typer.Option(None, "--top-k", metavar="N", help="text-generation, sampling: keep the N most likely tokens (0: all)"),
     top_p: Optional[float] = typer.Option(None, "--top-p", metavar="X", help="text-generation, sampling: keep the most likely tokens whose probabilities add up to X"),
@@ -262,17 +269,18 @@ def convert(
     typical_p: Optional[float] = typer.Option(None, "--typical-p", metavar="X", help="text-generation, sampling: transformers' typical decoding mass"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="where to write the ONNX model"),
     opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
-    device: Device = typer.Option(Device.auto, "--device", help="where to verify"),
+    device: Device = typer.Option(Device.auto, "--device", metavar="DEVICE", help="where to verify: auto, cpu or cuda"),
     no_verify: bool = flag("skip verification against eager PyTorch", "--no-verify"),
-    optimize: Optional[Optimize] = typer.Option(None, "--optimize", help="none, generic (default: constant folding, CSE) or ort (ONNX Runtime fusions: ORT-only ops; docs/optimize.md)"),
+    optimize: Optional[Optimize] = typer.Option(None, "--optimize", metavar="LEVEL", help="none, generic (default: constant folding, CSE) or ort (ONNX Runtime fusions: ORT-only ops; docs/optimize.md)"),
     no_optimize: bool = flag("skip ONNX graph optimisation (same as --optimize none)", "--no-optimize"),
-    if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", help="tensor-conditioned if → where, cond, or auto (per statement)"),
+    if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", metavar="HOW", help="tensor-conditioned if → where, cond, or auto (per statement)"),
     no_control_flow: bool = flag("do not convert data-dependent control flow (shows the stock capture failure)", "--no-control-flow"),
     no_convert_libraries: bool = flag("do not convert installed packages' functions where capture stops on data-dependent control flow (refuse instead)", "--no-convert-libraries"),
-    precision: Precision = typer.Option(Precision.fp32, "--precision", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
+    precision: Precision = typer.Option(Precision.fp32, "--precision", metavar="TYPE", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
     calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
     min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
-    external_data: Optional[bool] = typer.Option(None, "--external-data/--no-external-data", metavar="", help="weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)"),
+    external_data: bool = flag("weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)", "--external-data"),
+    no_external_data: bool = flag("weights inside the model file (a usage error over 2 GiB)", "--no-external-data"),
     atol: Optional[float] = typer.Option(None, "--atol", metavar="X", help="absolute tolerance for float outputs (default: per dtype, 1e-4 for float32)"),
     rtol: Optional[float] = typer.Option(None, "--rtol", metavar="X", help="relative tolerance for float outputs (default: per dtype, 1e-3 for float32)"),
     strict_coverage: bool = flag("fail when some side of a converted if or trip count of a converted loop was reached by no input set (default: a warning)", "--strict-coverage"),
@@ -306,7 +314,8 @@ def convert(
                       "eos_token_id": list(eos_token_id) or None, "pad_token_id": pad_token_id,
                       "repetition_penalty": repetition_penalty, "num_beams": num_beams,
                       "length_penalty": length_penalty, "early_stopping": _early_stopping(early_stopping),
-                      "num_return_sequences": num_return_sequences, "do_sample": do_sample,
+                      "num_return_sequences": num_return_sequences,
+                      "do_sample": either(do_sample, no_do_sample, "--do-sample", "--no-do-sample"),
                       "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
                       "typical_p": typical_p}
         loaded = _load(target, task, generation, inputs, dynamic, inputs_fn)
@@ -318,7 +327,8 @@ def convert(
             optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
             convert_libraries=not no_convert_libraries,
             rules=[str(path) for path in rules] or None, disable_rules=tuple(disable), precision=precision.value,
-            calibration=calibrate, min_cosine=min_cosine, external_data=external_data,
+            calibration=calibrate, min_cosine=min_cosine,
+            external_data=either(external_data, no_external_data, "--external-data", "--no-external-data"),
             atol=atol, rtol=rtol, strict_coverage=strict_coverage,
         )
         result = convert_model(
@@ -564,9 +574,31 @@ def main() -> None:
     for each in (command, *getattr(command, "commands", {}).values()):
         _show_help_flag_without_type(each)
     try:
-        command(prog_name="fxport", standalone_mode=True)
-    except SystemExit as exit_:
-        sys.exit(exit_.code)
+        code = command(prog_name="fxport", standalone_mode=False)
+    except typer.exceptions.TyperException as exc:  # click's usage errors, worded like fxport's own
+        if type(exc).__name__ != "NoArgsIsHelpError":  # `fxport` alone: building the error printed the help
+            _click_error(exc, as_json="--json" in sys.argv)
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        print_error("aborted")
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_error(exc, as_json: bool) -> None:
+    """A usage error click found (``No such option: --bogus``), worded like fxport's own."""
+    text = " ".join(exc.format_message().split()).replace(": Value error, ", ": ").rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    text += f"; see {ctx.command_path if ctx is not None else 'fxport'} --help"
+    if as_json:
+        stdout.print_json(json.dumps({"ok": False, "error": "UsageError", "message": text}))
+    else:
+        print_error(text)
+
+
+def print_error(text: str) -> None:
+    """Every error the CLI prints, click's and fxport's: ``error: what; what to do``, one line."""
+    stderr.print(f"[bold red]error:[/bold red] {escape(text)}", highlight=False)
 
 
 def _show_help_flag_without_type(command) -> None:

@@ -18,6 +18,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import importlib
 import importlib.util
@@ -72,26 +74,7 @@ def resolve_target(target: str) -> Any:
 
 def _import_location(location: str):
     if location.endswith(".py") or os.sep in location or "/" in location:
-        path = os.path.abspath(location)
-        if not os.path.isfile(path):
-            raise ModelLoadError(f"file {location} does not exist", hint="check the path")
-        module_name = "_fxport_target_" + re.sub(r"\W", "_", os.path.splitext(path)[0])
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        sys.path.insert(0, os.path.dirname(path))
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # the user's file failed to import
-            sys.modules.pop(module_name, None)
-            raise ModelLoadError(
-                f"importing {location} raised {type(exc).__name__}: {_exception_text(exc)}",
-                where=_error_location(exc),
-                hint="fix the error in the file",
-            ) from exc
-        finally:
-            sys.path.remove(os.path.dirname(path))
-        return module
+        return import_file(location)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -107,6 +90,81 @@ def _import_location(location: str):
             where=user_location_from_exception(exc),
             hint="fix the error in the module",
         ) from exc
+
+
+#: path → module, while one :func:`load_model` runs: a target and ``--inputs-fn`` naming the same
+#: file share one module (the one patch rules reach); each load executes the file afresh
+_SHARED_IN_LOAD: contextvars.ContextVar[dict | None] = contextvars.ContextVar("shared_in_load", default=None)
+
+
+def import_file(location: str):
+    """The module of the Python file ``location``, reachable as ``sys.modules[STEM]``.
+
+    Patch rules name the model's functions by the file's stem (``mymodel.f`` for ``mymodel.py``,
+    docs/rules.md), and a rule file's ``import mymodel`` must give the module the model runs in,
+    not a second copy. So the file is executed under a private name (one per path) and its stem
+    names that module too, unless the stem already names another module (a file called
+    ``json.py``). A file imported already under its stem (``PYTHONPATH=.``) is that module.
+    """
+    path = os.path.abspath(location)
+    if not os.path.isfile(path):
+        raise ModelLoadError(f"file {location} does not exist", hint="check the path")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    existing = sys.modules.get(stem)
+    if existing is not None and _is_file(existing, path) and not _executed_by_fxport(existing):
+        return existing
+    shared = _SHARED_IN_LOAD.get()
+    module = shared.get(path) if shared is not None else None
+    if module is None:
+        module = _execute_file(location, path)
+        if shared is not None:
+            shared[path] = module
+    if stem.isidentifier() and (existing is None or _executed_by_fxport(existing)):
+        sys.modules[stem] = module
+    return module
+
+
+@contextlib.contextmanager
+def _one_module_per_file():
+    """Within the block, a file named twice (target and ``--inputs-fn``) is executed once."""
+    token = _SHARED_IN_LOAD.set({})
+    try:
+        yield
+    finally:
+        _SHARED_IN_LOAD.reset(token)
+
+
+def _execute_file(location: str, path: str):
+    """Execute the file under a private module name."""
+    module_name = _PRIVATE_PREFIX + re.sub(r"\W", "_", os.path.splitext(path)[0])
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file failed to import
+        sys.modules.pop(module_name, None)
+        raise ModelLoadError(
+            f"importing {location} raised {type(exc).__name__}: {_exception_text(exc)}",
+            where=_error_location(exc),
+            hint="fix the error in the file",
+        ) from exc
+    finally:
+        sys.path.remove(os.path.dirname(path))
+    return module
+
+
+_PRIVATE_PREFIX = "_fxport_target_"
+
+
+def _executed_by_fxport(module) -> bool:
+    return getattr(module, "__name__", "").startswith(_PRIVATE_PREFIX)
+
+
+def _is_file(module, path: str) -> bool:
+    file = getattr(module, "__file__", None)
+    return bool(file) and os.path.realpath(file) == os.path.realpath(path)
 
 
 def _exception_text(exc: BaseException) -> str:
@@ -238,11 +296,13 @@ def load_model(
 
     Precedence for inputs: ``--inputs-fn``, then ``-i`` specs, then what the module carries.
     """
-    module = instantiate(resolve_target(target), target)
+    with _one_module_per_file():  # --inputs-fn naming the model's file: the model's module
+        module = instantiate(resolve_target(target), target)
+        from_inputs_fn = load_inputs_fn(inputs_fn) if inputs_fn else None
     module.eval()
     specs = [parse_input_spec(s) for s in input_specs]
-    if inputs_fn:
-        input_sets = load_inputs_fn(inputs_fn)
+    if from_inputs_fn is not None:
+        input_sets = from_inputs_fn
     elif specs:
         input_sets = [inputs_from_specs(module, specs)]
     else:

@@ -58,3 +58,30 @@ def _torch_handlers() -> list[logging.Handler]:
 def drop_record(record: logging.LogRecord) -> bool:
     """A logging filter that drops every record (what torch logs while fxport keeps it quiet)."""
     return False
+
+
+@contextlib.contextmanager
+def transformers_progress_bars_off() -> Iterator[None]:
+    """transformers' tqdm bars (``Loading weights``) off for the block, as they were after it."""
+    from transformers.utils import logging as transformers_logging
+
+    was_enabled = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            transformers_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def transformers_warnings_off() -> Iterator[None]:
+    """transformers' log records below ERROR dropped for the block (its verbosity put back after)."""
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)

@@ -26,6 +26,7 @@ import torch
 from fxport.errors import ModelLoadError, UsageError, VerificationError
 from fxport.inputs import InputSet
 from fxport.load import LoadedModel
+from fxport.quiet import transformers_progress_bars_off
 
 TASKS = ("text-generation", "text-generation-step")
 #: new tokens when neither the command line nor the checkpoint's generation_config says
@@ -43,6 +44,10 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     """
     if task not in TASKS:
         raise UsageError(f"unknown task {task!r}", hint=f"use one of {', '.join(TASKS)}")
+    from fxport.generation.generation_settings import check_setting_ranges
+
+    check_setting_ranges(settings, as_flags=True)  # before the checkpoint loads: a usage error costs nothing
+    require_transformers(f"--task {task}")
     if not os.path.isdir(path):
         raise ModelLoadError(f"{path}: --task needs a checkpoint directory (config.json and weights)",
                              hint="pass the directory a transformers save_pretrained() wrote")
@@ -125,6 +130,16 @@ def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, A
                        description="one decoding step: past key/values in, present key/values out")
 
 
+def require_transformers(what: str) -> None:
+    """A one-line :class:`UsageError` saying what to install when transformers cannot be imported."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        missing = "is not installed" if exc.name == "transformers" else f"does not import ({type(exc).__name__}: {exc})"
+        raise UsageError(f"{what} needs transformers, which {missing}",
+                         hint="pip install 'fxport[transformers]' (bash scripts/setup installs it)") from None
+
+
 def _generation_lm(path: str, task: str) -> torch.nn.Module:
     """The checkpoint's causal LM, or for ``text-generation`` its encoder–decoder LM (T5, BART)."""
     import transformers
@@ -143,7 +158,8 @@ def _generation_lm(path: str, task: str) -> torch.nn.Module:
                                   + (" or an encoder-decoder one (T5, BART, Whisper) with --task text-generation"
                                      if task == "text-generation" else ""))
     try:
-        return auto.from_pretrained(path, local_files_only=True).eval()
+        with transformers_progress_bars_off():  # fxport's status line says what loads; -q and --json print nothing
+            return auto.from_pretrained(path, local_files_only=True).eval()
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"{path}: transformers could not load the checkpoint: {first_line}",

@@ -11,11 +11,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import torch
 
 from fxport.errors import UsageError
+from fxport.quiet import transformers_warnings_off
 
 #: generation_config attributes that carry no setting of the decoding itself.
 _BOOKKEEPING = frozenset({
@@ -40,6 +42,42 @@ UNSUPPORTED_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowe
                          "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask",
                          "custom_generate", "tokenizer", "past_key_values", "cache", "inputs_embeds",
                          "position_ids")
+
+
+#: the values each numeric setting may take (transformers checks few of them and ignores the
+#: rest: ``num_beams=0`` searched greedily, ``top_p=7`` applied no warper): name → (test, in words)
+SETTING_RANGES = {
+    "max_new_tokens": (lambda v: v >= 1, "≥ 1"),
+    "min_new_tokens": (lambda v: v >= 0, "≥ 0"),
+    "num_beams": (lambda v: v >= 1, "≥ 1 (1: no beam search)"),
+    "num_return_sequences": (lambda v: v >= 1, "≥ 1"),
+    "pad_token_id": (lambda v: v >= 0, "≥ 0"),
+    "repetition_penalty": (lambda v: v > 0, "> 0 (1.0: none)"),
+    "length_penalty": (lambda v: True, "that is finite"),
+    "temperature": (lambda v: v > 0, "> 0"),
+    "top_k": (lambda v: v >= 0, "≥ 0 (0: every token)"),
+    "top_p": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "min_p": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "typical_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
+}
+
+
+def check_setting_ranges(values: dict[str, Any], *, as_flags: bool = False) -> None:
+    """A :class:`UsageError` for the first setting in ``values`` outside :data:`SETTING_RANGES`
+    (``None`` is unset), named as a keyword (``top_p=7``) or, ``as_flags``, a flag (``--top-p 7``).
+
+    >>> check_setting_ranges({"top_p": 0.9, "num_beams": None})
+    >>> check_setting_ranges({"num_beams": 0}, as_flags=True)
+    Traceback (most recent call last):
+    fxport.errors.UsageError: --num-beams 0 is out of range; pass a value ≥ 1 (1: no beam search)
+    """
+    for name, (within, allowed) in SETTING_RANGES.items():
+        value = values.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or not within(value):
+            given = f"--{name.replace('_', '-')} {value:g}" if as_flags else f"{name}={value!r}"
+            raise UsageError(f"{given} is out of range", hint=f"pass a value {allowed}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,17 +179,20 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         if overrides.get(name) is not None:
             raise UsageError(f"generate(): {name}= has no ONNX form in fxport's generator",
                              hint=f"call generate() without {name}=")
-    config, global_defaults = _resolved_config(model, generation_config)
+    check_setting_ranges(overrides)  # given explicitly: refused even where generate() would ignore it
     try:
-        unknown = config.update(**overrides)
-        config.validate(strict=True)
+        with transformers_warnings_off():  # "flags are not valid" warnings: the error below says it
+            config, global_defaults = _resolved_config(model, generation_config)
+            unknown = config.update(**overrides)
+            config.validate(strict=True)
     except ValueError as invalid:  # transformers' own check of the settings
-        raise UsageError(f"generate(): {str(invalid).strip().splitlines()[0]}",
+        raise UsageError(f"generate(): {_first_reason(str(invalid))}",
                          hint="fix the generation settings (transformers refuses them too)") from None
     if unknown:
         name = sorted(unknown)[0]
         raise UsageError(f"generate(): {name}= is not a generation setting fxport's generator knows",
                          hint="pass only generation settings besides input_ids and attention_mask")
+    check_setting_ranges({name: getattr(config, name, None) for name in SETTING_RANGES})  # the checkpoint's too
     for name, value in config.to_diff_dict().items():
         if name.startswith("_") or name in _BOOKKEEPING or name in _IMPLEMENTED or name in handled:
             continue
@@ -183,8 +224,6 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
     if config.max_new_tokens is None:
         raise UsageError("generation needs max_new_tokens (max_length alone makes the number of new tokens "
                          "depend on the prompt length)", hint="pass max_new_tokens=N")
-    if config.max_new_tokens < 1:
-        raise UsageError(f"max_new_tokens={config.max_new_tokens} generates nothing", hint="pass max_new_tokens ≥ 1")
     eos = config.eos_token_id
     eos_ids = tuple(int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []))
     pad = config.pad_token_id
@@ -196,9 +235,6 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         if any(t < 0 for t in ids):
             raise UsageError(f"{what}={list(ids)} is negative", hint=f"pass {what} ≥ 0")
     penalty = 1.0 if config.repetition_penalty is None else float(config.repetition_penalty)
-    if penalty <= 0:
-        raise UsageError(f"repetition_penalty={penalty:g} must be positive",
-                         hint="pass repetition_penalty > 0 (1.0 is none)")
     return GenerationSettings(
         max_new_tokens=int(config.max_new_tokens), eos_token_ids=eos_ids, pad_token_id=pad,
         min_new_tokens=int(config.min_new_tokens or 0), repetition_penalty=penalty, num_beams=beams,
@@ -209,6 +245,19 @@ def generation_settings(model: torch.nn.Module, generation_config: Any = None, *
         cache_implementation=config.cache_implementation,
         **{name: getattr(config, name) for name in SAMPLING_WARPERS},
     )
+
+
+def _first_reason(message: str) -> str:
+    """The first line of transformers' message, with its first item when that line only
+    introduces a list (``GenerationConfig is invalid:`` then ``- `top_p`: ...``).
+
+    >>> _first_reason("GenerationConfig is invalid: \\n- `top_p`: set do_sample.\\nIf you're using...")
+    'GenerationConfig is invalid: `top_p`: set do_sample'
+    """
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1].removeprefix('- ')}".rstrip(".")
+    return lines[0].rstrip(".") if lines else "invalid settings"
 
 
 def _resolved_config(model: torch.nn.Module, generation_config: Any) -> tuple[Any, dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from fxport.capture.dynamic_dims import dynamic_axes_by_input, record_dynamic_ranges
 from fxport.conversion import Conversion
+from fxport.lower.dead_initializers import unused_initializers_removed
 from fxport.lower.lowering import check_onnx, lower, name_dynamic_axes, name_outputs
 from fxport.lower.precision import apply_precision
 from fxport.lower.serialized import ModelBytes
@@ -32,6 +33,7 @@ def lower_to_onnx(job: Conversion) -> None:
         name_outputs(job.onnx_model, job.model)  # after forward's return where known, not clone_2
         record_dynamic_ranges(job.onnx_model, job.program)  # the sizes the file is valid for
     if not job.staging.home(job.onnx_model):  # a staged pair was checked as a file by lower
+        unused_initializers_removed(job.onnx_model)  # ONNX Runtime warned at every load of such a file
         job.model_bytes = ModelBytes(job.onnx_model)  # the graph is final: serialised once from here
         if options.precision == "fp32":  # written while the checker and verification run; committed if they pass
             job.staging.begin_file(job.model_bytes.pieces(job.onnx_model))

@@ -24,6 +24,8 @@ import dataclasses
 import functools
 import importlib
 import itertools
+import os
+import sys
 import types
 import typing
 from typing import Any, Callable, Iterator, Sequence
@@ -127,7 +129,7 @@ def locate(path: str) -> tuple[Any, str]:
                 raise RuleError(
                     f"patch target {path!r} not found: {type_name(owner)} has no attribute "
                     f"{attr!r}",
-                    hint="check the dotted path of the function or class to replace",
+                    hint=_not_found_hint(parts[0]),
                 )
             owner = getattr(owner, attr)
         break
@@ -137,9 +139,31 @@ def locate(path: str) -> tuple[Any, str]:
     if not hasattr(owner, parts[-1]):
         raise RuleError(
             f"patch target {path!r} not found: {type_name(owner)} has no attribute {parts[-1]!r}",
-            hint="check the dotted path of the function or class to replace",
+            hint=_not_found_hint(parts[0]),
         )
     return owner, parts[-1]
+
+
+def _not_found_hint(first: str) -> str:
+    """What to check; for a model file named like a module imported before it (``json.py``), that."""
+    shadowed = _file_shadowed_by_module(first)
+    if shadowed:
+        other = getattr(sys.modules[first], "__file__", None) or "built in"
+        return (f"{os.path.basename(shadowed)} is not reachable as {first!r}: a module of that name was "
+                f"imported first ({other}); rename the file")
+    return "check the dotted path of the function or class to replace"
+
+
+def _file_shadowed_by_module(name: str) -> str | None:
+    """A file ``NAME.py`` loaded under another top-level name (fxport loads a model's file so)
+    while ``NAME`` is another module, or None."""
+    holder = sys.modules.get(name)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None) or ""
+        if (holder is not None and module is not holder and "." not in getattr(module, "__name__", ".")
+                and os.path.splitext(os.path.basename(file))[0] == name):
+            return file
+    return None
 
 
 def type_name(owner: Any) -> str:
