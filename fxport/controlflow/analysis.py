@@ -31,6 +31,8 @@ from fxport.controlflow.scopes import (
 )
 from fxport.controlflow.views import view_bases
 
+RUNTIME = "_fx"  # the name converted code calls fxport's operators by (astutil.RUNTIME)
+
 
 def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
     """Names bound by ``node`` (or a list of statements) in the current scope."""
@@ -87,6 +89,8 @@ def in_place_call_targets(node: ast.Call, local_names=None) -> list[ast.expr]:
     """
     found = [kw.value for kw in node.keywords if kw.arg == "out"]
     func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == RUNTIME:
+        return found  # fxport's own operators (_fx.len_, _fx.float_, _fx.print_) write nothing in place
     if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__"):
         on_local = local_names is not None and root_name(written_object(func.value)) in local_names
         if local_names is None or on_local:

@@ -11,8 +11,12 @@ Example::
     >>> def f(x):
     ...     return x + 1
     >>> ctx = Context(f)
-    >>> ctx.self_name, sorted(ctx.local_names)
-    ('x', ['x'])
+    >>> ctx.self_name, sorted(ctx.local_names)            # a function, not a method: no self
+    (None, ['x'])
+    >>> def forward(self, x):                               # a method (e.g. patched into a class)
+    ...     return self.block(x)
+    >>> Context(forward).self_name
+    'self'
 """
 
 from __future__ import annotations
@@ -50,10 +54,13 @@ class Context:
                 where=SourceLocation(self.filename, first_line),
                 hint="define it with `def` (lambdas and decorated expressions are not converted)",
             )
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fdef.decorator_list)
         fdef.decorator_list = []
         self.fdef = fdef
         positional = fdef.args.posonlyargs + fdef.args.args
-        self.self_name = positional[0].arg if positional else None
+        #: the instance (or class) a method is called on; None for functions and static methods
+        self.self_name = (positional[0].arg if positional and not static
+                          and (_is_method(fn) or positional[0].arg in ("self", "cls")) else None)
         self.params = {a.arg for a in positional + fdef.args.kwonlyargs + [fdef.args.vararg, fdef.args.kwarg] if a is not None}
         #: the function's own local names as the user wrote it (no generated names)
         # comprehension targets are locals of the code too (t in `(t.reshape(...) for t in xs)`)
@@ -137,3 +144,11 @@ def _is_user_state(name: str) -> bool:
 def state_names(names) -> set[str]:
     """``names`` without generated functions and items (never branch or loop state)."""
     return {n for n in names if not n.startswith(astutil.GENERATED_PREFIXES)}
+
+
+def _is_method(fn) -> bool:
+    """Whether ``fn`` is defined in a class body (``Net.forward``), not at module level or
+    inside another function (``forward.<locals>.find``); a function whose first parameter is
+    ``self``/``cls`` counts as a method wherever it is defined (a patched-in ``forward``)."""
+    parts = fn.__qualname__.split(".")
+    return len(parts) >= 2 and parts[-2] != "<locals>"

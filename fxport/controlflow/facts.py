@@ -301,9 +301,7 @@ def side_effects(stmts) -> list[SideEffect]:
             found.append(SideEffect(f"{type(node).__name__.lower()} {', '.join(node.names)} at line {node.lineno}"))
         elif isinstance(node, ast.Call):
             text = ast.unparse(node.func)
-            if text == "print":
-                found.append(SideEffect(f"print() at line {node.lineno}"))
-            elif isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATING_METHODS:
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATING_METHODS:
                 owner = analysis.root_name(node.func.value)
                 if owner is not None:
                     found.append(SideEffect(f"{text}() on outer {owner!r} at line {node.lineno}", owner,

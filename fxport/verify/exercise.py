@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import torch
 
+from fxport.controlflow.operators.loops import EMPTIED, LEFT_AT_BOUND, LEFT_BY_BREAK, LEFT_BY_TEST, SHRANK
 from fxport.controlflow.operators.rule_names import conversion_named
 from fxport.verify.inputs.domains import InputDomain
 from fxport.eager_limits import SEARCH_TRIPS, EagerRunStopped, time_limit
@@ -63,27 +64,47 @@ _LOOP_KINDS = ("for", "while")
 
 @dataclasses.dataclass
 class ConstructCoverage:
-    """One converted construct and the outcomes the verified input sets gave it."""
+    """One converted construct and the outcomes the verified input sets gave it: ``True`` /
+    ``False`` for an ``if``; for a loop its trip counts and how it ended (``loops.LEFT_BY_TEST``,
+    ``LEFT_BY_BREAK``, ``LEFT_AT_BOUND``) and whether a carried tensor shrank or emptied."""
 
     kind: str
     location: SourceLocation
     outcomes: set = dataclasses.field(default_factory=set)
     least_trips: int = 0  #: a loop over a static non-empty range with a break runs at least once
+    has_break: bool = False  #: the loop has a ``break`` (its flag is loop state)
 
     @property
     def is_loop(self) -> bool:
         return self.kind in _LOOP_KINDS
 
+    @property
+    def trips(self) -> set[int]:
+        return {o for o in self.outcomes if isinstance(o, int) and not isinstance(o, bool)}
+
     def missing(self) -> list[str]:
-        """What no input set reached: ``["False side"]``, ``["0 iterations", "2+ iterations"]``."""
+        """What no input set reached: ``["False side"]``, ``["0 iterations", "2+ iterations"]``,
+        an exit (``"exit by a break"``) or ``"emptied carried tensor"``."""
         if not self.is_loop:
             return [f"{side} side" for side in (True, False) if side not in self.outcomes]
         wanted = []
-        if 0 not in self.outcomes and self.can_run_zero_times():
+        if 0 not in self.trips and self.can_run_zero_times():
             wanted.append("0 iterations")
-        if not any(trips >= 2 for trips in self.outcomes):
+        if not any(trips >= 2 for trips in self.trips):
             wanted.append("2+ iterations")
+        wanted += [f"exit {_EXIT_WORDS[exit]}" for exit in self.exits() if exit not in self.outcomes]
+        if SHRANK in self.outcomes and EMPTIED not in self.outcomes:
+            wanted.append("emptied carried tensor")
         return wanted
+
+    def exits(self) -> list[str]:
+        """The ways this loop can end that are sides to cover: its test turning false after a
+        trip (not for ``while True``), its trip bound (a ``for`` with a ``break``), the break."""
+        if self.kind == "while":
+            exits = [LEFT_BY_TEST] if self.can_run_zero_times() else []
+        else:
+            exits = [LEFT_AT_BOUND] if self.has_break else []
+        return exits + ([LEFT_BY_BREAK] if self.has_break else [])
 
     def can_run_zero_times(self) -> bool:
         """False for ``while True:`` (``while 1:``): it leaves only through a break, after its
@@ -99,18 +120,30 @@ class ConstructCoverage:
         """True when ``outcomes`` holds something this construct still misses."""
         if not self.is_loop:
             return bool(outcomes - self.outcomes)
-        return (0 in outcomes and 0 not in self.outcomes and self.can_run_zero_times()) or (
-            any(t >= 2 for t in outcomes) and not any(t >= 2 for t in self.outcomes))
+        missing_before = set(self.missing())
+        trial = ConstructCoverage(self.kind, self.location, self.outcomes | outcomes, self.least_trips, self.has_break)
+        return bool(missing_before - set(trial.missing()))
 
     def describe(self) -> str:
-        seen = sorted(self.outcomes, key=str)
-        what = ("took " + " and ".join(map(str, seen)) if not self.is_loop
-                else "ran " + ", ".join(map(str, seen)) + " times") if seen else "never ran"
+        if not self.is_loop:
+            seen = sorted(self.outcomes, key=str)
+            return f"{self.kind} at {self.location}: " + ("took " + " and ".join(map(str, seen)) if seen else "never ran")
+        trips = sorted(self.trips)
+        what = "ran " + ", ".join(map(str, trips)) + " times" if trips else "never ran"
+        ended = [_EXIT_WORDS[e] for e in (LEFT_BY_TEST, LEFT_AT_BOUND, LEFT_BY_BREAK) if e in self.outcomes]
+        if ended:
+            what += "; ended " + ", ".join(ended)
+        if EMPTIED in self.outcomes:
+            what += "; a carried tensor emptied"
         return f"{self.kind} at {self.location}: {what}"
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "location": str(self.location), "outcomes": sorted(self.outcomes, key=str),
                 "missing": self.missing()}
+
+
+#: exit → how a warning names it
+_EXIT_WORDS = {LEFT_BY_TEST: "by its test turning false", LEFT_AT_BOUND: "at its trip bound", LEFT_BY_BREAK: "by a break"}
 
 
 @dataclasses.dataclass
@@ -243,6 +276,8 @@ def _converted_constructs(records: list[AppliedRewrite]) -> dict[tuple, Construc
         key = (kind, record.location.filename, record.location.lineno)
         construct = constructs.setdefault(key, ConstructCoverage(kind, record.location))
         construct.least_trips = max(construct.least_trips, int(record.data.get("least_trips", 0)))
+        construct.has_break = construct.has_break or any(
+            str(name).startswith("_fx_break_") for name in record.data.get("variables", ()))
     return constructs
 
 

@@ -93,7 +93,14 @@ def assert_every_branch_taken(model, inputs: list[tuple]) -> None:
 
 def trip_counts(model, inputs: list[tuple]) -> dict[int, set]:
     """``{line: trip counts}`` of the loops run eagerly over ``inputs``."""
-    return {line: o for (kind, line), o in coverage(model, inputs).items() if kind in ("while", "for")}
+    return {line: {t for t in o if isinstance(t, int) and not isinstance(t, bool)}
+            for (kind, line), o in coverage(model, inputs).items() if kind in ("while", "for")}
+
+
+def loop_exits(model, inputs: list[tuple]) -> dict[int, set]:
+    """``{line: how the loop ended}`` (its test, a break, its trip bound; a carried tensor emptied)."""
+    return {line: {t for t in o if isinstance(t, str)}
+            for (kind, line), o in coverage(model, inputs).items() if kind in ("while", "for")}
 
 
 def ops(exported: Exported) -> dict[str, int]:

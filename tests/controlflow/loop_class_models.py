@@ -115,3 +115,69 @@ class CrfScore(torch.nn.Module):
         last_tags = tags[seq_ends, torch.arange(batch_size)]
         score += self.end_transitions[last_tags]
         return score
+
+
+class StopGateDecoder(torch.nn.Module):
+    """NVIDIA/tacotron2 ``Decoder.inference``'s loop: ``while True``, outputs collected with
+    ``+= [...]``, a stop gate that breaks, and a step bound that prints a warning and breaks."""
+
+    def __init__(self, n_mel: int = 4, max_decoder_steps: int = 6):
+        super().__init__()
+        generator = torch.Generator().manual_seed(3)
+        self.rnn = torch.nn.GRUCell(n_mel + 8, 8)
+        self.proj = torch.nn.Linear(8, n_mel)
+        self.gate = torch.nn.Linear(8, 1)
+        for p in self.parameters():
+            p.data = torch.randn(p.shape, generator=generator) * 0.5
+        self.max_decoder_steps, self.gate_threshold, self.n_mel = max_decoder_steps, 0.5, n_mel
+
+    def forward(self, memory, bias):
+        context = memory.mean(1)
+        decoder_input = memory.new_zeros(memory.size(0), self.n_mel)
+        hidden = memory.new_zeros(memory.size(0), 8)
+        mel_outputs, gate_outputs = [], []
+        while True:
+            hidden = self.rnn(torch.cat([decoder_input, context], -1), hidden)
+            mel_output = self.proj(hidden)
+            gate_output = self.gate(hidden) + bias
+            mel_outputs += [mel_output]
+            gate_outputs += [gate_output]
+            if torch.sigmoid(gate_output) > self.gate_threshold:
+                break
+            elif len(mel_outputs) == self.max_decoder_steps:
+                print("Warning! Reached max decoder steps")
+                break
+            decoder_input = mel_output
+        return torch.stack(mel_outputs, 1), torch.stack(gate_outputs, 1)
+
+
+def _iou_one_to_many(box, boxes):
+    x1 = torch.maximum(box[0], boxes[:, 0])
+    y1 = torch.maximum(box[1], boxes[:, 1])
+    x2 = torch.minimum(box[2], boxes[:, 2])
+    y2 = torch.minimum(box[3], boxes[:, 3])
+    inter = (x2 - x1).clamp(min=0) * (y2 - y1).clamp(min=0)
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    return inter / (area + areas - inter)
+
+
+class TutorialNms(torch.nn.Module):
+    """The detection tutorials' Python NMS (py-faster-rcnn's py_cpu_nms in torch): ``order``
+    shrinks by a mask each trip and may empty; ``if order.numel() == 1: break``."""
+
+    def __init__(self, threshold: float = 0.3):
+        super().__init__()
+        self.threshold = threshold
+
+    def forward(self, boxes, scores):
+        order = scores.argsort(descending=True)
+        keep = []
+        while order.numel() > 0:
+            i = order[0]
+            keep.append(i)
+            if order.numel() == 1:
+                break
+            iou = _iou_one_to_many(boxes[i], boxes[order[1:]])
+            order = order[1:][iou <= self.threshold]
+        return torch.stack(keep)

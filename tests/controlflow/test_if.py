@@ -163,7 +163,6 @@ ERRORS = {
     "dtypes_differ": (m.DtypesDiffer, r"if: 'y' is int64 in the true branch but float32 in the false branch at .*if_models.py:(\d+); cast"),
     "refusal_inside_cond_branch": (m.RefusalInsideCondBranch, r"if: 'y' is int64 in the true branch but float32 in the false branch at .*if_models.py:(\d+); cast"),
     "mutates_self": (m.MutatesSelf, r"if on a tensor condition has a side effect the converter cannot carry \(assignment to self.seen at line \d+\) at .*if_models.py:(\d+);"),
-    "prints": (m.Prints, r"if on a tensor condition has a side effect .*print\(\) at line \d+\) at .*if_models.py:(\d+);"),
     "raises": (m.RaisesOnTensorCondition, r"if on a tensor condition has a side effect the converter cannot carry \(raise at line \d+\) at .*if_models.py:(\d+); move"),
     "assigns_global": (m.AssignsGlobal, r"if assigns the global/nonlocal variable 'CALLS' at .*if_models.py:(\d+); return the value"),
     "appends_outer_list": (m.AppendsOuterList, r"if on a tensor condition appends to the outer list 'found' at .*if_models.py:(\d+);"),

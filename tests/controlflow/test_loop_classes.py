@@ -152,3 +152,59 @@ def test_emissions_read_at_the_counter_beside_index_tensors_convert():
     assert {0, 1, 5} <= set().union(*trip_counts(model, inputs).values())
     assert_matches_eager(model, exported, inputs)
     assert exported.ops.get("Loop")
+
+
+def test_a_stop_gate_loop_that_prints_at_its_step_bound_converts(capsys):
+    """Tacotron 2's inference loop: the ``print`` beside the step-bound ``break`` runs when the
+    converted code runs eagerly and is left out of the file (whose outputs are the same)."""
+    model = m.StopGateDecoder()
+    memory = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(0))
+    exported = export_to_ort(model, (memory, torch.tensor([0.0])), dynamic_shapes={"memory": {1: "t"}, "bias": None})
+    assert "Reached max decoder steps" not in capsys.readouterr().out  # the export printed nothing
+    inputs = [(memory[:, :2], torch.tensor([9.0])), (memory[:, :3], torch.tensor([-9.0])), (memory, torch.tensor([0.0]))]
+    trips = set().union(*trip_counts(model, inputs).values())
+    assert {1, model.max_decoder_steps} <= trips  # the gate at once; the step bound (and its print)
+    assert "Reached max decoder steps" in capsys.readouterr().out  # eager, converted, printed it
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def _boxes(*rows):
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def test_nms_whose_order_empties_stops_where_eager_stops_at_every_exit():
+    """The file must not run the body once more when ``order`` empties (the issue's shipped bug):
+    two overlapping boxes empty it after one trip; one box leaves by the break; disjoint boxes by
+    the break after the last; the loop test turns false on an emptied order."""
+    model = m.TutorialNms()
+    g = torch.Generator().manual_seed(0)
+    xy = torch.rand(8, 2, generator=g) * 10
+    example = (torch.cat([xy, xy + torch.rand(8, 2, generator=g) * 5 + 1], 1), torch.rand(8, generator=g))
+    exported = export_to_ort(model, example, dynamic_shapes={"boxes": {0: "n"}, "scores": {0: "n"}})
+    overlapping = (_boxes([0, 0, 10, 10], [1, 1, 11, 11]), torch.tensor([0.9, 0.8]))
+    one = (_boxes([0, 0, 1, 1]), torch.tensor([0.5]))
+    disjoint = (_boxes([0, 0, 1, 1], [5, 5, 6, 6], [9, 9, 10, 10]), torch.tensor([0.1, 0.7, 0.4]))
+    tied = (_boxes([0, 0, 4, 4], [0, 0, 4, 4], [1, 1, 5, 5], [20, 20, 21, 21]), torch.tensor([0.9, 0.8, 0.7, 0.6]))
+    inputs = [overlapping, one, disjoint, tied]
+    from tests.controlflow._util import loop_exits
+
+    exits = set().union(*loop_exits(model, inputs).values())
+    assert {"left by its test", "left by a break", "emptied a carried tensor"} <= exits
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_coverage_wants_a_shrinking_state_seen_empty(tmp_path):
+    """A loop whose carried tensor shrinks but whose input sets never empty it is reported: the
+    emptied exit is a side to cover (where no search reaches it, a warning at the loop's line)."""
+    from fxport.controlflow.operators.loops import EMPTIED, SHRANK
+    from fxport.verify.exercise import ConstructCoverage
+    from fxport.errors import SourceLocation
+
+    construct = ConstructCoverage("while", SourceLocation(__file__, 1), {1, 2, SHRANK, "left by its test"})
+    assert "emptied carried tensor" in construct.missing()
+    construct.outcomes.add(EMPTIED)
+    assert "emptied carried tensor" not in construct.missing()
+    assert ConstructCoverage("for", SourceLocation(__file__, 1), {1, 3, "left by a break"}, has_break=True).missing() == \
+        ["0 iterations", "exit at its trip bound"]

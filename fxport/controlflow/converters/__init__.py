@@ -10,7 +10,7 @@ facts, then walks the statements dispatching each to the statement converter of 
 Example::
 
     >>> [(c.__name__, c.stage) for c in CONVERTERS][:3]
-    [('ReturnsInLoops', 'canonicalize'), ('LoopExits', 'canonicalize'), ('TryStatements', 'canonicalize')]
+    [('ReturnsInLoops', 'canonicalize'), ('ListExtensions', 'canonicalize'), ('LoopExits', 'canonicalize')]
 """
 
 from fxport.controlflow.converters.aliases import Aliases
@@ -19,6 +19,7 @@ from fxport.controlflow.converters.call_trees import CallConverter
 from fxport.controlflow.converters.conditional_expressions import IfExpConverter
 from fxport.controlflow.converters.for_statements import ForConverter
 from fxport.controlflow.converters.if_statements import IfConverter
+from fxport.controlflow.converters.list_extensions import ListExtensions
 from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import LoopExits
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
@@ -32,6 +33,7 @@ from fxport.controlflow.converters.with_statements import WithStatements
 #: every converter, in order
 CONVERTERS: list[type] = [
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
+    ListExtensions,  # xs += [a] on a list → xs.append(a) (before the exits: the appends sit where += sat)
     LoopExits,  # break/continue → flags
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused
     WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced

@@ -2,8 +2,11 @@
 converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)`` →
 ``_fx.len_(xs)`` (lists grown in a data-dependent loop); ``int(t)`` → ``_fx.int_(t)``;
 ``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
+``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
 ``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` (0-d bool tensors while
-exporting, so a loop exit on them converts); (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
+exporting, so a loop exit on them converts); ``print(...)`` inside a branch or loop body →
+``_fx.print_(lambda: (args, kwargs))``: it prints when the code runs eagerly and is left out of
+the traced graph (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
 at the function's top level, where they run as written).
 
 Plain names and ``self.method`` / ``module.function`` are wrapped; builtins, methods of local
@@ -76,6 +79,8 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("stack", "cat", "concat", "concatenate")) and node.args:
             node.func = rt(func.attr if func.attr in ("stack", "cat") else "cat")
             return node
+        if isinstance(func, ast.Name) and func.id == "print" and self.depth > 0:
+            return located(ast.copy_location(call(rt("print_"), _deferred_arguments(node)), node), node)
         if _is_torch_attr(func, ("equal", "allclose")):  # a bool about tensors: a tensor, so if/while on it convert
             node.func = ast.copy_location(rt(func.attr), func)
             return node
@@ -96,6 +101,8 @@ class CallConverter(ExpressionConverter):
             return located(ast.copy_location(call(rt("float_"), node.args[0], nested), node), node)
         if isinstance(func, ast.Attribute) and func.attr == "tolist" and not node.args:
             return located(ast.copy_location(call(rt("tolist"), func.value, nested), node), node)
+        if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args and self.depth > 0:
+            return located(ast.copy_location(call(rt("item_"), func.value), node), node)
         return None
 
     def _may_be_user_function(self, func: ast.expr) -> bool:
@@ -112,3 +119,12 @@ class CallConverter(ExpressionConverter):
 
 def _is_torch_attr(func: ast.expr, attrs: tuple[str, ...]) -> bool:
     return isinstance(func, ast.Attribute) and func.attr in attrs and isinstance(func.value, ast.Name) and func.value.id == "torch"
+
+
+def _deferred_arguments(node: ast.Call) -> ast.Lambda:
+    """``lambda: ((args...), {kwargs...})``: a call's arguments, evaluated only when it runs."""
+    positional = ast.Tuple(elts=list(node.args), ctx=ast.Load())
+    keywords = ast.Dict(keys=[ast.Constant(k.arg) if k.arg else None for k in node.keywords],
+                        values=[k.value for k in node.keywords])
+    empty = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    return ast.Lambda(args=empty, body=ast.Tuple(elts=[positional, keywords], ctx=ast.Load()))

@@ -33,6 +33,7 @@ from fxport.controlflow.astutil import assign_outputs, call, meta, name, outline
 from fxport.controlflow.context import state_names
 from fxport.controlflow.converters.base import StatementConverter
 from fxport.controlflow.converters.return_statements import RETVAL
+from fxport.controlflow.astutil import RUNTIME
 from fxport.controlflow.operators.info import StatementInfo
 
 
@@ -66,6 +67,7 @@ class IfConverter(StatementConverter):
             side_effects=tuple(e.what for e in facts.side_effects if e.applies(set(params) | modified, allow_append=False)),
             branch_writes=(facts.writes_true, facts.writes_false),
             retval=RETVAL if RETVAL in outputs else None,
+            dead_if_false=self._dead_when_the_loop_ends(node, outputs),
         )
         index = ctx.add_info(info)
         body, orelse = ctx.nested(info, [node.body, node.orelse], set(defined) | set(params))
@@ -76,3 +78,56 @@ class IfConverter(StatementConverter):
         operator_call = call(rt("if_stmt"), node.test, name(true_fn.name), name(false_fn.name), args, meta(index))
         defined |= set(outputs)
         return [true_fn, false_fn, assign_outputs(outputs, operator_call, node)]
+
+    def _dead_when_the_loop_ends(self, node: ast.If, outputs: tuple[str, ...]) -> tuple[str, ...]:
+        """For the guard ``if not _fx_break_N:`` of the rest of a loop body (loop_exits.py): the
+        outputs not live after that loop. Its false side means the loop has broken off, so their
+        values there are never read."""
+        flags = _negated_flags(node.test)
+        if not flags:
+            return ()
+        live_after: set[str] = set()
+        for flag in flags:
+            facts = [self._facts_of(loop) for loop, name in self.ctx.break_flags.items() if name == flag]
+            facts = [f for f in facts if f is not None]
+            if not facts:  # a continue flag, or a flag of no loop we know: the false side goes on
+                return ()
+            live_after |= set(facts[0].live_after)
+        return tuple(n for n in outputs if n not in live_after)
+
+    def _facts_of(self, loop: ast.AST):
+        try:
+            return self.ctx.facts.of(loop)
+        except KeyError:  # a loop node the canonicalisation replaced
+            return None
+
+
+def _negated_flags(test: ast.expr) -> list[str]:
+    """``not f`` / ``not (f1 or f2)``, as written or as the logical converter wrote it
+    (``_fx.not_(f)``, ``_fx.or_(lambda: f1, lambda: f2)``) → the flag names; anything else → []."""
+    operand = _negated(test)
+    if operand is None:
+        return []
+    values = _or_operands(operand)
+    return [v.id for v in values] if values and all(isinstance(v, ast.Name) for v in values) else []
+
+
+def _negated(test: ast.expr) -> ast.expr | None:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if _is_runtime_call(test, "not_") and len(test.args) == 1:
+        return test.args[0]
+    return None
+
+
+def _or_operands(expr: ast.expr) -> list[ast.expr]:
+    if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or):
+        return list(expr.values)
+    if _is_runtime_call(expr, "or_"):
+        return [a.body if isinstance(a, ast.Lambda) else a for a in expr.args]
+    return [expr]
+
+
+def _is_runtime_call(expr: ast.expr, function: str) -> bool:
+    return (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == function
+            and isinstance(expr.func.value, ast.Name) and expr.func.value.id == RUNTIME)

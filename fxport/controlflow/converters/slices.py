@@ -35,6 +35,8 @@ class SliceConverter(ExpressionConverter):
 
     def visit_Assign(self, node):
         target = node.targets[0]
+        if len(node.targets) == 1 and _is_unpacked_into_items(target, node.value):
+            return self._assign_each(target, node)
         if len(node.targets) == 1 and _is_dynamic_item_store(target):
             self.generic_visit(node.value)
             node.value = self.visit(node.value)
@@ -43,6 +45,18 @@ class SliceConverter(ExpressionConverter):
             return ast.copy_location(ast.Assign(targets=[name(target.value.id, True)], value=value), node)
         self.generic_visit(node)
         return node
+
+    def _assign_each(self, target: ast.Tuple, node: ast.Assign) -> list[ast.stmt]:
+        """``a[i], a[j] = a[j].clone(), a[i].clone()`` (a swap) → the values into temporaries
+        first, then one store each, left to right, as Python assigns them."""
+        self._swaps = getattr(self, "_swaps", 0) + 1
+        temps = [f"_fx_unpacked_{self._swaps}_{k}" for k in range(len(target.elts))]
+        values = [self.visit(v) for v in node.value.elts]
+        first = ast.Assign(targets=[ast.Tuple([name(t, True) for t in temps], ast.Store())],
+                           value=ast.Tuple(values, ast.Load()))
+        stores = [self.visit_Assign(ast.copy_location(ast.Assign(targets=[element], value=name(temp)), node))
+                  for element, temp in zip(target.elts, temps)]
+        return [ast.copy_location(first, node), *stores]
 
     def visit_AugAssign(self, node):
         target = node.target
@@ -67,3 +81,11 @@ def _index_expr(index: ast.expr) -> ast.expr:
 
 def _is_dynamic_item_store(target: ast.expr) -> bool:
     return isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and not is_static_index(target.slice)
+
+
+def _is_unpacked_into_items(target: ast.expr, value: ast.expr) -> bool:
+    """``a[i], b[j] = v1, v2`` with a computed index among the targets and a tuple of as many values."""
+    return (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, ast.Tuple)
+            and len(target.elts) == len(value.elts) and any(_is_dynamic_item_store(e) for e in target.elts)
+            and all(isinstance(e, ast.Name) or _is_dynamic_item_store(e) or isinstance(e, ast.Subscript)
+                    for e in target.elts))

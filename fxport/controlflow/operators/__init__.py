@@ -50,14 +50,14 @@ import importlib as _importlib
 import pkgutil as _pkgutil
 
 from fxport.controlflow.operators.appender import Appender, cat, len_, stack
-from fxport.controlflow.operators.calls import CONVERTED, allclose, call, equal, use_converter
+from fxport.controlflow.operators.calls import CONVERTED, allclose, call, equal, print_, use_converter
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, setitem
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
 from fxport.controlflow.operators.logical import and_, not_, or_
-from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, range_, trip_limit, while_stmt
+from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, item_, range_, trip_limit, while_stmt
 from fxport.controlflow.operators.numbers import float_, tolist
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
@@ -90,9 +90,11 @@ __all__ = [
     "if_stmt",
     "ifexp",
     "int_",
+    "item_",
     "len_",
     "not_",
     "or_",
+    "print_",
     "probing",
     "range_",
     "rule_name",

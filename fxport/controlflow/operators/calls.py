@@ -87,3 +87,14 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
 
+
+def print_(arguments: Callable[[], tuple]) -> None:
+    """``print(...)`` inside a converted branch or loop body: printed when the code runs eagerly,
+    left out while exporting (an ONNX file cannot print; its outputs are the same either way).
+    ``arguments`` builds ``(args, kwargs)`` only when printing, so formatting a traced tensor never
+    reads its value."""
+    if torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling():
+        return None
+    args, kwargs = arguments()
+    print(*args, **kwargs)
+    return None

@@ -220,6 +220,9 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | N
     for name, a, b in zip(names, leaves_t, leaves_f):
         _check_pair(name, a, b, info)
         shape_problem = _shape_mismatch(a, b)
+        if shape_problem and name in info.dead_if_false:  # the false side ends the loop: b is never read
+            selected.append(a)
+            continue
         if shape_problem:
             if forced:
                 fail(f"if: strategy='where' is impossible: {name!r} has shape {shape_problem}", info,

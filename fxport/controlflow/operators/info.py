@@ -53,6 +53,9 @@ class StatementInfo:
     function: FunctionSource | None = None
     break_flag: str | None = None  # the name in ``names`` of the loop's break flag
     retval: str | None = None  # the name in ``names`` of a return value set inside a loop
+    #: an if guarding the rest of a loop body after a ``break`` (its false side ends the loop):
+    #: outputs nobody reads after the loop, so that side may carry the true side's values
+    dead_if_false: tuple[str, ...] = ()
     written_first: tuple[str, ...] = ()  # loop state the body assigns before reading it (and the test never reads)
     exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
     branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)

@@ -85,6 +85,16 @@ class TensorRange:
         return range(self.start, self.stop, self.step)
 
 
+def item_(value):
+    """``t.item()``: inside a traced body an integer (or bool) tensor stays a 0-d tensor, as
+    ``int(t)`` does (an index, a bound, a count: ``dets[maxpos.item() + i + 1]``), instead of an
+    unbacked number torch cannot guard on there; elsewhere, and for floats, ``.item()`` as written."""
+    if (isinstance(value, torch.Tensor) and in_traced_body() and is_traced(value)
+            and not value.dtype.is_floating_point and not value.is_complex() and value.numel() == 1):
+        return value.reshape(())
+    return value.item()
+
+
 def int_(value):
     """``int(t)``: a traced tensor gives a SymInt (``t.item()``) instead of a guard on its value."""
     if isinstance(value, torch.Tensor) and is_traced(value) and value.numel() == 1:
@@ -113,17 +123,46 @@ def _left_as_written(kind: str) -> bool:
     return is_disabled(rule_name(kind, "in-traced-body" if in_traced_body() else "while_loop"))
 
 
+#: How a loop run as Python ended, noted for coverage beside its trip count (verify/exercise.py):
+#: each exit is a side to cover, like the two sides of an ``if``.
+LEFT_BY_TEST = "left by its test"
+LEFT_BY_BREAK = "left by a break"
+LEFT_AT_BOUND = "left at its trip bound"
+#: a carried tensor had fewer elements after the loop than before it / none at all
+SHRANK = "shrank a carried tensor"
+EMPTIED = "emptied a carried tensor"
+
+
+def _note_how_it_ended(info, trips: int, entry: tuple, final: tuple) -> None:
+    """Coverage notes of one finished Python run of a loop: its trips, its exit, and whether a
+    carried tensor shrank or emptied (state that shrinks must be seen empty too)."""
+    note(info, trips)
+    if info is None:
+        return
+    slot = info.names.index(info.break_flag) if info.break_flag in info.names else None
+    broke = slot is not None and not is_traced(final[slot]) and bool(final[slot])
+    if broke:
+        note(info, LEFT_BY_BREAK)
+    elif trips > 0:
+        note(info, LEFT_BY_TEST if info.kind == "while" else LEFT_AT_BOUND)
+    for before, after in zip(entry, final):
+        if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor) and after.numel() < before.numel():
+            note(info, SHRANK)
+            if after.numel() == 0:
+                note(info, EMPTIED)
+
+
 def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info):
     """Run an outlined ``while``: a Python loop, or ``while_loop`` once the test is traced."""
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
-    trips = 0
+    entry, trips = state, 0
     while True:
         test = test_fn(*state, *free)
         if is_traced(test) and not _left_as_written(info.kind):
             return tensor_loop(info, state, free, test_fn=test_fn, body_fn=body_fn)
         if not test:
-            note(info, trips)
+            _note_how_it_ended(info, trips, entry, state)
             return state
         state = tuple(body_fn(*state, *free))
         trips = _count_trip(trips, info)
@@ -148,7 +187,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         # a data-dependent break would leave appends under a tensor condition: loop on tensors
         return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(iterable.start, iterable.stop, iterable.step))
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
-    trips, before = 0, state
+    trips, before, entry = 0, state, state
     for position, item in enumerate(iterable):
         if flag_slot is not None:
             flag = state[flag_slot]
@@ -168,7 +207,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         before = tuple(fresh_copy(v) if flag_slot is not None and is_container(v) else v for v in state)
         state = tuple(body_fn(item, *state, *free))
         trips = _count_trip(trips, info)
-    note(info, trips)
+    _note_how_it_ended(info, trips, entry, state)
     return state
 
 

@@ -89,7 +89,8 @@ _COVERAGE: list[list] = []
 def coverage():
     """Collect ``(kind, location, outcome)`` for statements run as plain Python (eager).
 
-    Outcome is ``True``/``False`` for an ``if`` and the trip count for a loop.
+    Outcome is ``True``/``False`` for an ``if``; for a loop its trip count and how it ended
+    (``loops.LEFT_BY_TEST``, ``LEFT_BY_BREAK``, ``LEFT_AT_BOUND``, ``SHRANK``, ``EMPTIED``).
     """
     seen: list = []
     _COVERAGE.append(seen)

@@ -1,0 +1,88 @@
+"""``xs += [a, b]`` on a list → ``xs.append(a); xs.append(b)`` (canonicalisation).
+
+Decoders collect their steps either way (NVIDIA's Tacotron 2: ``mel_outputs += [mel_output]``);
+as appends, a loop carries the list as it carries any list grown by ``append`` (one pass or two,
+docs/control-flow.md). Only names the function binds to list displays and to nothing else are
+rewritten, so ``t += [1.0]`` on a tensor stays as written.
+
+Example::
+
+    >>> import ast
+    >>> from fxport.controlflow.context import Context
+    >>> def f(x, n):
+    ...     outs, total = [], x
+    ...     for _ in range(n):
+    ...         outs += [x, x * 2]
+    ...         total += [1.0]
+    ...     return outs, total
+    >>> ctx = Context(f)
+    >>> ListExtensions(ctx).apply()
+    >>> print(ast.unparse(ctx.fdef.body[1].body))
+    outs.append(x)
+    outs.append(x * 2)
+    total += [1.0]
+"""
+
+from __future__ import annotations
+
+import ast
+
+from fxport.controlflow.astutil import located
+from fxport.controlflow.converters.base import Canonicalization
+from fxport.controlflow.scopes import walk_same_scope
+
+
+class ListExtensions(Canonicalization):
+    """``xs += [..]`` → appends, for names bound only to list displays."""
+
+    def apply(self) -> None:
+        lists = _names_bound_only_to_lists(self.ctx.fdef)
+        if lists:
+            _Rewriter(lists).generic_visit(self.ctx.fdef)  # the function's own body; nested defs are left alone
+
+
+def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
+    lists, others = set(), set()
+    for node in walk_same_scope(fdef):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name, value in _pairs(target, node.value):
+                    (lists if isinstance(value, ast.List) else others).add(name)
+        elif isinstance(node, (ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = [node.target] if not isinstance(node, ast.With) else [i.optional_vars for i in node.items if i.optional_vars]
+            for target in targets:
+                others |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and not isinstance(node.value, ast.List):
+            others.add(node.target.id)
+    arguments = fdef.args
+    others |= {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    return lists - others
+
+
+def _pairs(target: ast.expr, value: ast.expr):
+    """(name, value) of an assignment, unpacking ``a, b = [], []``; a value it cannot pair is None."""
+    if isinstance(target, ast.Name):
+        yield target.id, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
+            and not any(isinstance(e, ast.Starred) for e in target.elts) else [None] * len(target.elts)
+        for sub, sub_value in zip(target.elts, values):
+            yield from _pairs(sub, sub_value) if not isinstance(sub, ast.Starred) else _pairs(sub.value, None)
+
+
+class _Rewriter(ast.NodeTransformer):
+    def __init__(self, lists: set[str]):
+        self.lists = lists
+
+    def visit_FunctionDef(self, node):
+        return node  # another scope
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_AugAssign(self, node):
+        if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id in self.lists
+                and isinstance(node.value, ast.List) and not any(isinstance(e, ast.Starred) for e in node.value.elts)):
+            return [located(ast.copy_location(ast.Expr(ast.Call(
+                func=ast.Attribute(value=ast.Name(node.target.id, ast.Load()), attr="append", ctx=ast.Load()),
+                args=[element], keywords=[])), node), node) for element in node.value.elts]
+        return node
