@@ -65,6 +65,31 @@ def why_oblivious_failed(exc: BaseException | None) -> str | None:
     return f"the size-oblivious capture failed{f' at {where}' if where else ''}: {first}"
 
 
+#: dynamo's explanation of why it could not trace a converted body → what the user can do
+_TRACED_BODY_HINTS = (
+    ("Mutating a variable from outside the scope", "an attribute or outer object written inside a converted "
+     "loop or branch body, here through a function it calls",
+     "keep the state in local variables the body returns (h = self.step(x, h)) and write the attribute "
+     "after the loop"),
+)
+
+
+def _traced_body_refusal(exc: BaseException, text: str, where: SourceLocation | None) -> ControlFlowError | None:
+    """dynamo could not trace a converted loop or branch body (UncapturedHigherOrderOpError): its
+    explanation in a sentence, at the innermost line of the user's code it names."""
+    if not any(type(e).__name__ == "UncapturedHigherOrderOpError" for e in _exception_chain(exc)):
+        return None
+    explanation = re.search(r"Explanation: (.+)", text)
+    said = explanation.group(1).strip().rstrip(".") if explanation else "torch's tracer stopped"
+    what, hint = next(((w, h) for key, w, h in _TRACED_BODY_HINTS if key in said), (
+        f"torch could not trace a converted loop or branch body ({said})",
+        "simplify the code at that line (a plain function of tensors), or run with --debug for torch's trace"))
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', text.split("from user code:", 1)[-1])
+    user = [SourceLocation(f, int(n), fn) for f, n, fn in frames if is_user_file(f)]
+    return ControlFlowError(f"{what}, which torch's while_loop/cond cannot trace", where=user[-1] if user else where,
+                            hint=hint)
+
+
 def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | None = None) -> ConversionError:
     """Name the kind of failure and the user's file:line; failures are data, not strings.
     ``pinned_at``: where the model pins a dimension declared dynamic (:func:`pinned_location`).
@@ -96,6 +121,9 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
             hint="move that loop before the loop that returns (or out of the if), or give the values it "
             "collects one size",
         )
+    traced_body = _traced_body_refusal(exc, text, where)
+    if traced_body is not None:
+        return traced_body
     if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
         return ControlFlowError(
             "a Python number read from a tensor (.item(), float(), int()) is used as a number inside "

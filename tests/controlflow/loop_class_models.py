@@ -181,3 +181,23 @@ class TutorialNms(torch.nn.Module):
             iou = _iou_one_to_many(boxes[i], boxes[order[1:]])
             order = order[1:][iou <= self.threshold]
         return torch.stack(keep)
+
+
+class StateInAttributesOfACallee(torch.nn.Module):
+    """NVIDIA/tacotron2's ``decode``: the loop body calls a method that keeps the recurrent state
+    in attributes (``self.hidden = ...``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(4, 4)
+
+    def decode(self, x):
+        self.hidden = self.cell(x, self.hidden)  # the write torch's while_loop cannot carry
+        return self.hidden
+
+    def forward(self, x):
+        self.hidden = torch.zeros_like(x)
+        out = x
+        while out.sum() < 10:
+            out = out + self.decode(out).abs() + 1
+        return out

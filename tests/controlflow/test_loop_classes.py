@@ -208,3 +208,18 @@ def test_coverage_wants_a_shrinking_state_seen_empty(tmp_path):
     assert "emptied carried tensor" not in construct.missing()
     assert ConstructCoverage("for", SourceLocation(__file__, 1), {1, 3, "left by a break"}, has_break=True).missing() == \
         ["0 iterations", "exit at its trip bound"]
+
+
+def test_state_written_into_attributes_by_a_callee_is_refused_in_one_line_at_the_write():
+    """dynamo's UncapturedHigherOrderOpError reached the user as 'torch.export failed'; it is one
+    line at the attribute write in the user's code, saying what to do."""
+    import inspect
+
+    model = m.StateInAttributesOfACallee()
+    with pytest.raises(fxport.ConversionError) as info:
+        fxport.convert(model, (torch.zeros(2, 4),), dynamic_shapes={"x": {0: "b"}}, verify=False)
+    message = str(info.value)
+    assert "\n" not in message and "torch.export failed" not in message
+    assert "attribute or outer object written inside a converted loop" in message
+    line = inspect.getsourcelines(m.StateInAttributesOfACallee.decode)[1] + 1
+    assert f"loop_class_models.py:{line}" in message and "write the attribute after the loop" in message
