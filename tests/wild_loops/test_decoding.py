@@ -1,0 +1,55 @@
+"""fxport on decoding loops ported from public code (tests/wild_loops/decoding_models.py).
+
+One test per ported loop: it converts, ONNX Runtime equals eager on every held-out set (each exit
+taken), and the file holds the expected control-flow op. Cases fxport refuses today are strict
+xfails whose reason names the class of failure and the first line of fxport's message, so the test
+turns red (XPASS) once the class is fixed. Measured table: ``python3 -m tests.wild_loops.measure --group decoding``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.wild_loops.decoding_models import CASES
+from tests.wild_loops.harness import check
+
+pytestmark = pytest.mark.slow
+
+# expected ONNX control-flow ops when converted (a static-trip loop is unrolled: no op expected)
+EXPECT_OPS = {
+    "hf_dynamic_cache_docs_loop": (),
+    "mingpt_generate": (),
+}
+
+XFAIL = {
+    "crf_viterbi": "list grown in a loop read back with a slice: indexing list 'history' grown in a data-dependent loop with a slice index is not supported",
+    "allennlp_viterbi_decode": "internal error leaks: torch.export failed: RuntimeError: .numpy() is not supported for tensor subclasses.",
+    "nemo_rnnt_greedy": "None before the loop: for: loop variable 'hidden' is None before a data-dependent loop",
+    "tacotron2_nvidia_inference": "state in attributes written by a callee inside the loop: an attribute or outer object written inside a converted loop or branch body, here through a function it calls",
+    "coqui_tacotron2_inference": "state in attributes written by a callee inside the loop: an attribute or outer object written inside a converted loop or branch body, here through a function it calls",
+    "tacotron2_torchaudio_infer": "in-place update of loop state in a called function: torch could not trace a converted loop or branch body (Higher order ops do not support input mutation)",
+    "seq2seq_tutorial_evaluate": "carried value changes rank: for: loop variable 'decoder_input' changes shape from (1, 1) to ()",
+    "translation_transformer_greedy": "data-dependent control flow fxport does not convert (library or .numpy/.tolist): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be capture",
+    "torchnmt_predict": "None before the loop: for: loop variable 'pred' is None before a data-dependent loop",
+    "torchnmt_beam_predict": "number read from a tensor used as a slice bound / index in a loop body: a Python number read from a tensor (.item(), float(), int()) is used as a number inside a converted branch or loop body, which torch.cond/while_loop c",
+    "mingpt_generate": "wrong lowering caught by verification: ONNX Runtime differs from eager PyTorch on 1 of 11 input sets (first: size[prompt_len=6] outside exported 2..5, ONNX Runtime failed, max abs error nan",
+    "hf_generate_no_beam_search_v3": "None before the loop: while: loop variable 'past' is None before a data-dependent loop",
+    "llama_generate_static_kv": "None in one branch: if: 'mask' is None in the false branch but a value in the other",
+    "hmm_viterbi": "side effect (list.insert) under a tensor condition: for on a tensor condition has a side effect the converter cannot carry (z_star_i.insert() on outer 'z_star_i' at line 1418)",
+    "forced_align_trellis": "user set outside the range the model narrows itself to: ONNX Runtime failed on the user-1 inputs: [ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Gather node. Name:'node_select_9",
+    "forced_align_backtrack": "assert inside a data-dependent loop: while on a tensor condition has a side effect the converter cannot carry (assert at line 1450)",
+    "wenet_ctc_greedy": "conditional append to a list outside any converted loop: if on a tensor condition appends to the outer list 'new_hyp'",
+    "wenet_ctc_prefix_beam_search": "container written under a tensor condition: if on a tensor condition writes into the defaultdict 'next_hyps'",
+    "whisper_main_loop": "wrong lowering caught by verification: ONNX Runtime differs from eager PyTorch on 9 of 13 input sets (first: example, output[1], max abs error 0.000852; vs a float64 run: onnx 0.000852, eag",
+    "gec_greedy_slice_by_counter": "data-dependent control flow fxport does not convert (library or .numpy/.tolist): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be capture",
+}
+
+
+def _param(case):
+    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[case.name])] if case.name in XFAIL else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_decoding_loop(case):
+    check(case, expect_ops=EXPECT_OPS.get(case.name, ("Loop",)))
