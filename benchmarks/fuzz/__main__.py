@@ -3,6 +3,7 @@
     python -m benchmarks.fuzz --profile ci          # 200 programs, fixed seeds (what CI runs)
     python -m benchmarks.fuzz --profile long        # 2000 programs
     python -m benchmarks.fuzz --programs 50 --seed 7 --workers 2
+    python -m benchmarks.fuzz --loops 300 --seed 0         # decoding/search loops (benchmarks/fuzz/loops.py)
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ def main(argv=None) -> int:
     parser.add_argument("--no-shrink", action="store_true", help="report bugs unshrunk (faster)")
     parser.add_argument("--show-errors", action="store_true",
                         help="print the shortest program and message for each clear-error kind")
+    parser.add_argument("--loops", type=int, metavar="N",
+                        help="run N programs of the decoding/search loop fuzzer instead (benchmarks/fuzz/loops.py)")
     options = parser.parse_args(argv)
+    if options.loops is not None:
+        from benchmarks.fuzz import loops
+        return loops.main(["--programs", str(options.loops), "--seed", str(options.seed)])
     count = options.programs or PROFILES[options.profile]
     start = time.perf_counter()
     summary = campaign(count, options.seed, max(1, options.workers), shrink=not options.no_shrink,
