@@ -221,7 +221,7 @@ def expensive_reasons(stmts) -> list[str]:
     (empty: cheap): loops, nested ifs, calls of submodules/methods, indexing with a computed
     index or at a position (``x[0]`` is out of range on an empty dimension), in-place writes
     into names the branch makes, and ops that fail on some values (``.item()``, ``nonzero``,
-    ``inverse``)."""
+    ``inverse``, an integer ``//`` or ``%`` by a divisor the condition guards)."""
     reasons: list[str] = []
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, (ast.For, ast.While)):
@@ -238,11 +238,19 @@ def expensive_reasons(stmts) -> list[str]:
                 not is_static_index(node.slice) or _picks_a_tensor_position(node)):
             # x[0] fails on an empty (dynamic) dimension the other path never indexes
             reasons.append(f"indexing with {_index_text(node.slice)} at line {node.lineno} may be out of range on the other path")
+        elif (isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, (ast.FloorDiv, ast.Mod))) or (
+                isinstance(node, ast.Call) and ast.unparse(node.func) in _DIVISIONS):
+            # an integer x // d or x % d raises on d == 0 where the other path guards it (if d != 0)
+            reasons.append(f"division or modulo at line {node.lineno} may divide by zero on the other path")
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and not is_static_index(node.target.slice):
             # x[i] += v reads x[i] too
             reasons.append(f"indexing with {_index_text(node.target.slice)} at line {node.lineno} may be out of range on the other path")
     reasons += _writes_into_names_made_here(stmts)
     return list(dict.fromkeys(reasons))
+
+
+#: calls that divide integers (and raise on a zero divisor in ONNX Runtime, as in eager)
+_DIVISIONS = frozenset({"torch.floor_divide", "torch.remainder", "torch.fmod", "torch.div", "torch.divide"})
 
 
 def _writes_into_names_made_here(stmts) -> list[str]:

@@ -201,3 +201,17 @@ class StateInAttributesOfACallee(torch.nn.Module):
         while out.sum() < 10:
             out = out + self.decode(out).abs() + 1
         return out
+
+
+class PositionFromPromptLength(torch.nn.Module):
+    """A decoding loop's position arithmetic: the prompt length read before the loop
+    (``length = tokens.shape[1]``) beside a sequence that starts as a copy of the prompt and grows."""
+
+    def forward(self, tokens, n):
+        length = tokens.shape[1]
+        seq = tokens.clone()
+        pos = torch.zeros((), dtype=torch.int64)
+        for step in range(int(n.clamp(0, 6))):
+            pos = pos + length + step
+            seq = torch.cat([seq, seq[:, -1:]], 1)
+        return seq, pos

@@ -223,3 +223,16 @@ def test_state_written_into_attributes_by_a_callee_is_refused_in_one_line_at_the
     assert "attribute or outer object written inside a converted loop" in message
     line = inspect.getsourcelines(m.StateInAttributesOfACallee.decode)[1] + 1
     assert f"loop_class_models.py:{line}" in message and "write the attribute after the loop" in message
+
+
+def test_a_size_read_before_a_loop_whose_state_grows_keeps_its_value():
+    """``length = tokens.shape[1]`` read in the body of a loop that grows ``seq = tokens.clone()``
+    was rebuilt from ``seq``'s growing axis (the loop fuzzer's find): positions came out one
+    further each step. The body reads it from a free tensor, never from an axis that grows."""
+    model = m.PositionFromPromptLength()
+    ids = lambda b, t: torch.randint(0, 9, (b, t), generator=torch.Generator().manual_seed(t))
+    exported = export_to_ort(model, (ids(2, 3), torch.tensor(2)), dynamic_shapes={"tokens": {0: "b", 1: "t"}, "n": None})
+    inputs = [(ids(2, 4), torch.tensor(0)), (ids(1, 1), torch.tensor(1)), (ids(3, 5), torch.tensor(2)), (ids(2, 2), torch.tensor(6))]
+    assert {0, 1, 2, 6} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")

@@ -42,8 +42,9 @@ from torch.nn.utils.stateless import _reparametrize_module
 from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
+from fxport.controlflow.operators.loop_inputs import free_inputs
 from fxport.controlflow.operators.state import disabled, record, strategy
-from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense, is_symbolic
+from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense
 
 #: key → the loop; the lower stage reads it to build the ONNX ``Loop`` of each op call. Weak:
 #: the conversion that made a loop holds it (:func:`loops_made`), so a finished conversion's
@@ -88,27 +89,12 @@ def _register(loop: "GrownLoop") -> None:
 
 
 @dataclasses.dataclass
-class Free:
-    """One value the body reads that the loop does not change.
-
-    ``kind``: ``"tensor"`` (an input of the op), ``"dim"`` (a size equal to dimension
-    ``where = (input, axis)`` of a tensor input), ``"number"`` (a traced number passed as a 0-d
-    tensor input and read back with ``.item()``) or ``"constant"`` (``value`` itself).
-    """
-
-    kind: str
-    value: object = None
-    where: tuple[int, int] | None = None
-    dtype: torch.dtype | None = None
-
-
-@dataclasses.dataclass
 class GrownLoop:
     """A data-dependent loop whose carried state grows, as the op's fake, eager and ONNX forms see it.
 
     The carried state is flat: a state value that is a list or tuple of tensors (a KV cache per
     layer) is its leaves, ``specs`` the tree of each state value. ``growing``: flat state index
-    → the axes that grow. ``free``: one :class:`Free` per value the body reads. ``modules``:
+    → the axes that grow. ``free``: one :class:`~fxport.controlflow.operators.loop_inputs.Free` per value the body reads. ``modules``:
     ``(module, parameter/buffer names)`` whose tensors follow the free tensors among the op's
     inputs, in that order.
     """
@@ -311,7 +297,7 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
         flat.extend(leaves)
     trees = any(not isinstance(v, torch.Tensor) for v in state)
     free = list(free) + ([as_int64(rng.stop)] if rng is not None else [])
-    inputs, spec = _free_inputs(free, flat)
+    inputs, spec = free_inputs(free, flat, flat_growing)
     modules = _modules(free)
     module_tensors = [t for module, names in modules for t in _tensors_of(module, names)]
     key = f"grown_loop_{next(_KEYS)}"
@@ -329,44 +315,6 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
            f"{', '.join(info.names)}", lowering="ONNX Loop around the exported body (carried shapes change)",
            carried=list(info.names), grows=grows, least_trips=rng.least_trips() if rng is not None else 0)
     return tuple(final)
-
-
-def _free_inputs(free, state):
-    """The op's tensor inputs for the values the body reads, and one :class:`Free` per value."""
-    inputs, spec = [], []
-    shapes = list(state)
-    for value in free:
-        if isinstance(value, torch.Tensor):
-            spec.append(Free("tensor"))
-            inputs.append(dense(value))
-            shapes.append(value)
-        elif isinstance(value, torch.SymInt) and is_symbolic(value):
-            where = _dim_of(value, shapes)
-            if where is not None:
-                spec.append(Free("dim", where=where))
-            else:
-                spec.append(Free("number", dtype=torch.int64))
-                inputs.append(as_int64(value))
-                shapes.append(None)
-        elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and is_symbolic(value):
-            dtype = torch.bool if isinstance(value, torch.SymBool) else torch.get_default_dtype()
-            spec.append(Free("number", dtype=dtype))
-            inputs.append(torch.full((), value, dtype=dtype))
-            shapes.append(None)
-        else:
-            spec.append(Free("constant", value))
-    return inputs, spec
-
-
-def _dim_of(size, tensors):
-    """``(index, axis)`` of a dimension of ``tensors`` whose size is ``size``, if any."""
-    for index, tensor in enumerate(tensors):
-        if not isinstance(tensor, torch.Tensor):
-            continue
-        for axis, dim in enumerate(tensor.shape):
-            if isinstance(dim, torch.SymInt) and dim.node.expr == size.node.expr:
-                return index, axis
-    return None
 
 
 def _modules(free):

@@ -1,0 +1,93 @@
+"""What the body of a loop whose state grows reads from outside it, as the op's inputs.
+
+Each value the body reads that the loop does not change becomes one
+:class:`Free`: a tensor input, a size rebuilt from a
+dimension of a tensor (``dim``), a traced number passed as a 0-d tensor, or a constant.
+
+Example::
+
+    >>> import torch
+    >>> inputs, spec = free_inputs([torch.ones(2), 3], [torch.zeros(4)])
+    >>> [f.kind for f in spec], len(inputs)
+    (['tensor', 'constant'], 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from fxport.controlflow.operators.values import as_int64, dense, is_symbolic
+
+
+@dataclasses.dataclass
+class Free:
+    """One value the body reads that the loop does not change.
+
+    ``kind``: ``"tensor"`` (an input of the op), ``"dim"`` (a size equal to dimension
+    ``where = (input, axis)`` of a tensor input), ``"number"`` (a traced number passed as a 0-d
+    tensor input and read back with ``.item()``) or ``"constant"`` (``value`` itself).
+    """
+
+    kind: str
+    value: object = None
+    where: tuple[int, int] | None = None
+    dtype: torch.dtype | None = None
+
+
+def free_inputs(free, state, growing=None):
+    """The op's tensor inputs for the values the body reads, and one :class:`Free` per value.
+
+    A size the body reads (``length = tokens.shape[1]``) is rebuilt from a dimension of a tensor
+    that has it, looked for in the free tensors first and then in the carried state, never on an
+    axis that grows: ``seq = tokens.clone()`` grown along axis 1 has ``tokens``' size only
+    before the first iteration (``growing``: state index → growing axes).
+    """
+    entries = []
+    for value in free:
+        if isinstance(value, torch.Tensor):
+            entries.append(("tensor", dense(value)))
+        elif isinstance(value, torch.SymInt) and is_symbolic(value):
+            entries.append(("dim", value))
+        elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and is_symbolic(value):
+            dtype = torch.bool if isinstance(value, torch.SymBool) else torch.get_default_dtype()
+            entries.append(("number", torch.full((), value, dtype=dtype)))
+        else:
+            entries.append(("constant", value))
+    blocked = {(index, axis) for index, axes in (growing or {}).items() for axis in axes}
+    free_tensors = [value for kind, value in entries if kind == "tensor"]
+    sources = [(tensor, ()) for tensor in free_tensors] + [
+        (tensor, tuple(a for i, a in blocked if i == index)) for index, tensor in enumerate(state)]
+    found = {}
+    for position, (kind, value) in enumerate(entries):
+        if kind == "dim":
+            found[position] = _dim_of(value, sources)
+            if found[position] is None:
+                entries[position] = ("number", as_int64(value))
+    inputs = [value for kind, value in entries if kind in ("tensor", "number")]
+    shapes = list(state) + inputs
+    spec = []
+    for position, (kind, value) in enumerate(entries):
+        if kind == "tensor":
+            spec.append(Free("tensor"))
+        elif kind == "number":
+            spec.append(Free("number", dtype=value.dtype))
+        elif kind == "dim":
+            tensor, axis = found[position]
+            spec.append(Free("dim", where=(next(i for i, t in enumerate(shapes) if t is tensor), axis)))
+        else:
+            spec.append(Free("constant", value))
+    return inputs, spec
+
+
+def _dim_of(size, sources):
+    """``(tensor, axis)`` of a dimension whose size is ``size`` among ``sources`` (``(tensor,
+    axes not to use)``, in order of preference), if any."""
+    for tensor, excluded in sources:
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        for axis, dim in enumerate(tensor.shape):
+            if axis not in excluded and isinstance(dim, torch.SymInt) and dim.node.expr == size.node.expr:
+                return tensor, axis
+    return None
