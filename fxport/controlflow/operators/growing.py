@@ -165,7 +165,7 @@ class GrownLoop:
         counter = inputs.pop(0) if self.counted else None
         count = self.state_count()
         state, rest = inputs[:count], inputs[count:]
-        tensors = sum(1 for f in self.free if f.kind in ("tensor", "number"))
+        tensors = sum(1 for f in self.free if f.kind in ("tensor", "number", "carrier"))
         return keep, counter, state, rest[:tensors], rest[tensors:]
 
     def free_values(self, tensors, shapes_of=None) -> list:
@@ -181,6 +181,8 @@ class GrownLoop:
             elif item.kind == "dim":
                 index, axis = item.where
                 values.append(shapes_of[index].shape[axis])
+            elif item.kind == "carrier":  # a size's empty carrier (the last inputs): no value of the body's
+                tensors.pop(0)
             else:
                 values.append(item.value)
         return values

@@ -27,7 +27,8 @@ class Free:
 
     ``kind``: ``"tensor"`` (an input of the op), ``"dim"`` (a size equal to dimension
     ``where = (input, axis)`` of a tensor input), ``"number"`` (a traced number passed as a 0-d
-    tensor input and read back with ``.item()``) or ``"constant"`` (``value`` itself).
+    tensor input and read back with ``.item()``), ``"constant"`` (``value`` itself) or
+    ``"carrier"`` (an empty ``(size, 0)`` input that only carries a ``dim``; last, no value).
     """
 
     kind: str
@@ -42,7 +43,8 @@ def free_inputs(free, state, growing=None):
     A size the body reads (``length = tokens.shape[1]``) is rebuilt from a dimension of a tensor
     that has it, looked for in the free tensors first and then in the carried state, never on an
     axis that grows: ``seq = tokens.clone()`` grown along axis 1 has ``tokens``' size only
-    before the first iteration (``growing``: state index → growing axes).
+    before the first iteration (``growing``: state index → growing axes). Where no tensor has
+    it, an empty tensor of shape ``(size, 0)`` is passed to carry it (no data).
     """
     entries = []
     for value in free:
@@ -59,13 +61,17 @@ def free_inputs(free, state, growing=None):
     free_tensors = [value for kind, value in entries if kind == "tensor"]
     sources = [(tensor, ()) for tensor in free_tensors] + [
         (tensor, tuple(a for i, a in blocked if i == index)) for index, tensor in enumerate(state)]
-    found = {}
+    found, carriers = {}, []
     for position, (kind, value) in enumerate(entries):
         if kind == "dim":
             found[position] = _dim_of(value, sources)
-            if found[position] is None:
-                entries[position] = ("number", as_int64(value))
-    inputs = [value for kind, value in entries if kind in ("tensor", "number")]
+            if found[position] is None:  # no tensor has it: an empty tensor of that length carries it
+                carriers.append(torch.empty((value, 0)))
+                found[position] = (carriers[-1], 0)
+    # the carriers come last: the body pops tensors and numbers in ``spec`` order, and no entry
+    # pops a carrier (a number passed as a tensor and read with .item() inside would be unbacked
+    # there, which dynamo refuses as the input of a cond in the body)
+    inputs = [value for kind, value in entries if kind in ("tensor", "number")] + carriers
     shapes = list(state) + inputs
     spec = []
     for position, (kind, value) in enumerate(entries):
@@ -78,7 +84,7 @@ def free_inputs(free, state, growing=None):
             spec.append(Free("dim", where=(next(i for i, t in enumerate(shapes) if t is tensor), axis)))
         else:
             spec.append(Free("constant", value))
-    return inputs, spec
+    return inputs, spec + [Free("carrier") for _ in carriers]
 
 
 def _dim_of(size, sources):
