@@ -19,6 +19,8 @@ from typing import Callable
 
 import torch
 
+from fxport.controlflow.operators.values import is_traced
+
 #: original function → converted function (None: not user code, left alone)
 CONVERTED: dict[Callable, Callable | None] = {}
 _CONVERTER: list[Callable] = []
@@ -52,11 +54,6 @@ def _lookup(fn):
     return _CONVERTER[0](fn)
 
 
-def _traced(*tensors) -> bool:
-    return (torch.compiler.is_exporting() or torch.compiler.is_dynamo_compiling()) and all(
-        isinstance(t, torch.Tensor) for t in tensors)
-
-
 def _same_shape(a: torch.Tensor, b: torch.Tensor):
     """True/False where the shapes are known equal or different, else None (sizes only known at run time)."""
     from torch.fx.experimental.symbolic_shapes import statically_known_true
@@ -73,7 +70,7 @@ def _same_shape(a: torch.Tensor, b: torch.Tensor):
 def equal(a, b):
     """``torch.equal(a, b)`` in converted code: while exporting, a 0-d bool tensor (the same
     answer, kept a tensor so that ``if``/``while`` on it converts instead of guarding)."""
-    if not _traced(a, b):
+    if not (is_traced(a) and is_traced(b)):
         return torch.equal(a, b)
     same = _same_shape(a, b)
     if same is None:
@@ -83,7 +80,7 @@ def equal(a, b):
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """``torch.allclose(a, b, ...)`` in converted code: a 0-d bool tensor while exporting."""
-    if not _traced(a, b) or _same_shape(a, b) is not True:
+    if not (is_traced(a) and is_traced(b)) or _same_shape(a, b) is not True:
         return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
 
