@@ -215,3 +215,48 @@ class PositionFromPromptLength(torch.nn.Module):
             pos = pos + length + step
             seq = torch.cat([seq, seq[:, -1:]], 1)
         return seq, pos
+
+
+class GruDecoderFromNone(torch.nn.Module):
+    """torch-nmt's greedy decoder in small: ``pred = None`` before the loop, ``x = start if pred
+    is None else pred`` in it, ``preds.append(pred)``, ``if all(lens.le(t)): break`` (the builtin
+    ``all`` over a tensor), then a masked write of the lengths; a GRU encoder over a source of
+    any length."""
+
+    EOS, MAXLEN = 2, 6
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.emb = torch.nn.Embedding(7, 8)
+        self.encoder = torch.nn.GRU(8, 8, batch_first=True)
+        self.decoder = torch.nn.GRU(8, 8, batch_first=True)
+        self.out = torch.nn.Linear(8, 7)
+
+    def forward(self, src, start):
+        _, state = self.encoder(self.emb(src))
+        preds, pred = [], None
+        lens = self.MAXLEN * torch.ones(src.shape[0]).long()
+        for t in range(self.MAXLEN):
+            x = start if pred is None else pred
+            o, state = self.decoder(self.emb(x), state)
+            pred = self.out(o).argmax(2)
+            preds.append(pred)
+            if all(lens.le(t)):
+                break
+            lens[lens.gt(t) & pred.squeeze(1).eq(self.EOS)] = t
+        return torch.cat(preds, dim=-1), lens
+
+
+class AnyFinishedStop(torch.nn.Module):
+    """A stop on the builtin ``any`` over a per-row flag: ``while True: ...; if any(done): break``."""
+
+    def forward(self, x):
+        steps = torch.zeros(x.shape[0], dtype=torch.int64)
+        while True:
+            x = x * 2
+            steps = steps + 1
+            done = x.gt(10)
+            if any(done):
+                break
+        return x, steps

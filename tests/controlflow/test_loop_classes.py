@@ -11,7 +11,7 @@ import torch
 import fxport
 from tests.controlflow import loop_class_models as m
 from tests.controlflow import loop_models as lm
-from tests.controlflow._util import assert_matches_eager, export_to_ort, trip_counts
+from tests.controlflow._util import assert_matches_eager, export_to_ort, loop_exits, trip_counts
 
 
 def _positive(*shape, seed=0):
@@ -234,5 +234,33 @@ def test_a_size_read_before_a_loop_whose_state_grows_keeps_its_value():
     exported = export_to_ort(model, (ids(2, 3), torch.tensor(2)), dynamic_shapes={"tokens": {0: "b", 1: "t"}, "n": None})
     inputs = [(ids(2, 4), torch.tensor(0)), (ids(1, 1), torch.tensor(1)), (ids(3, 5), torch.tensor(2)), (ids(2, 2), torch.tensor(6))]
     assert {0, 1, 2, 6} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_a_value_none_before_a_loop_is_replaced_by_a_peeled_first_iteration():
+    """``pred = None`` before a data-dependent loop and ``x = start if pred is None else pred`` in
+    it (torch-nmt's decoder) was refused: the first iteration runs as Python, peeled, and the Loop
+    carries the tensors it made; the builtin ``all`` over a tensor is a tensor exit; the GRU
+    encoder keeps the source length dynamic."""
+    model = m.GruDecoderFromNone()
+
+    def ids(b, s, seed):
+        return torch.randint(0, 7, (b, s), generator=torch.Generator().manual_seed(seed))
+
+    start = lambda b: torch.full((b, 1), 1, dtype=torch.long)
+    exported = export_to_ort(model, (ids(2, 4, 0), start(2)), dynamic_shapes={"src": {0: "b", 1: "s"}, "start": {0: "b"}})
+    inputs = [(ids(b, s, seed), start(b)) for b, s, seed in [(1, 1, 5), (1, 3, 4), (3, 7, 2), (2, 2, 3), (1, 5, 4), (4, 3, 5), (1, 1, 1)]]
+    exits = set().union(*loop_exits(model, inputs).values())
+    assert {"left by a break", "left at its trip bound"} <= exits, exits
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop") and exported.ops.get("GRU")
+
+
+def test_the_builtin_any_over_a_tensor_is_a_loop_exit():
+    model = m.AnyFinishedStop()
+    exported = export_to_ort(model, (torch.tensor([1.0, 3.0]),), dynamic_shapes={"x": {0: "n"}})
+    inputs = [(torch.tensor([1.0, 3.0]),), (torch.tensor([20.0]),), (torch.tensor([0.5, 0.1, 0.3]),)]
+    assert {1, 2, 5} <= set().union(*trip_counts(model, inputs).values())
     assert_matches_eager(model, exported, inputs)
     assert exported.ops.get("Loop")

@@ -3,8 +3,9 @@ converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)
 ``_fx.len_(xs)`` (lists grown in a data-dependent loop); ``int(t)`` → ``_fx.int_(t)``;
 ``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
 ``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
-``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` (0-d bool tensors while
-exporting, so a loop exit on them converts); ``print(...)`` inside a branch or loop body →
+``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` and the builtins
+``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (0-d bool tensors while exporting, so a loop
+exit on them converts); ``print(...)`` inside a branch or loop body →
 ``_fx.print_(lambda: (args, kwargs))``: it prints when the code runs eagerly and is left out of
 the traced graph (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
 at the function's top level, where they run as written).
@@ -84,7 +85,7 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("equal", "allclose")):  # a bool about tensors: a tensor, so if/while on it convert
             node.func = ast.copy_location(rt(func.attr), func)
             return node
-        if isinstance(func, ast.Name) and func.id in ("int", "len") and len(node.args) == 1 and not node.keywords:
+        if isinstance(func, ast.Name) and func.id in ("int", "len", "all", "any") and len(node.args) == 1 and not node.keywords:
             node.func = ast.copy_location(rt(func.id + "_"), func)
             return node
         if not self._may_be_user_function(func):

@@ -50,7 +50,7 @@ import importlib as _importlib
 import pkgutil as _pkgutil
 
 from fxport.controlflow.operators.appender import Appender, cat, len_, stack
-from fxport.controlflow.operators.calls import CONVERTED, allclose, call, equal, print_, use_converter
+from fxport.controlflow.operators.calls import CONVERTED, all_, allclose, any_, call, equal, print_, use_converter
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
@@ -76,8 +76,10 @@ __all__ = [
     "StatementInfo",
     "TensorRange",
     "Undefined",
+    "all_",
     "allclose",
     "and_",
+    "any_",
     "call",
     "cat",
     "context",

@@ -13,6 +13,8 @@ Example::
 
 from __future__ import annotations
 
+import builtins
+
 import functools
 import types
 from typing import Callable
@@ -83,6 +85,31 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if not (is_traced(a) and is_traced(b)) or _same_shape(a, b) is not True:
         return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+
+
+def all_(values):
+    """The builtin ``all(values)``: of a traced tensor whose rows hold one value each, a 0-d bool
+    tensor (the same answer; ``if all(lens.le(t)): break`` converts instead of guarding).
+
+    >>> all_(torch.tensor([1, 2])), all_([1, 0])     # eagerly: the builtin's answer
+    (True, False)
+    """
+    if _rows_of_one_value(values):
+        return values.reshape(values.shape[0]).bool().all()
+    return builtins.all(values)
+
+
+def any_(values):
+    """The builtin ``any(values)``: a 0-d bool tensor for a traced tensor, as :func:`all_`."""
+    if _rows_of_one_value(values):
+        return values.reshape(values.shape[0]).bool().any()
+    return builtins.any(values)
+
+
+def _rows_of_one_value(values) -> bool:
+    """A tensor of rank ≥ 1 whose rows each hold one element (eager takes ``bool`` of each row)."""
+    return (isinstance(values, torch.Tensor) and values.dim() >= 1
+            and all(size == 1 for size in values.shape[1:]) and (is_traced(values) or torch.compiler.is_exporting()))
 
 
 def print_(arguments: Callable[[], tuple]) -> None:

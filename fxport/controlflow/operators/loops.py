@@ -183,7 +183,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         rows = TensorRange(0, iterable.shape[0], 1)
         return tensor_loop(info, state, free + (iterable,), body_fn=body_fn, rng=rows, item_from_rows=True)
     if (info.break_flag and info.appended and isinstance(iterable, range) and torch.compiler.is_exporting()
-            and not _left_as_written(info.kind)):
+            and not _left_as_written(info.kind) and not (len(iterable) and _none_carried(state, info))):
         # a data-dependent break would leave appends under a tensor condition: loop on tensors
         return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(iterable.start, iterable.stop, iterable.step))
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
@@ -197,7 +197,10 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
                 # flag, which merges the sizes the branches give (a grown cache, a grown mask)
                 # into unrelated ones the next iterations could not compare. Not when the body
                 # writes in place: that iteration already changed the entry state's tensors
-                if set(info.mutated) - {info.break_flag}:
+                # Nor when that entry state holds a None the iteration replaced (``pred = None``
+                # before the loop, ``x = ... if pred is None else pred``): the iteration is then
+                # the first one, peeled, and the loop carries its tensors from there
+                if set(info.mutated) - {info.break_flag} or _replaces_none(before, state):
                     return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info)
                 return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info)
             if flag:
@@ -209,6 +212,17 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
         trips = _count_trip(trips, info)
     _note_how_it_ended(info, trips, entry, state)
     return state
+
+
+def _none_carried(state: tuple, info) -> bool:
+    """A carried value is None before the loop (not a return value or a name the body binds
+    first): the first iteration runs as Python, peeled, so the loop carries what it made."""
+    return any(v is None and n != info.retval and n not in info.written_first for n, v in zip(info.names, state))
+
+
+def _replaces_none(before: tuple, after: tuple) -> bool:
+    """A carried value None on entry to an iteration and not None after it."""
+    return any(b is None and a is not None for b, a in zip(before, after))
 
 
 def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info):
