@@ -46,7 +46,7 @@ _LAZY = {
     "graph_rule": "fxport.rules",
     "onnx_op": "fxport.rules",
     "patch": "fxport.rules",
-    "decision": "fxport.verify.decisions",
+    "decision": "fxport.rules",
 }
 
 

@@ -258,7 +258,7 @@ if "torchvision" in sys.modules:
         """Batched NMS (torchvision) as ONNX NonMaxSuppression per class, kept by score."""
         return batched_nms_onnx(boxes, scores, idxs, iou_threshold)
 
-    @fxport.decision("fxport_vision::batched_nms", label="NMS")
+    @fxport.decision("fxport_vision::batched_nms", label="NMS", priority=fxport.BUILTIN_PRIORITY)
     def take_batched_nms(args, kwargs, own, taken, limits):
         """ONNX Runtime's kept boxes: admissible when they follow greedy per-class NMS on the
         program's boxes and scores within tolerance (:func:`nms_problem`)."""

@@ -220,7 +220,7 @@ def test_failed_verification_writes_nothing_and_keeps_the_old_pair(tmp_path, old
 
     import fxport.verify.stage
 
-    monkeypatch.setattr(fxport.verify.stage, "verify_at_precision", mismatch)
+    monkeypatch.setattr(fxport.verify.stage, "verify_model", mismatch)
     with pytest.raises(VerificationError):
         fxport.convert(Table(seed=2).eval(), example(), output=tmp_path / "net.onnx", external_data=True)
     assert snapshot(tmp_path) == old_pair[1]

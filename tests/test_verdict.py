@@ -108,13 +108,13 @@ def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipp
     would let a wrong file pass on the sets fxport made up."""
     import time
 
-    import fxport.verify.verification
+    from fxport.verify.judges import float64_noise
     from fxport.verify.reference import Float64Reference
 
     model, result = converted
     mutant = _wrong_constant(onnx.ModelProto.FromString(result.model.SerializeToString()))
-    monkeypatch.setattr(fxport.verify.verification, "SECONDS", 0.3)
-    monkeypatch.setattr(fxport.verify.verification, "REFERENCE_SLOWDOWN", 1)
+    monkeypatch.setattr(float64_noise, "SECONDS", 0.3)
+    monkeypatch.setattr(float64_noise, "REFERENCE_SLOWDOWN", 1)
     monkeypatch.setattr(Float64Reference, "run", lambda self, inputs, trials=2: time.sleep(30))
     example = InputSet((torch.rand(4, 1000) + 0.1, torch.tensor(3)))
     with pytest.raises(fxport.VerificationError) as info:
@@ -248,12 +248,12 @@ def test_a_probe_the_model_rejects_falls_back_to_repeating_the_set(monkeypatch):
 
 
 def test_the_probe_is_the_smallest_set_with_no_empty_tensor():
-    from fxport.verify.verification import _repeat_probe
+    from fxport.verify.judges.float64_noise import repeat_probe
 
     sets = [InputSet((torch.randn(4, 8),), name="example"), InputSet((torch.randn(0, 8),), name="size[batch=0]"),
             InputSet((torch.randn(1, 8),), name="size[batch=1]"), InputSet((torch.randn(6, 8),), name="larger")]
-    assert _repeat_probe(sets, "cpu").name == "size[batch=1]"
-    assert _repeat_probe(sets[1:2], "cpu") is None
+    assert repeat_probe(sets, "cpu").name == "size[batch=1]"
+    assert repeat_probe(sets[1:2], "cpu") is None
 
 
 class Unfilled(torch.nn.Module):

@@ -9,7 +9,9 @@ Tiers sharing one protocol (:class:`~fxport.rules.base.Rule`: name, target, scop
 * ``@fxport.rules.graph_pass()`` runs a function on every graph of the exported program, cond
   branches and loop bodies included (:mod:`fxport.rules.passes`, :func:`iter_graphs`);
 * ``@fxport.graph_rule(pattern=..., example_inputs=...)`` rewrites the exported aten graphs;
-* ``@fxport.onnx_op(op)`` translates an aten or custom op to ONNX with onnxscript.
+* ``@fxport.onnx_op(op)`` translates an aten or custom op to ONNX with onnxscript;
+* ``@fxport.decision(op)`` tells verification how to replay the op's decision on tied keys
+  (:mod:`fxport.rules.decisions`; ``decision:<op>`` in ``fxport rules``).
 
 Rule files are plain Python modules; :func:`resolve` collects them with the built-ins in
 ``fxport.rewrites`` and those installed under the entry-point group ``fxport.rules``.
@@ -25,6 +27,7 @@ Example::
 
 from fxport.rules.base import BUILTIN_PRIORITY, Rule, Scope, rules_of
 from fxport.rules.controlflow import ControlFlowRule
+from fxport.rules.decisions import DecisionRule, decision, keys_within, valid_indices
 from fxport.rules.graph import GraphRule, Match, graph_rule
 from fxport.rules.op import OpRule, custom_node, onnx_op
 from fxport.rules.passes import GraphContext, GraphPass, graph_pass
@@ -44,6 +47,7 @@ from fxport.rules.walk import ProgramGraph, iter_graphs
 __all__ = [
     "BUILTIN_PRIORITY",
     "ControlFlowRule",
+    "DecisionRule",
     "ENTRY_POINT_GROUP",
     "GraphContext",
     "GraphPass",
@@ -59,13 +63,16 @@ __all__ = [
     "builtin_rules",
     "collect",
     "custom_node",
+    "decision",
     "graph_pass",
     "graph_rule",
     "iter_graphs",
+    "keys_within",
     "load_rule_file",
     "onnx_op",
     "patch",
     "resolve",
     "rule_of_node",
     "rules_of",
+    "valid_indices",
 ]

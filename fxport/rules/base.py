@@ -29,8 +29,9 @@ from fxport.errors import RuleError, SourceLocation
 #: Priority of every built-in rule (``fxport.rewrites``): any user rule (default priority 0) overrides them.
 BUILTIN_PRIORITY = -10
 
-#: The tiers, in the order a conversion meets them (and ``fxport rules`` lists them).
-TIERS = ("patch", "control-flow", "pass", "graph", "op")
+#: The tiers, in the order a conversion meets them (and ``fxport rules`` lists them); decisions
+#: are verification's (:mod:`fxport.rules.decisions`).
+TIERS = ("patch", "control-flow", "pass", "graph", "op", "decision")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +105,7 @@ def make_scope(scope: Scope | None = None, **fields: Any) -> Scope:
 
 @dataclasses.dataclass
 class Rule:
-    """Base of the rule tiers (patch, control-flow, pass, graph, op).
+    """Base of the rule tiers (patch, control-flow, pass, graph, op, decision).
 
     Attributes:
         name: unique, user-visible name (``fxport rules`` lists it, ``--disable NAME`` removes it).

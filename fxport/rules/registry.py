@@ -46,7 +46,8 @@ class RuleSet:
     """The enabled rules of one conversion, one winner per (tier, target).
 
     Attributes:
-        rules: the enabled, in-scope winners, in tier order (patch, control-flow, pass, graph, op).
+        rules: the enabled, in-scope winners, in tier order (patch, control-flow, pass, graph, op,
+            decision).
         shadowed: rules a higher-priority rule overrode.
         skipped: rules out of scope, with why (``{name: reason}``).
         disabled: the names the caller disabled.

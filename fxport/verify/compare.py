@@ -87,11 +87,12 @@ class OutputComparison:
 class Comparison:
     """What :func:`compare` found: one :class:`OutputComparison` per output, and the cosine
     similarity of all float outputs together. ``noise`` is set when the verdict was judged
-    against a float64 reference (:func:`judge_against_reference`)."""
+    against a float64 reference (:mod:`fxport.verify.judges.float64_noise`)."""
 
     outputs: list[OutputComparison]
     cosine: float
-    noise: "NoiseJudgement | None" = None
+    #: a NoiseJudgement (fxport/verify/judges/float64_noise.py) or None
+    noise: Any = None
     #: how outputs were paired before comparing (tied sort keys, fxport/verify/ties.py).
     notes: list[str] = dataclasses.field(default_factory=list)
     #: the ONNX outputs as compared (after that pairing); None when not recorded.
@@ -122,124 +123,43 @@ class Comparison:
 
 def compare(eager_outputs: Any, onnx_outputs: Sequence[Any], acceptance: Acceptance = Acceptance()) -> Comparison:
     """Compare what eager PyTorch returned (any nesting; see :func:`flatten_outputs`) with ONNX
-    Runtime's outputs under ``acceptance``: the one comparer of fxport."""
+    Runtime's outputs under ``acceptance``: the one comparer of fxport. It is the first two judges
+    of verification (:mod:`fxport.verify.judges`): fixed tolerances, then tied rows paired."""
+    fixed = compare_fixed(eager_outputs, onnx_outputs, acceptance)
+    return fixed if fixed.passed else compare_tied(eager_outputs, fixed, acceptance)
+
+
+def compare_fixed(eager_outputs: Any, onnx_outputs: Sequence[Any], acceptance: Acceptance = Acceptance()) -> Comparison:
+    """Each output position by position under ``acceptance``'s fixed tolerances (or its cosine
+    criterion), nothing paired."""
     expected = flatten_outputs(eager_outputs)
     actual = [np.asarray(value) for value in onnx_outputs]
     outputs, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype, acceptance.atol, acceptance.rtol)
-    notes: list[str] = []
-    if not all(c.passed for c in outputs) and acceptance.min_cosine is None:
-        paired = align_tied_rows(eager_outputs, actual, acceptance.limits, acceptance.sort_keys)
-        if paired.notes:
-            actual = [np.asarray(value) for value in paired.outputs]
-            outputs, cosine = compare_outputs(expected, actual, acceptance.tolerance_dtype,
-                                              acceptance.atol, acceptance.rtol)
-            notes = paired.notes
     if acceptance.min_cosine is not None:
         good_cosine = cosine >= acceptance.min_cosine
         outputs = [dataclasses.replace(c, passed=c.structural_ok and good_cosine,
                                        detail=c.detail if not c.structural_ok or good_cosine
                                        else f"{c.name}: cosine {cosine:.4f} < {acceptance.min_cosine}")
                    for c in outputs]
-    return Comparison(outputs, cosine, notes=notes, compared=actual)
+    return Comparison(outputs, cosine, compared=actual)
 
 
-#: A float output whose fixed tolerances fail still passes when its distance to the float64
-#: reference is within the fixed tolerance plus this many times the output's float32 noise: the
-#: file then computes the model about as well as float32 can (docs/getting-started.md, "Float32 noise is judged against float64").
-NOISE_FACTOR = 8.0
+def compare_tied(eager_outputs: Any, failed: Comparison, acceptance: Acceptance = Acceptance()) -> Comparison:
+    """``failed`` (a :func:`compare_fixed` result) compared again with the rows of tied sort keys
+    paired (:mod:`fxport.verify.ties`); ``failed`` itself when no row moved or the criterion is
+    a cosine (which no order changes)."""
+    if acceptance.min_cosine is not None or failed.compared is None:
+        return failed
+    paired = align_tied_rows(eager_outputs, failed.compared, acceptance.limits, acceptance.sort_keys)
+    if not paired.notes:
+        return failed
+    actual = [np.asarray(value) for value in paired.outputs]
+    outputs, cosine = compare_outputs(flatten_outputs(eager_outputs), actual, acceptance.tolerance_dtype,
+                                      acceptance.atol, acceptance.rtol)
+    return Comparison(outputs, cosine, notes=paired.notes, compared=actual)
 
 
-@dataclasses.dataclass(frozen=True)
-class NoiseJudgement:
-    """Distances to a float64 reference run of the model, max over the judged float outputs.
-
-    ``eager_error``: eager float32's own max abs distance to float64; ``onnx_error``: the ONNX
-    file's. What passes is decided element by element (:func:`judge_against_reference`).
-    """
-
-    eager_error: float
-    onnx_error: float
-
-
-def judge_against_reference(expected: Any, onnx_outputs: Sequence[Any], reference: Any,
-                            acceptance: Acceptance = Acceptance(),
-                            noise: Sequence[float] | None = None) -> Comparison:
-    """The verdict when fixed tolerances fail: is the ONNX file as close to the truth as eager?
-
-    ``reference`` is the model's output in float64 (same structure as ``expected``). An element
-    of a float32 output that the fixed tolerances refuse passes when the file's distance to the
-    reference is at most the fixed tolerance plus :data:`NOISE_FACTOR` × the output's float32
-    noise: eager float32's own worst distance over that output, or ``noise[i]`` when larger (how far
-    float64 runs perturbed by float32 rounding strayed, :mod:`fxport.verify.reference`; eager's single
-    summation order may be lucky). The file then computes the model about as well as float32 can
-    (ONNX Runtime's kernels sum in other orders, some less accurately). NaN/inf positions must agree with eager or with the reference;
-    shapes, counts and integer outputs are judged as before. A wrong conversion moves the file away
-    from the reference, not only from eager, so it still fails.
-
-    Example::
-
-        >>> import numpy as np, torch
-        >>> truth = torch.linspace(-1000, 1000, 101, dtype=torch.float64)
-        >>> noise = torch.randn(101, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        >>> eager = (truth + 2 * noise).float()             # float32 accumulation error ~2
-        >>> onnx = (truth - 2 * noise).float().numpy()      # as far from the truth, the other way
-        >>> compare(eager, [onnx]).passed, judge_against_reference(eager, [onnx], truth).passed
-        (False, True)
-        >>> wrong = onnx.copy(); wrong[50] += 60.0           # one element off by 10x eager's worst error
-        >>> judge_against_reference(eager, [wrong], truth).failure().split(" > ")[0]
-        'output[0]: |onnx - float64| = 56.6'
-    """
-    fixed = compare(expected, onnx_outputs, acceptance)
-    expected_flat, reference_flat = flatten_outputs(expected), flatten_outputs(reference)
-    actual = fixed.compared if fixed.compared is not None else [np.asarray(value) for value in onnx_outputs]
-    if len(expected_flat) != len(reference_flat) or len(actual) != len(expected_flat):
-        return fixed
-    outputs, eager_errors, onnx_errors = [], [0.0], [0.0]
-    for index, (row, ref, want, got) in enumerate(zip(fixed.outputs, reference_flat, expected_flat, actual)):
-        level = noise[index] if noise is not None and index < len(noise) else 0.0
-        judged = None if row.passed else _judge_one(f"output[{index}]", want, got, ref, acceptance, level)
-        if judged is None:
-            outputs.append(row)
-            continue
-        detail, eager_error, onnx_error = judged
-        eager_errors.append(eager_error)
-        onnx_errors.append(onnx_error)
-        outputs.append(dataclasses.replace(row, passed=detail == "", structural_ok=True, detail=detail))
-    return Comparison(outputs, fixed.cosine, NoiseJudgement(max(eager_errors), max(onnx_errors)),
-                      notes=fixed.notes, compared=actual)
-
-
-def _judge_one(name: str, want: torch.Tensor, got: np.ndarray, reference: torch.Tensor,
-               acceptance: Acceptance, noise: float = 0.0) -> tuple[str, float, float] | None:
-    """``(failure detail or "", eager distance, onnx distance)`` of one float32 output; None when
-    the reference cannot judge it (not float32, another shape)."""
-    ref = reference.detach().cpu()
-    if (want.dtype != torch.float32 or not ref.dtype.is_floating_point
-            or tuple(ref.shape) != got.shape or tuple(want.shape) != got.shape):
-        return None
-    r, e, g = ref.double().numpy(), want.detach().cpu().double().numpy(), got.astype(np.float64)
-    if not (_same_specials(g, e) or _same_specials(g, r)):
-        return f"{name}: nan/inf positions differ from eager and from the float64 reference", 0.0, float("inf")
-    finite = np.isfinite(r) & np.isfinite(e) & np.isfinite(g)
-    r, e, g = r[finite], e[finite], g[finite]
-    eager_distance, onnx_distance = np.abs(e - r), np.abs(g - r)
-    if not onnx_distance.size:
-        return "", 0.0, 0.0
-    atol, rtol = acceptance.limits(torch.float32)
-    eager_error, onnx_error = float(eager_distance.max()), float(onnx_distance.max())
-    scale = max(eager_error, noise)
-    limit = atol + rtol * np.abs(r) + NOISE_FACTOR * scale
-    if np.all(onnx_distance <= limit):
-        return "", eager_error, onnx_error
-    worst = int(np.argmax(onnx_distance - limit))
-    at = tuple(int(i) for i in np.argwhere(finite)[worst])
-    return (f"{name}: |onnx - float64| = {onnx_distance[worst]:.3g} > {atol + rtol * abs(r[worst]):.3g} + "
-            f"{NOISE_FACTOR:g} × float32 noise {scale:.3g} at {at} (eager value {e[worst]:.6g}); "
-            "rounding noise this large means the output is ill-conditioned in float32, or the file is wrong"), \
-        eager_error, onnx_error
-
-
-def _same_specials(a: np.ndarray, b: np.ndarray) -> bool:
+def same_specials(a: np.ndarray, b: np.ndarray) -> bool:
     return all(np.array_equal(test(a), test(b)) for test in (np.isnan, np.isposinf, np.isneginf))
 
 
@@ -273,7 +193,7 @@ def compare_outputs(
             continue
         limit_abs, limit_rel = Acceptance(tolerance_dtype=tolerance_dtype, atol=atol, rtol=rtol).limits(ref.dtype)
         r, g = ref_np.astype(np.float64), got.astype(np.float64)
-        same_special = _same_specials(r, g)
+        same_special = same_specials(r, g)
         finite = np.isfinite(r) & np.isfinite(g)
         abs_err = np.abs(r[finite] - g[finite])
         rel_err = abs_err / np.maximum(np.abs(r[finite]), max(limit_abs / max(limit_rel, 1e-12), 1e-12))

@@ -5,13 +5,13 @@ within float32 noise the file may decide otherwise than eager, and everything do
 by whole values. The replay (docs/getting-started.md, "Decisions taken otherwise on tied keys
 are replayed"): the exported program's graph must equal eager on the set; ONNX Runtime runs the
 file with every decision as an extra output; each decision must be *admissible*, one the op
-takes on keys within the comparison's tolerance of the program's own (rules registered with
-:func:`decision`, e.g. NMS in rewrites/detection.py); the program then runs with the file's
-decisions, and the file's outputs must equal it. Anything else keeps the set failed.
+takes on keys within the comparison's tolerance of the program's own (the rule set's decision
+rules, :mod:`fxport.rules.decisions`: rewrites/decisions.py, NMS in rewrites/detection.py); the
+program then runs with the file's decisions, and the file's outputs must equal it. Anything else
+keeps the set failed. The judge that asks for it is :mod:`fxport.verify.judges.decision_replay`.
 
 Example::
 
-    >>> import fxport.verify.decision_rules  # the built-in decisions (verify imports them)
     >>> class Top(torch.nn.Module):
     ...     def forward(self, x):
     ...         return x.topk(2).indices
@@ -24,43 +24,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import onnx
 import torch
 
-from fxport.verify.compare import Acceptance, Comparison, compare
 from fxport.errors import first_line
 from fxport.frames import frames_in
-
-#: ``take(args, kwargs, own, taken, limits) -> (result, problem)``: the node's result with the
-#: decision ``taken`` (ONNX Runtime's values, by output index; None: the node's only output)
-#: put in place of ``own`` (the program's), and why it is not admissible (None when it is).
-Take = Callable[[tuple, dict, Any, dict, Callable], "tuple[Any, str | None]"]
-
-
-@dataclasses.dataclass(frozen=True)
-class DecisionRule:
-    """How one op's decision is taken from ONNX Runtime: which outputs hold it, how to judge it."""
-
-    op: str                       #: schema name, e.g. ``aten::topk``
-    label: str                    #: for people: ``top-k``
-    outputs: tuple                #: the output indices (None: single output) that hold the decision
-    take: Take
-    floats_only: bool = False     #: a decision only where an argument is a float tensor (comparisons)
-
-
-_RULES: dict[str, DecisionRule] = {}
-
-
-def decision(op: str, *, label: str, outputs: tuple = (None,), floats_only: bool = False) -> Callable[[Take], Take]:
-    """Register how verification replays ``op``'s decision (module docstring; docs/rules.md,
-    "Decisions verification may replay", has an example)."""
-    def register(take: Take) -> Take:
-        _RULES[op] = DecisionRule(op, label, tuple(outputs), take, floats_only)
-        return take
-    return register
+from fxport.rules.decisions import DecisionRule
+from fxport.verify.compare import Acceptance, Comparison, compare
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +46,13 @@ class DecisionPoint:
     where: str                    #: the innermost frame of the node's stack trace, or its name
 
 
-def decision_points(program: Any) -> list[DecisionPoint]:
-    """The deciding nodes of ``program``'s top-level graph (ops registered with :func:`decision`)."""
+def decision_points(program: Any, rules: Sequence[DecisionRule] | None = None) -> list[DecisionPoint]:
+    """The deciding nodes of ``program``'s top-level graph: ops a decision rule of ``rules`` covers
+    (None: the built-in ones, :func:`builtin_decision_rules`)."""
+    by_op = {rule.op: rule for rule in (builtin_decision_rules() if rules is None else rules)}
     points = []
     for node in program.graph_module.graph.nodes:
-        rule = _rule_of(node)
+        rule = _rule_of(node, by_op)
         if rule is None:
             continue
         getters = {user.args[1]: user.name for user in node.users if _is_getitem(user)}
@@ -89,11 +64,19 @@ def decision_points(program: Any) -> list[DecisionPoint]:
     return points
 
 
-def _rule_of(node: torch.fx.Node) -> DecisionRule | None:
+def builtin_decision_rules() -> list[DecisionRule]:
+    """The decision rules of the built-in rule set (what a verification without a conversion's
+    rule set replays): ``rewrites/decisions.py``, NMS when torchvision is loaded."""
+    from fxport.rules.registry import resolve
+
+    return resolve(entry_points=False).of_tier("decision")
+
+
+def _rule_of(node: torch.fx.Node, by_op: dict[str, DecisionRule]) -> DecisionRule | None:
     if node.op != "call_function":
         return None
     schema = getattr(getattr(node.target, "_schema", None), "name", None)
-    rule = _RULES.get(schema) if schema else None
+    rule = by_op.get(schema) if schema else None
     if rule is None or (rule.floats_only and not _compares_floats(node)):
         return None
     return rule
@@ -117,9 +100,11 @@ class DecisionReplay:
     them is opened on the first set that needs them.
     """
 
-    def __init__(self, program: Any, model: onnx.ModelProto, open_runner: Callable[[Any], Any]):
-        """``open_runner(proto or path)``: an :class:`~fxport.verify.verification.OnnxRunner` on the device verified."""
-        self.program, self.model, self.open_runner = program, model, open_runner
+    def __init__(self, program: Any, model: onnx.ModelProto, open_runner: Callable[[Any], Any],
+                 rules: Sequence[DecisionRule] | None = None):
+        """``open_runner(proto or path)``: an :class:`~fxport.verify.onnx_runner.OnnxRunner` on the
+        device verified; ``rules``: the decision rules replayed (None: the built-in ones)."""
+        self.program, self.model, self.open_runner, self.rules = program, model, open_runner, rules
         self.points: list[DecisionPoint] | None = None  # found on the first set that fails
         self.module: torch.fx.GraphModule | None = None
         self._runner = None
@@ -127,7 +112,8 @@ class DecisionReplay:
     def _prepare(self) -> None:
         if self.points is None:
             produced = _produced_values(self.model)
-            self.points = [p for p in decision_points(self.program) if set(p.outputs.values()) <= produced]
+            self.points = [p for p in decision_points(self.program, self.rules)
+                           if set(p.outputs.values()) <= produced]
             self.module = self.program.module() if self.points else None
 
     def judge(self, inputs: Any, eager_outputs: Any, onnx_outputs: list[np.ndarray],
@@ -248,34 +234,3 @@ def _flat_numpy(outputs: Any) -> list[np.ndarray]:
 
 def _noted(comparison: Comparison, why: str) -> Comparison:
     return dataclasses.replace(comparison, notes=[*comparison.notes, why])
-
-
-# --- helpers for rules that judge a decision --------------------------------------------------
-
-def keys_within(picked: torch.Tensor, own: torch.Tensor, limits: Callable, what: str) -> str | None:
-    """Why ``picked`` keys are not ``own`` within the comparison's tolerance (None when they are).
-
-    >>> keys_within(torch.tensor([2.0, 1.0]), torch.tensor([2.0, 1.00001]), lambda d: (1e-4, 1e-3), "top-k keys")
-    >>> keys_within(torch.tensor([2.0, 0.5]), torch.tensor([2.0, 1.0]), lambda d: (1e-4, 1e-3), "top-k keys")
-    'top-k keys 0.5 where eager has 1 (beyond tolerance)'
-    """
-    if picked.shape != own.shape:
-        return f"{what} have shape {list(picked.shape)} where eager has {list(own.shape)}"
-    atol, rtol = limits(own.dtype) if own.dtype.is_floating_point else (0.0, 0.0)
-    a, b = picked.double(), own.double()
-    outside = (a - b).abs() > atol + rtol * b.abs()
-    outside &= ~(torch.isinf(a) & (a == b))
-    if not bool(outside.any()):
-        return None
-    at = outside.nonzero()[0].tolist()
-    return f"{what} {a[tuple(at)].item():.6g} where eager has {b[tuple(at)].item():.6g} (beyond tolerance)"
-
-
-def valid_indices(indices: torch.Tensor, size: int, dim: int) -> str | None:
-    """Why ``indices`` are not distinct positions along ``dim`` of a ``size``-long axis."""
-    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= size):
-        return f"index out of range 0..{size - 1}"
-    ordered = indices.sort(dim=dim).values
-    if ordered.shape[dim] > 1 and bool((ordered.diff(dim=dim) == 0).any()):
-        return "an index picked twice"
-    return None

@@ -1,10 +1,27 @@
-"""Verification at the precision the file was written at (fp32, fp16, int8)."""
+"""Verification at the precision the file was written at: the passes of a plan (fp32, fp16, int8).
+
+A :class:`Pass` is one run of the verifier over every input set, with what differs from the
+plan's other passes: the label on its rows, the criterion, the eager side, the file. fp32 is one
+pass; :func:`precision_passes` gives the others:
+
+- fp16: against eager float32 with float16 tolerances, then against an eager float16 copy
+  (rows labelled ``vs eager fp16``; skipped where the device lacks a float16 kernel). The
+  program is float16: no decision replay.
+- int8: the float32 export (the plan's ``float_model``) with float32 tolerances first, so
+  exporter and quantiser errors stay apart; then the int8 file against eager float32, passing on
+  cosine similarity ≥ ``min_cosine`` (default 0.99).
+
+Example::
+
+    >>> [(p.label, p.min_cosine, p.float_model) for p in precision_passes("int8")]
+    [(' fp32', None, True), (' int8', 0.99, False)]
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Callable
 
-import onnx
 import torch
 
 from fxport.capture.half_precision import half_copy, half_inputs
@@ -14,45 +31,38 @@ from fxport.inputs import InputSet
 DEFAULT_MIN_COSINE = 0.99
 
 
-def verify_at_precision(
-    module: torch.nn.Module,
-    onnx_model: onnx.ModelProto,
-    input_sets: list[InputSet],
-    *,
-    precision: str = "fp32",
-    float_model: onnx.ModelProto | None = None,
-    min_cosine: float | None = None,
-    **verify_options: Any,
-) -> list:
-    """Verify ``onnx_model`` against eager ``module`` the way ``precision`` calls for.
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    """One run of the verifier inside a plan.
 
-    - fp32: element tolerances of each output's dtype.
-    - fp16: against eager float32 with float16 tolerances, then against an eager float16 copy
-      (rows labelled ``vs eager fp16``; skipped where the device lacks a float16 kernel).
-    - int8: ``float_model`` (the float32 export) with float32 tolerances first, so exporter and
-      quantiser errors stay apart; then the int8 model against eager float32, reporting max abs
-      error and cosine similarity and failing only below ``min_cosine`` (default 0.99).
-
-    ``verify_options`` go to :func:`fxport.verify.verification.verify_model` (device, dynamic_axes, bounds, notes).
-
-    Example::
-
-        >>> rows = verify_at_precision(net, fp16_model, [InputSet((x,))], precision="fp16")  # doctest: +SKIP
+    Attributes:
+        label: appended to each row's name (``" vs eager fp16"``).
+        tolerance_dtype: compare floats with this dtype's tolerances (a float16 file against float32 eager).
+        min_cosine: pass on cosine similarity instead of element tolerances (int8).
+        eager: the eager module this pass runs, from the caller's (a float16 copy); None: as given.
+        inputs: each input set as this pass runs it (cast to float16); None: as given.
+        optional_reference: an eager failure (an op without a float16 kernel) skips the row.
+        float_model: verify the plan's ``float_model`` (the float32 export) instead of the file.
+        replay: decisions may be replayed in the program (not in a float16 one).
     """
-    from fxport.verify.verification import Acceptance, verify_model
 
+    label: str = ""
+    tolerance_dtype: torch.dtype | None = None
+    min_cosine: float | None = None
+    eager: Callable[[torch.nn.Module], torch.nn.Module] | None = None
+    inputs: Callable[[InputSet], InputSet] | None = None
+    optional_reference: bool = False
+    float_model: bool = False
+    replay: bool = True
+
+
+def precision_passes(precision: str = "fp32", min_cosine: float | None = None) -> tuple[Pass, ...]:
+    """The passes ``precision`` calls for (module docstring)."""
     if precision == "fp16":
-        verify_options = {**verify_options, "program": None}  # the program is float16: no decision replay
-        rows = verify_model(module, onnx_model, input_sets,
-                            acceptance=Acceptance(tolerance_dtype=torch.float16), **verify_options)
-        rows += verify_model(half_copy(module), onnx_model, input_sets, prepare_inputs=half_inputs,
-                             label=" vs eager fp16", optional_reference=True, **verify_options)
-        return rows
+        return (Pass(tolerance_dtype=torch.float16, replay=False),
+                Pass(label=" vs eager fp16", eager=half_copy, inputs=half_inputs, optional_reference=True,
+                     replay=False))
     if precision == "int8":
-        rows = verify_model(module, float_model if float_model is not None else onnx_model, input_sets,
-                            label=" fp32", **verify_options)
-        threshold = DEFAULT_MIN_COSINE if min_cosine is None else min_cosine
-        rows += verify_model(module, onnx_model, input_sets, acceptance=Acceptance(min_cosine=threshold),
-                             label=" int8", **verify_options)
-        return rows
-    return verify_model(module, onnx_model, input_sets, **verify_options)
+        return (Pass(label=" fp32", float_model=True),
+                Pass(label=" int8", min_cosine=DEFAULT_MIN_COSINE if min_cosine is None else min_cosine))
+    return (Pass(),)

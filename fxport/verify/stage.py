@@ -4,17 +4,20 @@ flow, and a search for sets that reach the rest."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fxport.capture.dynamic_dims import dynamic_dim_bounds
 from fxport.controlflow.libraries import installed_for as library_functions_installed_for
 from fxport.conversion import Conversion
 from fxport.errors import VerificationError
+from fxport.verify.compare import Acceptance
 from fxport.verify.exercise import exercise_control_flow
 from fxport.verify.inputs.domains import input_domains
-from fxport.verify.precision import verify_at_precision
+from fxport.verify.plan import VerificationPlan
+from fxport.verify.precision import precision_passes
 from fxport.verify.ties import sorted_output_indices
-from fxport.verify.verification import generate_input_sets
+from fxport.verify.verification import generate_input_sets, verify_model
 from fxport.verify.verified_ranges import widen_verified_ranges
 
 
@@ -23,7 +26,7 @@ def verify_outputs(job: Conversion) -> None:
     job.domains, job.bounds = input_domains(job.program, job.example), dynamic_dim_bounds(job.program)
     job.generated = generate_input_sets(job.example, job.axis_names, bounds=job.bounds, domains=job.domains)
     try:
-        job.verification = verify_at_precision(job.model, runnable(job), job.input_sets, **verify_options(job))
+        job.verification = verify_model(job.model, runnable(job), job.input_sets, verification_plan(job))
     except VerificationError as exc:
         _point_at_user_rules(exc, job)
         raise
@@ -63,8 +66,8 @@ def exercise_converted_control_flow(job: Conversion) -> None:
                                           disabled=job.ruleset.disabled_control_flow, made_up=job.generated)
     if exercised.found_sets:
         try:
-            job.verification += verify_at_precision(job.model, runnable(job), exercised.found_sets,
-                                                    generate=False, **verify_options(job))
+            job.verification += verify_model(job.model, runnable(job), exercised.found_sets,
+                                             dataclasses.replace(verification_plan(job), generate=False))
         except VerificationError as exc:  # the table shows every row, not only the searched ones
             exc.report = job.verification + exc.report
             raise
@@ -77,19 +80,23 @@ def converted_control_flow(job: Conversion) -> bool:
     return job.options.verify and any(rewrite.tier == "control-flow" for rewrite in job.rewrites)
 
 
-def verify_options(job: Conversion) -> dict[str, Any]:
-    """The keyword arguments every verification call of this run shares."""
-    options = job.options
-    return dict(
-        precision=options.precision, float_model=job.staging.model_path(job.float_model)
-        if job.staging.home(job.float_model) else job.float_model, min_cosine=options.min_cosine,
-        device=job.device, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
-        generated_sets=job.generated, notes=job.warnings, atol=options.atol, rtol=options.rtol,
-        sort_keys=sorted_output_indices(job.program) if job.program is not None else None,
+def verification_plan(job: Conversion) -> VerificationPlan:
+    """What every verification of this run shares, built once per stage from its options and
+    what the earlier stages added (:class:`~fxport.verify.plan.VerificationPlan`)."""
+    options, staging = job.options, job.staging
+    return VerificationPlan(
+        device=job.device,
+        passes=precision_passes(options.precision, options.min_cosine),
+        acceptance=Acceptance(atol=options.atol, rtol=options.rtol,
+                              sort_keys=sorted_output_indices(job.program) if job.program is not None else None),
+        generated_sets=job.generated, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
         program=job.translated_program,  # its node names are the file's value names (decision replay)
-        on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
+        # the rule set's decision rules (--disable takes them); the stock path (no rules) keeps the built-ins
+        decisions=tuple(job.ruleset.of_tier("decision")) if options.rewrites else None,
+        float_model=staging.model_path(job.float_model) if staging.home(job.float_model) else job.float_model,
         known_outputs={id(job.example): job.example_outputs} if job.example_outputs is not None else None,
-        model_bytes=job.model_bytes,
+        model_bytes=job.model_bytes, notes=job.warnings,
+        on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
     )
 
 

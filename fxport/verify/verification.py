@@ -3,9 +3,11 @@
 Input sets checked: the example; fresh random values of the same shapes and dtypes (drawn from
 the example's value range, never the example itself); for every dynamic dimension, a larger
 and a smaller size (dimensions sharing a name change together); and any user-supplied sets.
-Floating outputs are compared with dtype-aware tolerances, integer and bool outputs exactly,
-NaN/inf positions must agree. A mismatch is a :class:`~fxport.errors.VerificationError`
-carrying the table, never a warning.
+What to check and how is one frozen :class:`~fxport.verify.plan.VerificationPlan`, run pass by
+pass (the file's precision, :mod:`fxport.verify.precision`); each set is judged by the chain of
+:mod:`fxport.verify.judges` (fixed tolerances, tied rows, float64 noise, decision replay),
+asked in order while it still fails (docs/verification.md). A mismatch is a
+:class:`~fxport.errors.VerificationError` carrying the table, never a warning.
 
 Example::
 
@@ -33,21 +35,19 @@ import onnx
 import torch
 
 from fxport import choices
-from fxport.verify.compare import Acceptance, compare, judge_against_reference
-from fxport.verify.inputs.domains import InputDomain
-from fxport.verify.onnx_runner import OnnxRunner  # noqa: F401 - re-exported (the tests patch verify.OnnxRunner)
-from fxport.verify.providers import fallback_warning
-from fxport.verify import decision_rules  # noqa: F401 - registers the built-in decisions the replay judges
-from fxport.verify.decisions import DecisionReplay
-from fxport.verify.reference import Float64Reference
-from fxport.verify.verified_ranges import ORT_FAILED, exclude_failed_edges
-from fxport.lower.serialized import ModelBytes
+from fxport.eager import run_eager
 from fxport.eager_limits import SECONDS, EagerRunStopped, time_limit
 from fxport.errors import EagerRunError, VerificationError
-from fxport.verify.inputs.generated import generate_input_sets
-from fxport.eager import run_eager
 from fxport.inputs import InputSet
 from fxport.report import VerificationRow
+from fxport.verify.compare import Acceptance
+from fxport.verify.inputs.generated import generate_input_sets
+from fxport.verify.judges import Bench, SetRun, open_judges, verdict
+from fxport.verify.onnx_runner import OnnxRunner  # the tests patch verification.OnnxRunner
+from fxport.verify.plan import VerificationPlan
+from fxport.verify.precision import Pass
+from fxport.verify.providers import fallback_warning
+from fxport.verify.verified_ranges import ORT_FAILED, exclude_failed_edges
 
 
 def resolve_device(device: str) -> str:
@@ -69,150 +69,159 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def verify_model(
-    module: torch.nn.Module,
-    model: onnx.ModelProto,
-    input_sets: list[InputSet],
-    *,
-    device: str = "cpu",
-    dynamic_axes: dict[int, dict[int, str]] | None = None,
-    generate: bool = True,
-    seed: int = 1234,
-    bounds: dict[int, dict[int, tuple[int, int]]] | None = None,
-    domains: dict[int, InputDomain] | None = None,
-    acceptance: Acceptance = Acceptance(),
-    prepare_inputs: Callable[[InputSet], InputSet] | None = None,
-    label: str = "",
-    optional_reference: bool = False,
-    notes: list[str] | None = None,
-    atol: float | None = None,
-    rtol: float | None = None,
-    on_input_set: Callable[[str], None] | None = None,
-    generated_sets: list[InputSet] | None = None,
-    sort_keys: frozenset[int] | None = None,
-    program: Any = None,
-    known_outputs: dict[int, Any] | None = None,
-    model_bytes: ModelBytes | None = None,
-) -> list[VerificationRow]:
-    """Run eager and ONNX Runtime on every input set; raise VerificationError on any mismatch.
+def verify_model(module: torch.nn.Module, model: onnx.ModelProto | str, input_sets: list[InputSet],
+                 plan: VerificationPlan | None = None, **settings: Any) -> list[VerificationRow]:
+    """Run eager and ONNX Runtime on every input set, pass by pass of ``plan``; raise
+    VerificationError on any mismatch.
 
-    ``module`` is copied, never moved, when ``device`` is not the CPU. ``prepare_inputs``
-    transforms each input set before both runs (e.g. cast to float16 for an eager float16
-    reference); ``domains`` keep generated values inside the model's domain (see
-    :func:`generate_input_sets`); ``label`` is appended to row names; with ``optional_reference`` an eager failure
-    (e.g. an op without a float16 CPU kernel) skips the row instead of raising. ``notes``
-    receives one-line warnings (nodes ONNX Runtime placed on CPU instead of CUDA). ``atol`` /
-    ``rtol`` replace the dtype tolerances of float outputs; ``on_input_set(name)`` is called
-    before each input set runs (the CLI's live status line). ``generated_sets``: the
-    :func:`generate_input_sets` result when the caller already drew it (the pipeline reuses it
-    for the coverage pass); None draws them here. ``sort_keys``: flat indices of the outputs a
-    sort orders (:func:`fxport.verify.ties.sorted_output_indices`), whose tied rows may be paired.
-    ``program``: the program the exporter translated into the file (after its decompositions:
-    its node names are the file's value names); a set that still fails is judged once more with the decisions (top-k, NMS, thresholds) the file took otherwise on
-    keys within tolerance replayed in it (:mod:`fxport.verify.decisions`). ``known_outputs``: eager's
-    outputs already computed on the CPU, by ``id`` of the input set (the pipeline's eager stage
-    ran the example); used when the sets run as given on the CPU. ``model_bytes``: ``model``'s
-    graph serialised once (:mod:`fxport.lower.serialized`).
+    ``plan`` says everything else (:class:`~fxport.verify.plan.VerificationPlan`: device,
+    dynamic axes and bounds, generated sets, criteria, the passes of the file's precision);
+    without one, ``settings`` build it (:meth:`VerificationPlan.build`: ``dynamic_axes=``,
+    ``generate=``, ``atol=``, ``program=``, ``notes=``, ``precision=``, ...). Each set is judged
+    by the chain of :mod:`fxport.verify.judges`. ``module`` is copied, never moved, when the
+    device is not the CPU. Example: the module docstring.
     """
-    acceptance = dataclasses.replace(acceptance, atol=atol, rtol=rtol, sort_keys=sort_keys)
-    candidates = list(input_sets)
-    if generate:
-        candidates[1:1] = (generated_sets if generated_sets is not None
-                           else generate_input_sets(input_sets[0], dynamic_axes, seed, bounds, domains))
-    module_on_device = copy.deepcopy(module).to(device) if device != "cpu" else module
-    reference = (Float64Reference(module_on_device, probe=_repeat_probe(candidates, device))
-                 if _judged_by_noise(acceptance) else None)
-    # a second session is a second copy of the weights: files with external data are not replayed
-    replay = (DecisionReplay(program, model, lambda source: OnnxRunner(source, device))
-              if program is not None and acceptance.min_cosine is None and isinstance(model, onnx.ModelProto)
-              else None)
-    generated = {id(s) for s in candidates} - {id(s) for s in input_sets}
-    known = known_outputs if known_outputs and prepare_inputs is None and device == "cpu" else {}
-    rows: dict[int, VerificationRow] = {}
-    # ONNX Runtime works on its own thread behind eager: the session loads while eager runs the
-    # first sets, and eager runs the next sets while ONNX Runtime runs the earlier ones; a set is
-    # judged once both sides ran it (the float64 judge, on this thread, overlaps ONNX Runtime too)
-    with contextlib.ExitStack() as stack, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="fxport-onnxruntime") as onnx_runtime, \
-            _cancelled_on_error(onnx_runtime), cores_shared_with_onnx_runtime(device):
-        # the session lives in a child process: a crash in ONNX Runtime is the set's failure
-        session = onnx_runtime.submit(OnnxRunner, model, device, model_bytes=model_bytes, isolated=True)
-        stack.callback(_closed, session)
-
-        def guarded(prepared: InputSet, bounded: bool, step: Callable[[], Any]) -> Any:
-            """``step()``, or the row of a set it may leave out: one eager (or the replay) cannot
-            finish or rejects, one ONNX Runtime cannot run (a generated size eager runs)."""
-            try:
-                return step()
-            except EagerRunStopped as stop:  # a generated set the model may never finish on
-                if notes is not None:
-                    notes.append(f"verification: {stop.describe()} on the generated input set '{prepared.name}' "
-                                 "(the model may never finish on these values); not used")
-                return skipped_row(prepared, session.result().provider, f"skipped: {stop.describe()}")
-            except EagerRunError as exc:
-                if not bounded and not optional_reference:
-                    raise
-                return skipped_row(prepared, session.result().provider,
-                                   f"skipped: eager rejects these inputs ({exc.what})")
-            except VerificationError as exc:
-                if not bounded or exc.report:
-                    raise
-                said = exc.what if exc.what.startswith("ONNX Runtime") else f"ONNX Runtime failed: {exc.what}"
-                return dataclasses.replace(skipped_row(prepared, session.result().provider, said),
-                                           passed=False, mismatched_outputs=[ORT_FAILED])
-
-        def judged(waiting: _Waiting) -> VerificationRow:
-            runner = session.result()  # a model ONNX Runtime cannot load fails here, whichever set
-            return guarded(waiting.inputs, waiting.bounded, lambda: judge_one(
-                waiting.inputs, waiting.expected, waiting.run.result(), runner.provider, acceptance, reference,
-                waiting.bounded, replay, waiting.eager_seconds))
-
-        waiting: collections.deque[_Waiting] = collections.deque()  # eager ran them; oldest first
-        for index, inputs in enumerate(candidates):
-            prepared = prepare_inputs(inputs) if prepare_inputs else inputs
-            if label:
-                prepared = dataclasses.replace(prepared, name=inputs.name + label)
-            on_device = prepared.to(device) if device != "cpu" else prepared
-            if on_input_set is not None:
-                on_input_set(prepared.name)
-            bounded = id(inputs) in generated
-            reference_run = guarded(prepared, bounded, lambda: eager_reference(
-                module_on_device, on_device, bounded, known.get(id(inputs))))
-            if isinstance(reference_run, VerificationRow):  # left out: eager cannot run it
-                rows[index] = reference_run
-                continue
-            expected, eager_seconds = reference_run
-            run = onnx_runtime.submit(lambda on_device=on_device, bounded=bounded:
-                                      session.result().run(on_device, limit=SECONDS if bounded else None))
-            waiting.append(_Waiting(index, on_device, expected, eager_seconds, bounded, run))
-            while waiting and waiting[0].run.done():  # eager goes on while ONNX Runtime is busy
-                done = waiting.popleft()
-                rows[done.index] = judged(done)
-        while waiting:
-            done = waiting.popleft()
-            rows[done.index] = judged(done)
-    runner = session.result()
-    rows = [rows[index] for index in sorted(rows)]
-    warning = fallback_warning(runner.placement, runner.providers[0])
-    if warning and notes is not None and warning not in notes:
-        notes.append(warning)
-    # ONNX Runtime failing only at edge sizes fxport made up narrows the range past them
-    rows = exclude_failed_edges(rows, candidates, input_sets, dynamic_axes, bounds) or rows
-    failed = [row for row in rows if not row.passed]
-    if failed:
-        worst = failed[0]
-        criterion = (f"cosine {worst.cosine_similarity:.4f} < {acceptance.min_cosine}"
-                     if acceptance.min_cosine is not None else f"max abs error {worst.max_abs_error:.3g}")
-        if worst.onnx_error is not None:
-            criterion += (f"; vs a float64 run: onnx {worst.onnx_error:.3g}, eager float32 "
-                          f"{worst.eager_error:.3g}, beyond float32 noise")
-        raise VerificationError(
-            f"ONNX Runtime differs from eager PyTorch on {len(failed)} of {len(rows)} input sets "
-            f"(first: {worst.name}, {', '.join(worst.mismatched_outputs) or 'outputs'}, {criterion})",
-            report=rows,
-            hint=_narrowing_hint(worst.name, bounds) or _failure_hint(acceptance),
-        )
+    if plan is None:
+        plan = VerificationPlan.build(**settings)
+    elif settings:
+        raise TypeError(f"verify_model takes a plan or its settings, not both ({', '.join(settings)})")
+    rows: list[VerificationRow] = []
+    for step in plan.passes:
+        rows += verify_pass(module, model, input_sets, plan, step)
     return rows
+
+
+def verify_pass(module: torch.nn.Module, model: onnx.ModelProto | str, input_sets: list[InputSet],
+                plan: VerificationPlan, step: Pass) -> list[VerificationRow]:
+    """One pass of ``plan``: the sets run on both sides, judged, the range narrowed past edge
+    sizes only ONNX Runtime fails at (:mod:`fxport.verify.verified_ranges`), a failure raised."""
+    acceptance = plan.acceptance_of(step)
+    if step.float_model and plan.float_model is not None:
+        model = plan.float_model
+    eager_module = step.eager(module) if step.eager is not None else module
+    candidates = list(input_sets)
+    if plan.generate:
+        candidates[1:1] = (plan.generated_sets if plan.generated_sets is not None else generate_input_sets(
+            input_sets[0], plan.dynamic_axes, plan.seed, plan.bounds, plan.domains))
+    device = plan.device
+    module_on_device = copy.deepcopy(eager_module).to(device) if device != "cpu" else eager_module
+    chain = open_judges(Bench(acceptance, module_on_device, model, tuple(candidates), device,
+                              plan.program if step.replay else None, plan.decisions,
+                              lambda source: OnnxRunner(source, device)))
+    made_up = {id(s) for s in candidates} - {id(s) for s in input_sets}
+    rows, runner = _Sets(plan, step, chain, made_up).run(module_on_device, model, candidates)
+    warning = fallback_warning(runner.placement, runner.providers[0])
+    if warning and plan.notes is not None and warning not in plan.notes:
+        plan.notes.append(warning)
+    # ONNX Runtime failing only at edge sizes fxport made up narrows the range past them
+    rows = exclude_failed_edges(rows, candidates, input_sets, plan.dynamic_axes, plan.bounds) or rows
+    _refuse_failed(rows, acceptance, plan.bounds)
+    return rows
+
+
+class _Sets:
+    """The sets of one pass on both sides. ONNX Runtime works on its own thread behind eager: the
+    session loads while eager runs the first sets, and eager runs the next sets while ONNX
+    Runtime runs the earlier ones; a set is judged once both sides ran it (the float64 judge, on
+    this thread, overlaps ONNX Runtime too). The session lives in a child process: a crash in
+    ONNX Runtime is the set's failure."""
+
+    def __init__(self, plan: VerificationPlan, step: Pass, chain: list, made_up: set[int]):
+        self.plan, self.step, self.chain, self.made_up = plan, step, chain, made_up
+        self.module: torch.nn.Module | None = None
+        as_given = step.inputs is None and step.eager is None and plan.device == "cpu"
+        self.known = plan.known_outputs if plan.known_outputs and as_given else {}
+        self.session: Future | None = None
+
+    def run(self, module: torch.nn.Module, model: Any, candidates: list[InputSet]) -> tuple[list[VerificationRow], Any]:
+        """The rows of ``candidates`` in their order, and the ONNX Runtime session that ran them."""
+        device, rows, self.module = self.plan.device, {}, module
+        with contextlib.ExitStack() as stack, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="fxport-onnxruntime") as onnx_runtime, \
+                _cancelled_on_error(onnx_runtime), cores_shared_with_onnx_runtime(device):
+            self.session = onnx_runtime.submit(OnnxRunner, model, device, model_bytes=self.plan.model_bytes,
+                                               isolated=True)
+            stack.callback(_closed, self.session)
+            waiting: collections.deque[_Waiting] = collections.deque()  # eager ran them; oldest first
+            for index, inputs in enumerate(candidates):
+                ran = self._eager(index, inputs)
+                if isinstance(ran, VerificationRow):  # left out: eager cannot run it
+                    rows[index] = ran
+                    continue
+                ran.run = onnx_runtime.submit(lambda ran=ran: self.session.result().run(
+                    ran.inputs, limit=SECONDS if ran.bounded else None))
+                waiting.append(ran)
+                while waiting and waiting[0].run.done():  # eager goes on while ONNX Runtime is busy
+                    done = waiting.popleft()
+                    rows[done.index] = self._judged(done)
+            while waiting:
+                done = waiting.popleft()
+                rows[done.index] = self._judged(done)
+        return [rows[index] for index in sorted(rows)], self.session.result()
+
+    def _eager(self, index: int, inputs: InputSet) -> "_Waiting | VerificationRow":
+        """Eager's run of one set (as the pass prepares it, on the device), or its row when left out."""
+        plan, step = self.plan, self.step
+        prepared = step.inputs(inputs) if step.inputs is not None else inputs
+        if step.label:
+            prepared = dataclasses.replace(prepared, name=inputs.name + step.label)
+        on_device = prepared.to(plan.device) if plan.device != "cpu" else prepared
+        if plan.on_input_set is not None:
+            plan.on_input_set(prepared.name)
+        bounded = id(inputs) in self.made_up
+        ran = self._guarded(prepared, bounded, lambda: eager_reference(
+            self.module, on_device, bounded, self.known.get(id(inputs))))
+        if isinstance(ran, VerificationRow):
+            return ran
+        expected, eager_seconds = ran
+        return _Waiting(index, on_device, expected, eager_seconds, bounded)
+
+    def _judged(self, waiting: "_Waiting") -> VerificationRow:
+        runner = self.session.result()  # a model ONNX Runtime cannot load fails here, whichever set
+        return self._guarded(waiting.inputs, waiting.bounded, lambda: judged_row(
+            SetRun(waiting.inputs, waiting.expected, waiting.run.result(), waiting.bounded, waiting.eager_seconds),
+            runner.provider, self.chain))
+
+    def _guarded(self, prepared: InputSet, bounded: bool, step: Callable[[], Any]) -> Any:
+        """``step()``, or the row of a set it may leave out: one eager (or a judge) cannot finish or
+        rejects, one ONNX Runtime cannot run (a generated size eager runs)."""
+        try:
+            return step()
+        except EagerRunStopped as stop:  # a generated set the model may never finish on
+            if self.plan.notes is not None:
+                self.plan.notes.append(f"verification: {stop.describe()} on the generated input set "
+                                       f"'{prepared.name}' (the model may never finish on these values); not used")
+            return skipped_row(prepared, self.session.result().provider, f"skipped: {stop.describe()}")
+        except EagerRunError as exc:
+            if not bounded and not self.step.optional_reference:
+                raise
+            return skipped_row(prepared, self.session.result().provider,
+                               f"skipped: eager rejects these inputs ({exc.what})")
+        except VerificationError as exc:
+            if not bounded or exc.report:
+                raise
+            said = exc.what if exc.what.startswith("ONNX Runtime") else f"ONNX Runtime failed: {exc.what}"
+            return dataclasses.replace(skipped_row(prepared, self.session.result().provider, said),
+                                       passed=False, mismatched_outputs=[ORT_FAILED])
+
+
+def _refuse_failed(rows: list[VerificationRow], acceptance: Acceptance, bounds) -> None:
+    """A VerificationError with the table when a row failed: the first one's outputs and criterion."""
+    failed = [row for row in rows if not row.passed]
+    if not failed:
+        return
+    worst = failed[0]
+    criterion = (f"cosine {worst.cosine_similarity:.4f} < {acceptance.min_cosine}"
+                 if acceptance.min_cosine is not None else f"max abs error {worst.max_abs_error:.3g}")
+    if worst.onnx_error is not None:
+        criterion += (f"; vs a float64 run: onnx {worst.onnx_error:.3g}, eager float32 "
+                      f"{worst.eager_error:.3g}, beyond float32 noise")
+    raise VerificationError(
+        f"ONNX Runtime differs from eager PyTorch on {len(failed)} of {len(rows)} input sets "
+        f"(first: {worst.name}, {', '.join(worst.mismatched_outputs) or 'outputs'}, {criterion})",
+        report=rows,
+        hint=_narrowing_hint(worst.name, bounds) or _failure_hint(acceptance),
+    )
 
 
 def _narrowing_hint(row_name: str, bounds) -> str | None:
@@ -244,41 +253,6 @@ def skipped_row(inputs: InputSet, provider: str, note: str) -> VerificationRow:
     """A generated input set the model itself cannot run (e.g. a size it does not support)."""
     return VerificationRow(inputs.name, inputs.shapes(), provider,
                            float("nan"), float("nan"), float("nan"), True, [], note)
-
-
-def _repeat_probe(candidates: list[InputSet], device: str) -> InputSet | None:
-    """The input set with the fewest elements and none empty: the float64 reference repeats its
-    run there to tell a model that draws random numbers (:class:`Float64Reference`)."""
-    filled = [s for s in candidates if all(t.numel() for t in s.tensors())]
-    if not filled:
-        return None
-    probe = min(filled, key=lambda s: sum(t.numel() for t in s.tensors()))
-    return probe.to(device) if device != "cpu" else probe
-
-
-def _judged_by_noise(acceptance: Acceptance) -> bool:
-    """Fixed user tolerances (--atol/--rtol), float16 and cosine criteria keep their bounds."""
-    return (acceptance.atol is None and acceptance.rtol is None
-            and acceptance.min_cosine is None and acceptance.tolerance_dtype is None)
-
-
-#: The float64 reference (up to four runs, two of them with every result perturbed) may take this
-#: many times the eager run of the set before it is stopped.
-REFERENCE_SLOWDOWN = 100
-
-
-def _float64_truth(reference: Float64Reference, inputs: InputSet, bounded: bool,
-                   eager_seconds: float, earlier: Any = None) -> tuple[Any, str]:
-    """``(the float64 run or None, why it was stopped or "")``: the exact run alone (eager's own
-    distance to it is the noise: a file that passes there passes with any perturbed run, which
-    only widens it), or ``earlier``'s with one more perturbed run. A reference that runs past its
-    limit does not skip the set, whose fixed tolerances failed: the set stays failed."""
-    limit = max(SECONDS, REFERENCE_SLOWDOWN * eager_seconds)
-    try:
-        with time_limit(limit) if bounded else contextlib.nullcontext():
-            return (reference.run(inputs, trials=0) if earlier is None else reference.perturbed_again(earlier)), ""
-    except EagerRunStopped as stop:
-        return None, stop.describe()
 
 
 @contextlib.contextmanager
@@ -327,7 +301,7 @@ class _Waiting:
     expected: Any
     eager_seconds: float
     bounded: bool
-    run: Future
+    run: Future | None = None
 
 
 def eager_reference(module: torch.nn.Module, inputs: InputSet, bounded: bool = False,
@@ -342,31 +316,13 @@ def eager_reference(module: torch.nn.Module, inputs: InputSet, bounded: bool = F
     return outputs, time.perf_counter() - started
 
 
-def judge_one(inputs: InputSet, expected: Any, actual: list, provider: str, acceptance: Acceptance = Acceptance(),
-              reference: Float64Reference | None = None, bounded: bool = False,
-              replay: DecisionReplay | None = None, eager_seconds: float = 0.0) -> VerificationRow:
-    """Eager's ``expected`` against ONNX Runtime's ``actual`` on one input set; when fixed
-    tolerances fail and ``reference`` is given, the float64 run judges whether the difference is
-    float32 noise, and then ``replay`` whether it is decisions taken otherwise on keys within
-    tolerance (:mod:`fxport.verify.decisions`). ``bounded``: inputs fxport made up, the float64 run
-    limited to :data:`REFERENCE_SLOWDOWN` × ``eager_seconds``."""
-    result = compare(expected, actual, acceptance)
-    if not result.passed and reference is not None:
-        truth, stopped = _float64_truth(reference, inputs, bounded, eager_seconds)
-        while truth is not None:
-            result = judge_against_reference(expected, actual, truth.outputs, acceptance, truth.noise)
-            if result.passed or truth.trials >= reference.TRIALS:  # a pass stands: more trials only widen
-                break
-            truth, stopped = _float64_truth(reference, inputs, bounded, eager_seconds, earlier=truth)
-        if truth is None and stopped:
-            result.notes.append(f"the float64 reference was stopped ({stopped}): judged by the "
-                                "fixed tolerances")
-    if not result.passed and replay is not None:
-        result = replay.judge(inputs, expected, actual, acceptance, failed=result)
+def judged_row(run: SetRun, provider: str, chain: list) -> VerificationRow:
+    """The table's row for one set: the verdict of the judges of ``chain`` (:mod:`fxport.verify.judges`)."""
+    result = verdict(run, chain)
     noise = result.noise
     return VerificationRow(
-        name=inputs.name,
-        input_shapes=inputs.shapes(),
+        name=run.inputs.name,
+        input_shapes=run.inputs.shapes(),
         provider=provider,
         max_abs_error=result.max_abs,
         max_rel_error=result.max_rel,

@@ -1,9 +1,12 @@
-"""The decisions verification replays for torch's own ops (:mod:`fxport.verify.decisions`): top-k,
-sort, argsort, arg-max/min, max/min over a dimension, float comparisons, ceil/floor/round.
+"""The decisions verification replays for torch's own ops (docs/rules.md, "Decisions verification
+may replay"): top-k, sort, argsort, arg-max/min, max/min over a dimension, float comparisons,
+ceil/floor/round.
 
 Each ``take`` returns the op's result with ONNX Runtime's decision in place and why that
 decision is not one the op takes on keys within the comparison's tolerance (None when it is).
-Importing this module registers them; :mod:`fxport.verify.verification` does.
+They are rules of the tier ``decision``, named ``decision:<op>``: ``fxport rules`` lists them,
+``--disable decision:aten::topk`` leaves one out of the replay, and a rule of yours for the same
+op overrides one (these sit at ``fxport.BUILTIN_PRIORITY``).
 
 Example::
 
@@ -21,7 +24,10 @@ from typing import Callable
 
 import torch
 
-from fxport.verify.decisions import decision, keys_within, valid_indices
+import fxport
+from fxport.rules import keys_within, valid_indices
+
+BUILTIN = fxport.BUILTIN_PRIORITY
 
 
 def _take_by_indices(x: torch.Tensor, dim: int, own_values: torch.Tensor, indices: torch.Tensor,
@@ -41,27 +47,27 @@ def _dim(args: tuple, kwargs: dict, position: int, default: int, rank: int) -> i
     return (kwargs.get("dim", default) if given is None else given) % max(rank, 1)
 
 
-@decision("aten::topk", label="top-k", outputs=(1,))
+@fxport.decision("aten::topk", label="top-k", outputs=(1,), priority=BUILTIN)
 def take_topk(args, kwargs, own, taken, limits):
-    """ONNX Runtime's top-k indices: admissible when its picked keys are the k largest (smallest)
-    within tolerance."""
+    """ONNX Runtime's top-k indices, admissible when their keys are the k largest within tolerance.
+
+    (The k smallest for ``largest=False``.)"""
     x = args[0]
     values, problem = _take_by_indices(x, _dim(args, kwargs, 2, -1, x.dim()), own[0], taken[1], limits, "top-k keys")
     return (values, taken[1].to(torch.int64)), problem
 
 
-@decision("aten::sort", label="sort", outputs=(1,))
+@fxport.decision("aten::sort", label="sort", outputs=(1,), priority=BUILTIN)
 def take_sort(args, kwargs, own, taken, limits):
-    """ONNX Runtime's sort order: admissible when the keys it puts at each position are eager's
-    within tolerance."""
+    """ONNX Runtime's sort order, admissible when its key at each position is eager's within tolerance."""
     x = args[0]
     values, problem = _take_by_indices(x, _dim(args, kwargs, 1, -1, x.dim()), own[0], taken[1], limits, "sorted keys")
     return (values, taken[1].to(torch.int64)), problem or keys_within(values, own[0], limits, "sorted keys")
 
 
-@decision("aten::argsort", label="argsort")
+@fxport.decision("aten::argsort", label="argsort", priority=BUILTIN)
 def take_argsort(args, kwargs, own, taken, limits):
-    """Like :func:`take_sort`, the indices only."""
+    """ONNX Runtime's argsort, admissible as a sort's order is (:func:`take_sort`)."""
     x = args[0]
     dim = _dim(args, kwargs, 1, -1, x.dim())
     (_, indices), problem = take_sort((x, dim), {}, (x.gather(dim, own), own), {1: taken[None]}, limits)
@@ -83,13 +89,13 @@ def _take_extreme(args, kwargs, own, taken, limits, what):
     return indices, problem or keys_within(flat.gather(axis, picked), flat.gather(axis, best), limits, f"{what} keys")
 
 
-@decision("aten::argmax", label="arg-max")
+@fxport.decision("aten::argmax", label="arg-max", priority=BUILTIN)
 def take_argmax(args, kwargs, own, taken, limits):
     """ONNX Runtime's arg-max: admissible when the key it picks is the maximum within tolerance."""
     return _take_extreme(args, kwargs, own, taken, limits, "arg-max")
 
 
-@decision("aten::argmin", label="arg-min")
+@fxport.decision("aten::argmin", label="arg-min", priority=BUILTIN)
 def take_argmin(args, kwargs, own, taken, limits):
     """ONNX Runtime's arg-min: admissible when the key it picks is the minimum within tolerance."""
     return _take_extreme(args, kwargs, own, taken, limits, "arg-min")
@@ -106,21 +112,25 @@ def _take_reduction(args, kwargs, own, taken, limits, what):
     return (values if keepdim else values.squeeze(axis), indices), None
 
 
-@decision("aten::max", label="max over a dimension", outputs=(1,))
+@fxport.decision("aten::max", label="max over a dimension", outputs=(1,), priority=BUILTIN)
 def take_max_dim(args, kwargs, own, taken, limits):
-    """``max(dim)``'s indices (the full reduction has no indices and is no decision)."""
+    """ONNX Runtime's ``max(dim)`` indices, admissible as an arg-max is.
+
+    The full reduction has no indices and is no decision."""
     return _take_reduction(args, kwargs, own, taken, limits, "arg-max")
 
 
-@decision("aten::min", label="min over a dimension", outputs=(1,))
+@fxport.decision("aten::min", label="min over a dimension", outputs=(1,), priority=BUILTIN)
 def take_min_dim(args, kwargs, own, taken, limits):
-    """``min(dim)``'s indices, like :func:`take_max_dim`."""
+    """ONNX Runtime's ``min(dim)`` indices, admissible as an arg-min is."""
     return _take_reduction(args, kwargs, own, taken, limits, "arg-min")
 
 
 def take_comparison(args, kwargs, own, taken, limits):
-    """ONNX Runtime's comparison of float values: admissible when every element it decides
-    otherwise compares values within tolerance of each other (a score at the threshold)."""
+    """ONNX Runtime's float comparison, admissible where it flips only values within tolerance.
+
+    Every element it decides otherwise must compare values within tolerance of each other (a
+    score at the threshold)."""
     flags = taken[None].to(torch.bool)
     if flags.shape != own.shape:
         return own, f"the comparison has shape {list(flags.shape)} where eager has {list(own.shape)}"
@@ -140,9 +150,11 @@ def take_comparison(args, kwargs, own, taken, limits):
 
 def _take_rounding(boundary_offset: float):
     def take(args, kwargs, own, taken, limits):
-        """ONNX Runtime's rounding of floats: admissible where it differs from the program's by
-        one, on values within tolerance of the boundary between the two (an integer for ceil and
-        floor, a half for round), a box 35.0000001 px wide on one side and 34.9999999 on the other."""
+        """ONNX Runtime's rounding of floats, admissible one off on values at a boundary.
+
+        It may differ from the program's by one on values within tolerance of the boundary between
+        the two (an integer for ceil and floor, a half for round): a box 35.0000001 px wide on one
+        side and 34.9999999 on the other."""
         x, rounded = args[0], taken[None].to(own.dtype)
         if rounded.shape != own.shape:
             return own, f"the rounding has shape {list(rounded.shape)} where eager has {list(own.shape)}"
@@ -160,9 +172,10 @@ def _take_rounding(boundary_offset: float):
     return take
 
 
-decision("aten::ceil", label="ceil")(_take_rounding(0.0))
-decision("aten::floor", label="floor")(_take_rounding(0.0))
-decision("aten::round", label="round")(_take_rounding(0.5))
+take_ceil = fxport.decision("aten::ceil", label="ceil", priority=BUILTIN)(_take_rounding(0.0))
+take_floor = fxport.decision("aten::floor", label="floor", priority=BUILTIN)(_take_rounding(0.0))
+take_round = fxport.decision("aten::round", label="round", priority=BUILTIN)(_take_rounding(0.5))
 
 for _name in ("gt", "ge", "lt", "le"):
-    decision(f"aten::{_name}", label=f"comparison ({_name})", floats_only=True)(take_comparison)
+    fxport.decision(f"aten::{_name}", label=f"comparison ({_name})", floats_only=True,
+                    priority=BUILTIN)(take_comparison)
