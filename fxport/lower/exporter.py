@@ -80,10 +80,46 @@ def export_program(program: torch.export.ExportedProgram, *, opset: int | None =
     """``torch.onnx.export(program, dynamo=True, opset_version=opset, custom_translation_table=
     translation_table, optimize=False)``: the ``ONNXProgram``, with the registry built once."""
     from torch.onnx import _constants as onnx_constants
+    from torch.onnx._internal._lazy_import import onnxscript_apis
     from torch.onnx._internal.exporter import _core
 
-    return _core.export(program, registry=registry_with(translation_table, opset), optimize=False, verbose=False,
-                        opset_version=onnx_constants.ONNX_DEFAULT_OPSET if opset is None else opset)
+    onnx_program = _core.export(program, registry=registry_with(translation_table, opset), optimize=False,
+                                verbose=False, opset_version=None)
+    one_version_for_local_functions(onnx_program.model)
+    onnx_program.model = onnxscript_apis.convert_version(
+        onnx_program.model, onnx_constants.ONNX_DEFAULT_OPSET if opset is None else opset)
+    return onnx_program
+
+
+#: the domain torch.onnx writes a program's subgraphs (cond branches, while_loop bodies) into
+LOCAL_FUNCTIONS = "pkg.torch.__subgraph__"
+
+
+def one_version_for_local_functions(model) -> None:
+    """Give the subgraph functions' domain one version in the model and in every function.
+
+    torch.onnx (2.13) imports it at the main opset in the model (the call from the main graph
+    carries that version) but at 1 in a function whose ``If`` calls branch functions, so inlining
+    before the version conversion fails ("Opset mismatch when inlining function
+    'while_loop_body_graph_0'"): a ``cond`` inside a ``while_loop`` body could not be written.
+    The domain holds only these functions, so its version means nothing; 1 everywhere.
+    """
+    holders = [model] + list(model.functions.values())
+    for holder in holders:
+        if LOCAL_FUNCTIONS in holder.opset_imports:
+            holder.opset_imports[LOCAL_FUNCTIONS] = 1
+    graphs = [model.graph] + list(model.functions.values())
+    for graph in graphs:
+        for node in ir_nodes(graph):
+            if node.domain == LOCAL_FUNCTIONS:
+                node.version = 1
+
+
+def ir_nodes(graph):
+    """Every node of an onnx_ir graph or function, subgraphs included."""
+    from onnx_ir import traversal
+
+    return traversal.RecursiveGraphIterator(graph)
 
 
 def _current_registry(opset: int):

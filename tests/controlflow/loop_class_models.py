@@ -260,3 +260,53 @@ class AnyFinishedStop(torch.nn.Module):
             if any(done):
                 break
         return x, steps
+
+
+class DecayTailByCounter(torch.nn.Module):
+    """Soft-NMS's decay in small: ``for i in range(N)``, ``pos = i + 1``, the rest of the scores read
+    and written by the counter (``scores[pos:] = w * scores[pos:]``), a running arg-max of the rest
+    only while a rest exists (``if i != N - 1``: an arg-max of the empty rest fails)."""
+
+    def forward(self, scores):
+        n = scores.shape[0]
+        scores = scores.clone()
+        best = torch.zeros(n, dtype=torch.int64)
+        for i in range(n):
+            pos = i + 1
+            if i != n - 1:
+                best[i] = scores[pos:].argmax() + pos
+            scores[pos:] = torch.exp(-scores[i]) * scores[pos:]
+        return scores, best
+
+
+class WindowWriteAtCounter(torch.nn.Module):
+    """A static buffer written at a traced position, two columns at a time: ``buf[:, t:t + 2] = v``."""
+
+    def forward(self, x, steps):
+        buf = torch.zeros(x.shape[0], 12)
+        t = torch.zeros((), dtype=torch.int64)
+        while t < steps.clamp(max=5) * 2:
+            buf[:, t:t + 2] = x * (t + 1)
+            t = t + 2
+        return buf
+
+
+class NearestSelectedRows(torch.nn.Module):
+    """k-means' update in small (subhadarship/kmeans_pytorch): inside a ``while`` loop, the points
+    nearest a centre are selected by a mask (a data-dependent count), and a centre with no point
+    keeps a random one — branches whose values differ in shape, inside a loop body."""
+
+    def forward(self, points, centres):
+        shift = torch.ones(())
+        trips = torch.zeros((), dtype=torch.int64)
+        while shift > 1e-3 and trips < 20:
+            before = centres.clone()
+            nearest = torch.cdist(points, centres).argmin(dim=1)
+            for k in range(centres.shape[0]):
+                selected = points[nearest == k]
+                if selected.shape[0] == 0:
+                    selected = points[:1]
+                centres[k] = selected.mean(dim=0)
+            shift = (centres - before).pow(2).sum().sqrt()
+            trips = trips + 1
+        return centres, trips

@@ -11,7 +11,7 @@ import torch
 import fxport
 from tests.controlflow import loop_class_models as m
 from tests.controlflow import loop_models as lm
-from tests.controlflow._util import assert_matches_eager, export_to_ort, loop_exits, trip_counts
+from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, loop_exits, trip_counts
 
 
 def _positive(*shape, seed=0):
@@ -263,4 +263,42 @@ def test_the_builtin_any_over_a_tensor_is_a_loop_exit():
     inputs = [(torch.tensor([1.0, 3.0]),), (torch.tensor([20.0]),), (torch.tensor([0.5, 0.1, 0.3]),)]
     assert {1, 2, 5} <= set().union(*trip_counts(model, inputs).values())
     assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_slices_read_and_written_by_a_loop_counter_and_a_branch_that_faults_on_the_other_side():
+    """``scores[pos:] = w * scores[pos:]`` with ``pos`` a traced counter (soft-NMS) was refused (a
+    number read from a tensor); the rows are read with index_select and written with index_put.
+    The arg-max of the rest, guarded by ``if i != n - 1``, fails on an empty rest: the if becomes
+    an If inside the Loop (torch.onnx's nested subgraph versions made it unwritable before)."""
+    model = m.DecayTailByCounter()
+    exported = export_to_ort(model, (torch.rand(5),), dynamic_shapes={"scores": {0: "n"}})
+    inputs = [(torch.rand(n, generator=torch.Generator().manual_seed(n)),) for n in (1, 2, 3, 9)]
+    assert {1, 2, 3, 9} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+    bodies = [n for n in exported.model.graph.node if n.op_type == "Loop"]
+    assert any(node.op_type == "If" for loop in bodies for node in loop.attribute[0].g.node)
+
+
+def test_a_window_written_at_a_traced_position_equals_eager_at_every_trip_count():
+    model = m.WindowWriteAtCounter()
+    x = torch.rand(3, 2)
+    exported = export_to_ort(model, (x, torch.tensor(2)), dynamic_shapes={"x": {0: "b"}, "steps": None})
+    inputs = [(x, torch.tensor(0)), (x[:1], torch.tensor(1)), (x, torch.tensor(2)), (torch.rand(4, 2), torch.tensor(9))]
+    assert {0, 1, 2, 5} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_branches_of_different_shapes_inside_a_loop_body_become_an_if():
+    """k-means' empty-cluster fallback (``selected = points[:1]`` where the mask picked none)
+    inside a while loop was refused ("torch.onnx cannot export If nested in Loop")."""
+    model = m.NearestSelectedRows()
+    pts = lambda n, seed: torch.rand(n, 2, generator=torch.Generator().manual_seed(seed))
+    exported = export_to_ort(model, (pts(8, 0), pts(3, 1)), dynamic_shapes={"points": {0: "n"}, "centres": {0: "k"}})
+    far = torch.tensor([[50.0, 50.0], [0.5, 0.5]])  # a centre no point is near: the fallback
+    inputs = [(pts(8, 2), pts(3, 3)), (pts(1, 4), pts(1, 5)), (pts(20, 6), far), (pts(5, 7), pts(5, 7))]
+    assert_every_branch_taken(model, inputs)
+    assert_matches_eager(model, exported, inputs, atol=1e-4)
     assert exported.ops.get("Loop")

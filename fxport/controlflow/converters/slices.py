@@ -70,10 +70,11 @@ class SliceConverter(ExpressionConverter):
 
 
 def _index_expr(index: ast.expr) -> ast.expr:
-    """The index of a subscript as an ordinary expression (``a:b`` → ``slice(a, b, None)``)."""
+    """The index of a subscript as an ordinary expression (``a:b`` → ``_fx.slice_(a, b, None)``: a
+    slice, or a TensorSlice where a bound is traced)."""
     if isinstance(index, ast.Slice):
         parts = [p if p is not None else ast.Constant(None) for p in (index.lower, index.upper, index.step)]
-        return ast.copy_location(call(name("slice"), *parts), index)
+        return ast.copy_location(call(rt("slice_"), *parts), index)
     if isinstance(index, ast.Tuple):
         return ast.copy_location(tuple_([_index_expr(e) for e in index.elts]), index)
     return index

@@ -54,7 +54,7 @@ from fxport.controlflow.operators.calls import CONVERTED, all_, allclose, any_, 
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
-from fxport.controlflow.operators.indexing import getitem, setitem
+from fxport.controlflow.operators.indexing import getitem, setitem, slice_
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
 from fxport.controlflow.operators.logical import and_, not_, or_
 from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, item_, range_, trip_limit, while_stmt
@@ -103,6 +103,7 @@ __all__ = [
     "records_rolled_back_on_failure",
     "session",
     "setitem",
+    "slice_",
     "stack",
     "statement",
     "tolist",

@@ -3,8 +3,7 @@
 A condition that is a Python value runs the taken branch as Python. A traced condition runs
 both outlined branches and selects with ``torch.where`` when they are pure and cheap (the
 converter's facts say so) and give values of one dtype and shape; otherwise the ``if`` becomes
-``torch.cond``. Inside a traced loop body nested ifs always select with ``where`` (torch.onnx
-cannot export an If nested in a Loop).
+``torch.cond``, inside a traced loop body as well (an ``If`` nested in the ``Loop``).
 
 Disabled conversions (``convert_control_flow(disabled=...)``) are never produced: the statement
 gets what ``auto`` would give without them, and runs as written (plain Python, so the capture
@@ -134,23 +133,24 @@ def _as_written(pred, true_fn, false_fn, args):
 
 
 def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
-    """Inside a traced cond/while_loop body: select with where.
-
-    torch.onnx (2.13) cannot export a cond nested in a while_loop body, so nested ifs are
-    lowered with where whenever the branches have the same shape.
+    """Inside a traced cond/while_loop body: ``where`` when the branches are cheap and give one
+    shape, else a ``cond`` (an ``If`` inside the ``Loop``; fxport/lower/exporter.py writes it):
+    a branch that may fail on the side not taken (an arg-max of a slice that is empty there,
+    ``soft_nms``'s last row) or whose values differ in shape runs only where it is taken.
     """
     if forced:
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
-    outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
-                     detail="where: nested in a traced cond/while_loop body (torch.onnx cannot export If inside Loop)")
-    if isinstance(outs, str) and is_probing():
-        # the probe of a loop body: branches of different sizes make the loop one whose state
-        # grows, whose body is captured on its own, where this if becomes an If (fxport/lower/grown_loops.py)
-        return _if_cond(pred, true_fn, false_fn, args, info, outs)
-    if isinstance(outs, str):
-        fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,
-             "make both branches produce the same shape (torch.onnx cannot export If nested in Loop)")
-    return outs
+    reason = "; ".join(info.expensive)
+    if not info.expensive:
+        outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
+                         detail="where: nested in a traced cond/while_loop body")
+        if not isinstance(outs, str):
+            return outs
+        reason = outs
+    if is_disabled(rule_name(info.kind, "cond")):
+        fail(f"if inside a data-dependent loop cannot select with where ({reason})", info,
+             f"enable {rule_name(info.kind, 'cond')}, or make both branches cheap and of one shape")
+    return _if_cond(pred, true_fn, false_fn, args, info, reason)
 
 
 def _check_no_container_written(args: tuple, info) -> None:

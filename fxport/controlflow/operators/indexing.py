@@ -14,10 +14,43 @@ Example::
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
 from fxport.errors import ControlFlowError
 from fxport.frames import here
+
+
+class TensorSlice:
+    """``a:b:c`` whose start or stop is a traced 0-d integer tensor (``scores[pos:]``, ``buf[:, t:t + 1]``).
+
+    Kept apart from Python's ``slice``: dynamo turns a tensor bound of a ``slice`` into a number
+    read from the tensor before any operator sees it, a number a loop body cannot carry.
+    """
+
+    __slots__ = ("start", "stop", "step")
+
+    def __init__(self, start, stop, step):
+        self.start, self.stop, self.step = start, stop, step
+
+    def as_slice(self) -> slice:
+        """The slice as written (its tensor bounds read as Python does)."""
+        return slice(self.start, self.stop, self.step)
+
+
+def slice_(start, stop, step):
+    """``a:b:c`` in a computed index: a :class:`TensorSlice` when a bound is traced, else a slice.
+
+    >>> slice_(1, None, None)
+    slice(1, None, None)
+    """
+    if _is_traced_index(start) or _is_traced_index(stop):
+        return TensorSlice(start, stop, step)
+    return slice(start, stop, step)
+
+
+def _as_slices(parts: tuple) -> tuple:
+    return tuple(p.as_slice() if isinstance(p, TensorSlice) else p for p in parts)
 
 
 def _is_traced_index(index) -> bool:
@@ -44,10 +77,11 @@ def _position(index: torch.Tensor, size) -> torch.Tensor:
 
 def getitem(value, index):
     """``value[index]``; a traced 0-d integer index becomes index_select (no .item() guard)."""
-    if not isinstance(value, torch.Tensor):
-        return value[index]
     parts = index if isinstance(index, tuple) else (index,)
-    if not any(_is_traced_index(p) for p in parts):
+    if not isinstance(value, torch.Tensor) or any(isinstance(p, TensorSlice) and not _has_traced_bound(p) for p in parts):
+        parts = _as_slices(parts)
+        return value[parts if isinstance(index, tuple) else parts[0]]
+    if not any(_is_traced_index(p) or _has_traced_bound(p) for p in parts):
         return value[index]
     result, dim = value, 0
     squeeze = []
@@ -57,6 +91,9 @@ def getitem(value, index):
             result = torch.index_select(result, dim, position)
             squeeze.append(dim)
             dim += 1
+        elif _has_traced_bound(part):
+            result = _select_slice(result, dim, part)
+            dim += 1
         elif isinstance(part, slice):
             result = result[(slice(None),) * dim + (part,)]
             dim += 1
@@ -65,10 +102,38 @@ def getitem(value, index):
             squeeze.append(dim)
             dim += 1
         else:
-            return _advanced(value, parts)
+            return _advanced(value, _as_slices(parts))
     for d in reversed(squeeze):
         result = result.squeeze(d)
     return result
+
+
+def _is_traced_bound(bound) -> bool:
+    return bound is not None and _is_traced_index(bound)
+
+
+def _has_traced_bound(part) -> bool:
+    """A :class:`TensorSlice` with a positive int step (``x[pos:]``, ``x[t:t + 1]``)."""
+    if not isinstance(part, TensorSlice):
+        return False
+    return part.step is None or (isinstance(part.step, int) and not is_symbolic(part.step) and part.step > 0)
+
+
+def _slice_rows(part: slice, size) -> torch.Tensor:
+    """The positions ``range(size)[part]`` holds, for a slice with traced bounds: their count is
+    read from the bounds once (a number torch keeps symbolic, checked to lie in [0, size])."""
+    step = part.step or 1
+    start, stop = _bound(part.start, 0, size), _bound(part.stop, size, size)
+    count = torch.clamp((stop - start + step - 1) // step, min=0).item()
+    torch._check(count >= 0)
+    torch._check(count <= size)
+    return torch.arange(count, dtype=torch.int64) * step + start
+
+
+def _select_slice(value: torch.Tensor, dim: int, part: slice) -> torch.Tensor:
+    """``value[(:,) * dim + (part,)]`` for a slice with traced bounds, as ``index_select`` (a new
+    tensor, not a view whose offset torch would have to carry out of a loop body)."""
+    return torch.index_select(value, dim, _slice_rows(part, value.shape[dim]))
 
 
 def _is_plain_part(part) -> bool:
@@ -101,6 +166,11 @@ def _one_traced_axis(target, index) -> int | None:
 
 def setitem(target, index, value):
     """``target[index] = value``; with a traced 0-d index the tensor is updated functionally."""
+    axis = _traced_slice_axis(target, index)
+    if axis is not None:  # scores[pos:] = w * scores[pos:], buf[:, t:t + 1] = v: rows written by index
+        return _set_slice(target, index if isinstance(index, tuple) else (index,), axis, value)
+    if isinstance(index, TensorSlice) or isinstance(index, tuple) and any(isinstance(p, TensorSlice) for p in index):
+        index = _as_slices(index)[0] if isinstance(index, TensorSlice) else _as_slices(index)
     if isinstance(target, torch.Tensor) and _is_traced_index(index):
         position = _position(index, target.shape[0])
         value = scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
@@ -146,3 +216,47 @@ def _set_row(target: torch.Tensor, index: tuple, axis: int, value):
     rest = index[:axis] + index[axis + 1:]
     row[rest] = value.to(row.dtype) if isinstance(value, torch.Tensor) else value
     return torch.index_put(moved, (position,), row.unsqueeze(0)).movedim(0, axis)
+
+
+def _traced_slice_axis(target, index) -> int | None:
+    """The axis of the one slice of ``target[..]`` with a traced 0-d bound (``scores[pos:]``,
+    ``buf[:, t:t + 1]``) when every other part is ``:`` and the step a positive int."""
+    if not isinstance(target, torch.Tensor):
+        return None
+    parts = index if isinstance(index, tuple) else (index,)
+    traced = [i for i, p in enumerate(parts) if _has_traced_bound(p)]
+    if len(parts) > target.dim() or len(traced) != 1:
+        return None
+    plain = all(isinstance(p, slice) and p == slice(None) for i, p in enumerate(parts) if i != traced[0])
+    return traced[0] if plain else None
+
+
+def _bound(bound, default, size) -> torch.Tensor:
+    """A slice bound as Python normalises it: negative counts from the end, clamped to [0, size]."""
+    if bound is None:
+        return scalar(default, torch.int64)
+    bound = bound if isinstance(bound, torch.Tensor) else scalar(bound, torch.int64)
+    bound = bound.to(torch.int64)
+    return torch.where(bound < 0, bound + size, bound).clamp(min=0).clamp(max=size)
+
+
+def _set_slice(target: torch.Tensor, parts: tuple, axis: int, value):
+    """``target[..., a:b:s, ...] = value`` with a traced bound: the rows ``a, a + s, ...`` written
+    with ``index_put`` (positions counted from the value's rows, so no size is read from a tensor
+    unless the value broadcasts along the axis, as eager's assignment does)."""
+    part, moved = parts[axis], target.movedim(axis, 0)
+    size, step = moved.shape[0], part.step or 1
+    start = _bound(part.start, 0, size)
+    if not isinstance(value, torch.Tensor):
+        value = scalar(value, target.dtype)
+    value = value.to(target.dtype)
+    while value.dim() < target.dim():  # the value lines up with target[index]: its rank, axis first
+        value = value.unsqueeze(0)
+    value = value.movedim(axis, 0)
+    if guard_or_false(value.shape[0] == 1):  # broadcast along the axis: as many rows as the slice has
+        rows = _slice_rows(part, size)
+        value = value.expand(rows.shape[0], *value.shape[1:])
+    else:
+        rows = torch.arange(value.shape[0], dtype=torch.int64) * step + start
+    value = value.expand(value.shape[0], *moved.shape[1:])
+    return torch.index_put(moved, (rows,), value).movedim(0, axis)

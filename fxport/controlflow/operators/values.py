@@ -189,6 +189,8 @@ def bound_merged_sizes(outs) -> None:
     """
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
+    if torch.compiler.is_dynamo_compiling():  # a cond inside a loop body dynamo traces: no tracer to read
+        return
     mode = get_proxy_mode()
     leaves = [leaf for leaf in pytree.tree_leaves(outs) if isinstance(leaf, torch.Tensor)]
     if mode is None or not leaves:
