@@ -145,7 +145,7 @@ def one(name: str, search: str) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - a sweep row says what stopped it
             ours_cell, wrong, steps = f"refused: {str(exc).splitlines()[0][:160]}", False, set()
     try:
-        generator = generator_class(lm)(lm, load_settings(lm, settings))
+        generator = build_generator(lm, **settings)
     except Exception as exc:  # noqa: BLE001 - fxport refuses the settings: nothing to hand the stock exporter
         return [name, search, ours_cell, ", ".join(map(str, sorted(steps))) or "-", "no", f"- ({first_cause(exc)[:60]})"]
     stock = stock_result(generator, lm, vocab, settings)
@@ -225,17 +225,11 @@ def one_whisper(search: str) -> list[str]:
     return ["whisper", search, ours, ", ".join(map(str, sorted(steps))), "**yes**" if wrong else "no", stock]
 
 
-def generator_class(lm):
-    from fxport.generation.seq2seq_generation import Seq2SeqGenerator
-    from fxport.generation.text_generation import TextGenerator
+def build_generator(lm, **settings):
+    """fxport's generator for ``lm.generate(**settings)`` (its family, the settings' strategy)."""
+    from fxport.generation.architectures import build_generator as build
 
-    return Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
-
-
-def load_settings(lm, settings):
-    from fxport.generation.text_generation import generation_settings
-
-    return generation_settings(lm, **settings)
+    return build(lm, **settings)
 
 
 def stock_result(generator, lm, vocab: int, settings: dict) -> str:

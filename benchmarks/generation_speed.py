@@ -55,14 +55,14 @@ def export_files(model: str, config: dict, folder: str) -> dict:
     """The one-file generator and the one-step model, converted by fxport (not verified here:
     the measured runs compare their ids with eager generate())."""
     import fxport
+    from fxport.generation.architectures import build_generator
     from fxport.generation.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
-    from fxport.generation.text_generation import TextGenerator, generation_settings
 
     lm = build(model, config)
     prompt = torch.randint(0, config["vocab"], (2, 5)), torch.ones(2, 5, dtype=torch.int64)
     times = {}
     start = time.perf_counter()
-    generator = TextGenerator(lm, generation_settings(lm, max_new_tokens=config["new"], eos_token_id=None))
+    generator = build_generator(lm, max_new_tokens=config["new"], eos_token_id=None)
     fxport.convert(generator, prompt, dynamic_shapes=generator.dynamic_shapes, verify=False,
                    output=os.path.join(folder, f"{model}-generate.onnx"))
     times["generator"] = time.perf_counter() - start

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import importlib
+import inspect
 import json
 import signal
 import sys
@@ -244,29 +246,43 @@ def root(
     """fxport: PyTorch → ONNX, with data-dependent control flow and missing ops rewritten."""
 
 
+def generation_options(command):
+    """Declare the generation settings table's flags (``fxport.generation.settings.FLAGS``) as
+    options of ``command``, after its ``task`` parameter; ``command`` takes them as ``**generation``.
+
+    >>> sorted(inspect.signature(generation_options(lambda task, **generation: None)).parameters)[:3]
+    ['do_sample', 'early_stopping', 'eos_token_id']
+    """
+    from fxport.generation.settings import FLAGS
+
+    def parameter(name: str, annotation, default) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+
+    options = []
+    for row in FLAGS:
+        if row.kind == "switch":
+            options += [parameter(row.name, bool, flag(row.help, row.flag)),
+                        parameter(f"no_{row.name}", bool, flag(row.off_help, f"--no-{row.flag[2:]}"))]
+        elif row.kind == "ids":
+            options.append(parameter(row.name, List[int], typer.Option([], row.flag, metavar=row.metavar, help=row.help)))
+        else:
+            annotation = {"int": Optional[int], "id": Optional[int], "float": Optional[float]}.get(row.kind, Optional[str])
+            options.append(parameter(row.name, annotation, typer.Option(None, row.flag, metavar=row.metavar, help=row.help)))
+    signature = inspect.signature(command)
+    given = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    at = next(i for i, p in enumerate(given) if p.name == "task") + 1
+    command.__signature__ = signature.replace(parameters=given[:at] + options + given[at:])
+    return command
+
+
 @app.command()
+@generation_options
 def convert(
     target: str = typer.Argument(..., metavar="TARGET", help="path/to/file.py:Name or package.module:Name"),
     inputs: List[str] = typer.Option([], "--input", "-i", metavar="NAME=SHAPE", help="NAME=SHAPE[:DTYPE], e.g. x=1x3x224x224 or n=scalar:int64"),
     dynamic: List[str] = typer.Option([], "--dynamic", metavar="NAME:AXIS=DIM", help="axis AXIS of input NAME is the dynamic dimension DIM; several axes: x:0=batch,2=h"),
     inputs_fn: Optional[str] = typer.Option(None, "--inputs-fn", metavar="FILE.py:FUNC", help="FILE.py:FUNC returning inputs (tuple, dict, or list of input sets)"),
     task: Optional[str] = typer.Option(None, "--task", metavar="TASK", help="TARGET is a local transformers checkpoint directory; build the model for TASK: text-generation or text-generation-step (docs/generation.md)"),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", metavar="N", help="text-generation: new tokens at most (default: the checkpoint's generation_config, else 20)"),
-    min_new_tokens: Optional[int] = typer.Option(None, "--min-new-tokens", metavar="N", help="text-generation: no end token before N new tokens"),
-    eos_token_id: List[int] = typer.Option([], "--eos-token-id", metavar="ID", help="text-generation: an end token (repeatable; default: the checkpoint's)"),
-    pad_token_id: Optional[int] = typer.Option(None, "--pad-token-id", metavar="ID", help="text-generation: the id of rows that stopped (default: the checkpoint's, else the first end token)"),
-    repetition_penalty: Optional[float] = typer.Option(None, "--repetition-penalty", metavar="X", help="text-generation: transformers' repetition penalty (1.0: none)"),
-    num_beams: Optional[int] = typer.Option(None, "--num-beams", metavar="N", help="text-generation: beam search with N beams (1: greedy)"),
-    length_penalty: Optional[float] = typer.Option(None, "--length-penalty", metavar="X", help="text-generation, beams: finished scores ÷ length^X (default 1.0)"),
-    early_stopping: Optional[str] = typer.Option(None, "--early-stopping", metavar="WHEN", help="text-generation, beams: true, false or never (transformers' meanings)"),
-    num_return_sequences: Optional[int] = typer.Option(None, "--num-return-sequences", metavar="N", help="text-generation, beams: the N best sequences per prompt"),
-    do_sample: bool = flag("text-generation: sample, with the random numbers an input random_draws (default: the checkpoint's generation_config)", "--do-sample"),
-    no_do_sample: bool = flag("text-generation: search without sampling, whatever the checkpoint's generation_config says", "--no-do-sample"),
-    temperature: Optional[float] = typer.Option(None, "--temperature", metavar="X", help="text-generation, sampling: divide the logits by X"),
-    top_k: Optional[int] = typer.Option(None, "--top-k", metavar="N", help="text-generation, sampling: keep the N most likely tokens (0: all)"),
-    top_p: Optional[float] = typer.Option(None, "--top-p", metavar="X", help="text-generation, sampling: keep the most likely tokens whose probabilities add up to X"),
-    min_p: Optional[float] = typer.Option(None, "--min-p", metavar="X", help="text-generation, sampling: drop tokens less likely than X × the most likely one"),
-    typical_p: Optional[float] = typer.Option(None, "--typical-p", metavar="X", help="text-generation, sampling: transformers' typical decoding mass"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PATH", help="where to write the ONNX model"),
     opset: Optional[int] = typer.Option(None, "--opset", metavar="N", help="ONNX opset version"),
     device: Device = typer.Option(Device.auto, "--device", metavar="DEVICE", help="where to verify: auto, cpu or cuda"),
@@ -290,38 +306,18 @@ def convert(
     quiet: bool = flag("print errors only", "--quiet", "-q"),
     as_json: bool = flag("print one JSON document (for machines)", "--json"),
     debug: bool = flag("show tracebacks", "--debug"),
+    **generation,
 ) -> None:
     """Convert a model to ONNX and verify it against eager PyTorch."""
     mode = OutputMode(quiet, as_json, debug)
     built: list[str] = []  # what --task built, said with the result
 
     def action():
-        mode.progress("load", "start")
-        mode.progress("load", "importing torch and the exporter")
-        with interrupts_deferred():
-            from fxport.load import load_model
-            from fxport.files import check_writable
-            from fxport.options import Options, check_opset
-            from fxport.pipeline import convert as convert_model
-
-        mode.progress("load", f"loading {target}")
-
-        check_opset(opset)  # before loading: a usage error costs nothing
-        for path in (output, report):  # before converting, not after minutes of it
-            if path is not None:
-                check_writable(path)
-        generation = {"max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens,
-                      "eos_token_id": list(eos_token_id) or None, "pad_token_id": pad_token_id,
-                      "repetition_penalty": repetition_penalty, "num_beams": num_beams,
-                      "length_penalty": length_penalty, "early_stopping": _early_stopping(early_stopping),
-                      "num_return_sequences": num_return_sequences,
-                      "do_sample": either(do_sample, no_do_sample, "--do-sample", "--no-do-sample"),
-                      "temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
-                      "typical_p": typical_p}
-        loaded = _load(target, task, generation, inputs, dynamic, inputs_fn)
+        loaded = _loaded(mode, target, task, generation, inputs, dynamic, inputs_fn, opset, (output, report))
         built.append(loaded.description)
-        mode.progress("load", "done")
-        example, *extra = loaded.input_sets
+        from fxport.options import Options
+        from fxport.pipeline import convert as convert_model
+
         options = Options(
             opset=opset, verify=not no_verify, device=device.value,
             optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
@@ -331,11 +327,9 @@ def convert(
             external_data=either(external_data, no_external_data, "--external-data", "--no-external-data"),
             atol=atol, rtol=rtol, strict_coverage=strict_coverage,
         )
-        result = convert_model(
-            loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
-            output=output, verify_inputs=extra or None,
-            options=options, progress=mode.progress,
-        )
+        example, *extra = loaded.input_sets
+        result = convert_model(loaded.module, example.args, kwargs=example.kwargs, dynamic_shapes=loaded.dynamic_shapes,
+                               output=output, verify_inputs=extra or None, options=options, progress=mode.progress)
         if report is not None:
             write_report(result.to_json(), report)
         return result
@@ -355,16 +349,27 @@ def convert(
         print_summary(result)
 
 
-def _early_stopping(text: Optional[str]):
-    """--early-stopping as transformers takes it: True, False or "never"."""
-    if text is None:
-        return None
-    from fxport.errors import UsageError
+def _loaded(mode: OutputMode, target: str, task: Optional[str], flags: dict, inputs: List[str], dynamic: List[str],
+            inputs_fn: Optional[str], opset: Optional[int], outputs: tuple):
+    """The model to convert (:func:`_load`), after the imports (said on the status line) and the
+    checks that cost nothing: the opset, the output paths, the generation flags."""
+    mode.progress("load", "start")
+    mode.progress("load", "importing torch and the exporter")
+    with interrupts_deferred():  # a Ctrl-C inside these imports takes effect after them
+        for module in ("fxport.load", "fxport.files", "fxport.options", "fxport.pipeline"):
+            importlib.import_module(module)
+    from fxport.files import check_writable
+    from fxport.generation.settings import settings_from_flags
+    from fxport.options import check_opset
 
-    choices = {"true": True, "false": False, "never": "never"}
-    if text.lower() not in choices:
-        raise UsageError(f"--early-stopping {text!r} is not one of true, false, never", hint="pass --early-stopping never")
-    return choices[text.lower()]
+    mode.progress("load", f"loading {target}")
+    check_opset(opset)  # before loading: a usage error costs nothing
+    for path in outputs:  # before converting, not after minutes of it
+        if path is not None:
+            check_writable(path)
+    loaded = _load(target, task, settings_from_flags(flags), inputs, dynamic, inputs_fn)
+    mode.progress("load", "done")
+    return loaded
 
 
 def _load(target: str, task: Optional[str], generation: dict, inputs: List[str], dynamic: List[str],

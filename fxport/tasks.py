@@ -1,12 +1,13 @@
 """Tasks: ``fxport convert CHECKPOINT_DIR --task NAME`` builds the model and its inputs from a
 local transformers checkpoint (``config.json`` + weights; nothing is downloaded).
 
-- ``text-generation``: :class:`~fxport.generation.text_generation.TextGenerator` around the
-  checkpoint's causal LM — inputs ``input_ids``, ``attention_mask`` (left-padded), output the
-  prompt followed by the generated ids. The generator is checked against the checkpoint's own
-  ``generate()`` on every input set before conversion, and the file against the generator: on
-  prompts of several lengths and batch sizes, left-padded rows, and prompts searched so that
-  rows stop at different steps.
+- ``text-generation``: the generator of the checkpoint's family
+  (:func:`fxport.generation.architectures.family_of`: decoder-only, encoder–decoder, Whisper)
+  with the strategy of its settings' mode — inputs ``input_ids``, ``attention_mask``
+  (left-padded; audio features for Whisper), output the prompt followed by the generated ids.
+  The generator is checked against the checkpoint's own ``generate()`` on every input set
+  before conversion, and the file against the generator: on prompts of several lengths and
+  batch sizes, left-padded rows, and prompts searched so that rows stop at different steps.
 
 Example::
 
@@ -44,7 +45,7 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     """
     if task not in TASKS:
         raise UsageError(f"unknown task {task!r}", hint=f"use one of {', '.join(TASKS)}")
-    from fxport.generation.generation_settings import check_setting_ranges
+    from fxport.generation.settings import check_setting_ranges
 
     check_setting_ranges(settings, as_flags=True)  # before the checkpoint loads: a usage error costs nothing
     require_transformers(f"--task {task}")
@@ -57,17 +58,12 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     lm = _generation_lm(path, task)
     if task == "text-generation-step":
         return _step_model(lm, path, task, settings)
-    from fxport.generation.seq2seq_generation import Seq2SeqGenerator
-    from fxport.generation.text_generation import TextGenerator, generation_settings
+    from fxport.generation.architectures import task_generator
 
     given = {name: value for name, value in settings.items() if value is not None}
     if "max_new_tokens" not in given and lm.generation_config.max_new_tokens is None:
         given["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
-    if hasattr(lm, "detect_language"):  # Whisper: its own generate(), audio in
-        generator = _whisper_generator(lm, given)
-    else:
-        builder = Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator
-        generator = builder(lm, generation_settings(lm, **given)).eval()
+    generator = task_generator(lm, given)
     input_sets = generation_inputs(generator)
     check_against_generate(generator, input_sets)
     return LoadedModel(generator, input_sets, generator.dynamic_shapes, source=f"{path} --task {task}",
@@ -93,21 +89,6 @@ def check_against_generate(generator, input_sets: list[InputSet]) -> None:
                                     f"'{input_set.name}' ({settings.describe()})",
                                     hint="report it to fxport with the transformers version; meanwhile use "
                                          "--task text-generation-step and your own loop")
-
-
-def _whisper_generator(lm: torch.nn.Module, given: dict[str, Any]) -> torch.nn.Module:
-    """Whisper's short-form ``generate()`` with ``force_unique_generate_call=True``: the output
-    is the decoder's ids, prompt tokens first. Whisper samples only with its temperature
-    fallback, which is not converted: the sampling flags are usage errors."""
-    from fxport.generation.whisper_generation import whisper_generator
-
-    sampling = sorted(name for name in ("do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p")
-                      if given.get(name) not in (None, False))
-    if sampling:
-        flag = "--" + sampling[0].replace("_", "-")
-        raise UsageError(f"{flag}: Whisper's generate() samples only in its temperature fallback, which is not "
-                         "converted", hint=f"drop {flag}: Whisper searches greedily or with --num-beams")
-    return whisper_generator(lm, force_unique_generate_call=True, **given)
 
 
 def _step_model(lm: torch.nn.Module, path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
@@ -188,6 +169,8 @@ def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSe
     where they stop at several steps, one where every row stops early) when the end tokens
     are reachable at all.
     """
+    from fxport.generation.architectures import family_of
+
     vocab = generator.lm.config.get_text_config().vocab_size
     draw = torch.Generator().manual_seed(seed)
 
@@ -198,7 +181,7 @@ def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSe
             mask[row, : int(torch.randint(1, length, (), generator=draw)) if length > 1 else 0] = 0
         return InputSet(generator.example_arguments(ids, mask, draw), name=name)
 
-    if hasattr(generator.lm, "detect_language"):  # Whisper: audio windows, no prompt
+    if family_of(generator.lm).inputs == "audio":  # Whisper: audio windows, no prompt
         def windows(batch: int, name: str) -> InputSet:
             return InputSet(generator.example_arguments(torch.zeros(batch, 1), None, draw), name=name)
 

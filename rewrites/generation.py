@@ -18,7 +18,7 @@ processors, streamers, assistant models, …) is refused in one line naming the 
 
 Whisper's own ``generate()`` (``WhisperGenerationMixin``) on short-form audio is the second rule:
 its prompt tokens, suppressed tokens and language detection, then the same searches
-(:mod:`fxport.generation.whisper_generation`).
+(:mod:`fxport.generation.families.whisper`).
 """
 
 from __future__ import annotations

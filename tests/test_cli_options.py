@@ -14,7 +14,7 @@ import typer
 
 from fxport.cli import app
 from fxport.errors import UsageError
-from fxport.generation.generation_settings import check_setting_ranges
+from fxport.generation.settings import check_setting_ranges
 from fxport.lower.dead_initializers import unused_initializers_removed
 from tests.conftest import REPO, run_cli
 
@@ -85,7 +85,7 @@ def test_each_range_is_checked_as_a_keyword_and_as_a_flag(setting, value):
 
 def test_generate_settings_out_of_range_are_refused_given_or_from_the_checkpoint():
     transformers = pytest.importorskip("transformers")
-    from fxport.generation.generation_settings import generation_settings
+    from fxport.generation.resolve import generation_settings
 
     config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                                       num_attention_heads=2, num_key_value_heads=1)

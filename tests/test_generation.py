@@ -13,8 +13,10 @@ import torch
 import fxport
 import fxport.tasks
 from fxport.errors import UsageError
+from fxport.generation.architectures import build_generator
+from fxport.generation.generator import Generator
+from fxport.generation.resolve import generation_settings
 from fxport.generation.sampling import drawn_tokens, sampling_draws
-from fxport.generation.text_generation import TextGenerator, generation_settings
 from tests.conftest import line_of, op_counts, run_cli
 
 transformers = pytest.importorskip("transformers")
@@ -70,7 +72,7 @@ def test_generator_equals_generate_token_for_token(build, settings):
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     if settings.get("eos_token_id") == SEARCHED:
         settings = {**settings, "eos_token_id": stopping_tokens(lm, prompts)}
-    generator = TextGenerator(lm, generation_settings(lm, **settings))
+    generator = build_generator(lm, **settings)
     stopped_early = 0
     for seed, (ids, mask) in enumerate(prompts):
         length = ids.shape[1]
@@ -100,7 +102,7 @@ def test_beam_search_equals_generate_token_for_token(build, settings):
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     if settings.get("eos_token_id") == SEARCHED:
         settings = {**settings, "eos_token_id": stopping_tokens(lm, prompts)}
-    generator = TextGenerator(lm, generation_settings(lm, **settings))
+    generator = build_generator(lm, **settings)
     for ids, mask in prompts:
         expected = generate(lm, ids, mask, **settings)
         with torch.no_grad():
@@ -110,9 +112,9 @@ def test_beam_search_equals_generate_token_for_token(build, settings):
 
 @pytest.mark.parametrize("setting, name", [
     (dict(do_sample=True, num_beams=2), "num_beams"), (dict(do_sample=True, epsilon_cutoff=0.1), "epsilon_cutoff"),
-    (dict(num_beams=2, no_repeat_ngram_size=3), "no_repeat_ngram_size"),
+    (dict(num_beams=2, force_words_ids=[[3]]), "constrained beam search (force_words_ids=[[3]])"),
     (dict(num_beams=2, num_return_sequences=3), "num_return_sequences"),
-    (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size"), (dict(streamer=object()), "streamer"),
+    (dict(encoder_no_repeat_ngram_size=2), "encoder_no_repeat_ngram_size"), (dict(streamer=object()), "streamer"),
     (dict(logits_processor=[object()]), "logits_processor"), (dict(assistant_model=object()), "assistant_model"),
     (dict(bad_words_ids=[[3]]), "bad_words_ids"), (dict(length_of_nothing=2), "length_of_nothing"),
 ])
@@ -205,7 +207,7 @@ def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     settings = dict(max_new_tokens=5, eos_token_id=stopping_tokens(lm, prompts))
     model = GenerateInForward(lm, **settings).eval()
-    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+    result = fxport.convert(model, prompts[2], dynamic_shapes=Generator.dynamic_shapes,
                             verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
     assert result.verified
     assert "transformers-generate" in {r.rule for r in result.rewrites}
@@ -238,8 +240,8 @@ def test_generate_with_a_cache_implementation_gives_the_generators_ids(build, ca
     (a fixed buffer, a window of 4 over prompts up to 9 tokens): the growing cache of fxport's
     generator gives the same ids, and the settings say which cache generate() was asked for."""
     lm = build()
-    settings = generation_settings(lm, max_new_tokens=6, cache_implementation=cache)
-    generator = TextGenerator(lm, settings)
+    generator = build_generator(lm, max_new_tokens=6, cache_implementation=cache)
+    settings = generator.settings
     assert settings.generate_kwargs()["cache_implementation"] == cache and cache in settings.describe()
     for seed, (batch, length) in enumerate(SHAPES):
         ids, mask = left_padded_prompts(batch, length, seed)
@@ -256,13 +258,13 @@ def test_caches_that_change_values_or_need_cuda_are_refused_in_one_line(cache):
 
 
 @pytest.mark.parametrize("setting, said", [
-    (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size=2"),  # no ONNX form
+    (dict(bad_words_ids=[[3]]), "bad_words_ids=[[3]]"),  # no ONNX form
     (dict(do_sample=True, top_k=5), "sampling_draws"),  # sampling without the draws as an input
 ], ids=["no-onnx-form", "sampling-without-draws"])
 def test_generate_setting_without_onnx_form_is_refused_at_the_users_call(setting, said):
     model = GenerateInForward(tiny_llama(), max_new_tokens=4, **setting).eval()
     with pytest.raises(fxport.ConversionError) as refused:
-        fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=TextGenerator.dynamic_shapes)
+        fxport.convert(model, left_padded_prompts(2, 4, 0), dynamic_shapes=Generator.dynamic_shapes)
     message = str(refused.value)
     assert said in message and "\n" not in message
     assert line_of(__file__, "return self.lm.generate(") in message
@@ -280,7 +282,7 @@ def test_generate_in_forward_converts_and_equals_generate(seed, settings):
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     settings = dict(settings, eos_token_id=stopping_tokens(lm, prompts))
     model = GenerateInForward(lm, **settings).eval()
-    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+    result = fxport.convert(model, prompts[2], dynamic_shapes=Generator.dynamic_shapes,
                             verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
     assert result.verified and "Loop" in result.op_counts()
     session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -380,14 +382,15 @@ def test_encoder_decoder_generator_equals_generate(build, searched_ends, beams):
     """The encoder runs once, the decoder loops; BART's forced_eos_token_id is applied at the
     last step as generate() applies it; the repetition penalty counts the decoder's ids
     (its start token included) and min_new_tokens counts the new ones."""
-    from fxport.generation.seq2seq_generation import Seq2SeqGenerator
+    from fxport.generation.families.encoder_decoder import EncoderDecoderGenerator
 
     lm = build()
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     settings = dict(max_new_tokens=6, **beams)
     if searched_ends:
         settings["eos_token_id"] = seq2seq_stopping_tokens(lm, prompts)
-    generator = Seq2SeqGenerator(lm, generation_settings(lm, **settings))
+    generator = build_generator(lm, **settings)
+    assert isinstance(generator, EncoderDecoderGenerator)
     lengths = set()
     for ids, mask in prompts:
         expected = generate(lm, ids, mask, **settings)
@@ -428,7 +431,7 @@ def test_encoder_decoder_beam_search_converts_and_equals_generate():
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     settings = dict(max_new_tokens=5, num_beams=2, eos_token_id=seq2seq_stopping_tokens(lm, prompts))
     model = GenerateInForward(lm, **settings).eval()
-    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+    result = fxport.convert(model, prompts[2], dynamic_shapes=Generator.dynamic_shapes,
                             verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
     assert result.verified and "Loop" in result.op_counts()
     session = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -468,8 +471,7 @@ def test_sampling_equals_generate_with_the_same_draws(build, warpers):
     """generate(do_sample=True) under sampling_draws and the generator given the same draws pick
     the same tokens; other draws pick other tokens (the draws are what is random)."""
     lm = build()
-    settings = generation_settings(lm, max_new_tokens=6, do_sample=True, eos_token_id=[3, 4], **warpers)
-    generator = TextGenerator(lm, settings)
+    generator = build_generator(lm, max_new_tokens=6, do_sample=True, eos_token_id=[3, 4], **warpers)
     outputs = set()
     for seed, (batch, length) in enumerate([(1, 1), (3, 5), (4, 9), (2, 2)]):
         ids, mask = left_padded_prompts(batch, length, seed)
@@ -504,7 +506,7 @@ def test_sampling_generate_in_forward_converts_with_the_draws_an_input():
     model = SampleInForward(lm, **settings).eval()
     sets = [(*left_padded_prompts(batch, length, seed), uniform_draws(batch, 6, seed))
             for seed, (batch, length) in enumerate([(2, 5), (1, 1), (3, 4), (4, 7), (1, 2)])]
-    shapes = {**TextGenerator.dynamic_shapes, "draws": {0: "batch"}}
+    shapes = {**Generator.dynamic_shapes, "draws": {0: "batch"}}
     result = fxport.convert(model, sets[0], dynamic_shapes=shapes, verify_inputs=sets[1:])
     assert result.verified
     assert "Loop" in result.op_counts()
@@ -591,7 +593,7 @@ def test_hand_written_static_cache_loop_converts_and_equals_generate():
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
     ends = stopping_tokens(lm, prompts)
     model = StaticCacheLoop(lm, 5, ends).eval()
-    result = fxport.convert(model, prompts[2], dynamic_shapes=TextGenerator.dynamic_shapes,
+    result = fxport.convert(model, prompts[2], dynamic_shapes=Generator.dynamic_shapes,
                             verify_inputs=[prompts[i] for i in (0, 1, 3, 6, 7)])
     assert result.verified
     ops = result.op_counts()
@@ -613,8 +615,7 @@ def test_task_inputs_search_stopping_rows_with_several_returned_sequences():
     """With num_return_sequences the generator gives prompts × returned rows; the search for
     rows that stop early reads each prompt's best one (it failed on the row count)."""
     lm = tiny_llama(eos_token_id=7)
-    generator = TextGenerator(lm, generation_settings(lm, max_new_tokens=5, num_beams=3, num_return_sequences=2,
-                                                      eos_token_id=[7, 9, 13]))
+    generator = build_generator(lm, max_new_tokens=5, num_beams=3, num_return_sequences=2, eos_token_id=[7, 9, 13])
     sets = fxport.tasks.generation_inputs(generator)
     names = [input_set.name for input_set in sets]
     assert any(name.startswith("rows stopping at steps") for name in names), names

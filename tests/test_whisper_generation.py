@@ -14,7 +14,7 @@ import torch
 
 import fxport
 from fxport.errors import UsageError
-from fxport.generation.whisper_generation import DETECTED, whisper_generator
+from fxport.generation.families.whisper import DETECTED, whisper_generator
 from tests.conftest import line_of, op_counts, run_cli
 
 transformers = pytest.importorskip("transformers")

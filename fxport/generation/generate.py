@@ -16,10 +16,8 @@ import torch
 
 from fxport.errors import UsageError
 from fxport.frames import user_location_from_stack
-from fxport.generation.generation_settings import generation_settings
+from fxport.generation.architectures import FAMILIES, family_of
 from fxport.generation.sampling import active_draws
-from fxport.generation.seq2seq_generation import Seq2SeqGenerator
-from fxport.generation.text_generation import TextGenerator
 
 __all__ = ["generate", "generate_whisper"]
 
@@ -30,8 +28,10 @@ def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation
     runs in place of transformers' ``generate()`` while fxport captures a model that calls it.
 
     Takes ``generate()``'s arguments (``input_ids`` positionally or by name, ``attention_mask``,
-    generation settings); refuses, in one line naming it, what :func:`generation_settings`
-    refuses. Without ``attention_mask`` the mask is the one ``generate()`` infers: 0 where the
+    generation settings); refuses, in one line naming it, what
+    :func:`~fxport.generation.resolve.generation_settings` refuses. The generator is the
+    family's (:func:`~fxport.generation.architectures.family_of`) with the mode's strategy.
+    Without ``attention_mask`` the mask is the one ``generate()`` infers: 0 where the
     ids are the pad token (when a pad token is set, differs from the end tokens and occurs in
     the ids), else 1.
 
@@ -46,19 +46,22 @@ def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation
         raise UsageError("generate() without input_ids is not converted", where=_caller_location(),
                          hint="pass input_ids")
     attention_mask = kwargs.pop("attention_mask", None)
+    family = family_of(lm)
+    if family.name == "whisper":  # GenerationMixin.generate reached past Whisper's own: the generic search
+        family = FAMILIES["encoder-decoder"]
     try:
-        settings = generation_settings(lm, generation_config, **kwargs)
+        generator = family.build(lm, generation_config, **kwargs)
     except UsageError as refused:  # said at the user's generate() call
         refused.where = refused.where or _caller_location()
         refused.args = (refused.message,)
         raise
+    settings = generator.settings
     draws = active_draws()
     if settings.do_sample and draws is None:
         raise UsageError("generate(do_sample=True) samples with torch's random numbers, which an ONNX file cannot "
                          "reproduce", where=_caller_location(),
                          hint="take the draws as an input of forward and call generate() inside "
                               "`with fxport.generation.sampling.sampling_draws(draws):` (docs/generation.md)")
-    generator = (Seq2SeqGenerator if lm.config.is_encoder_decoder else TextGenerator)(lm, settings)
     if attention_mask is None:
         attention_mask = generator.inferred_attention_mask(input_ids)
     forward = converted_function(type(generator).forward) or type(generator).forward  # its loop as an ONNX Loop
@@ -68,7 +71,7 @@ def generate(lm: torch.nn.Module, inputs: torch.Tensor | None = None, generation
 def generate_whisper(lm: torch.nn.Module, input_features: torch.Tensor | None = None, generation_config: Any = None,
                      **kwargs: Any) -> torch.Tensor:
     """``whisper.generate(input_features, ...)`` as fxport's Whisper generator
-    (:mod:`fxport.generation.whisper_generation`): what the built-in rule runs in place of
+    (:mod:`fxport.generation.families.whisper`): what the built-in rule runs in place of
     ``WhisperGenerationMixin.generate`` while fxport captures; refusals are said at the user's
     ``generate()`` call.
 
@@ -77,7 +80,7 @@ def generate_whisper(lm: torch.nn.Module, input_features: torch.Tensor | None = 
         >>> ids = generate_whisper(whisper, features, max_new_tokens=4, force_unique_generate_call=True)  # doctest: +SKIP
     """
     from fxport.controlflow import converted_function
-    from fxport.generation.whisper_generation import WhisperGenerator, whisper_generator
+    from fxport.generation.families.whisper import whisper_generator
 
     input_features = kwargs.pop("inputs", None) if input_features is None else input_features
     if input_features is None:
@@ -94,7 +97,7 @@ def generate_whisper(lm: torch.nn.Module, input_features: torch.Tensor | None = 
         refused.where = refused.where or _caller_location()
         refused.args = (refused.message,)
         raise
-    forward = converted_function(WhisperGenerator.forward) or WhisperGenerator.forward  # its loop as an ONNX Loop
+    forward = converted_function(type(generator).forward) or type(generator).forward  # its loop as an ONNX Loop
     return forward(generator, input_features)
 
 

@@ -1,16 +1,15 @@
-"""Greedy search, sampling and beam search for transformers encoder–decoder models (T5, BART):
-the encoder runs once before the loop, then each step feeds the last token and an
-``EncoderDecoderCache`` (the decoder's self-attention cache grows; the cross-attention cache is
-filled at the first step and read after) back into the model — ``generate()``'s ``_sample`` and
-``_beam_search`` for ``is_encoder_decoder`` models.
+"""Encoder–decoder models (T5, BART): the encoder runs once before the loop, then each step
+feeds the last token and an ``EncoderDecoderCache`` (the decoder's self-attention cache grows;
+the cross-attention cache is filled at the first step and read after) back into the model —
+``generate()``'s ``_sample`` and ``_beam_search`` for ``is_encoder_decoder`` models.
 
 The output is what ``generate()`` returns for them: the decoder's ids, starting with
 ``decoder_start_token_id``, as long as the longest row ran.
 
 Example::
 
-    >>> generator = Seq2SeqGenerator(t5, generation_settings(t5, max_new_tokens=8))   # doctest: +SKIP
-    >>> generator(input_ids, attention_mask).shape[1] <= 1 + 8                        # doctest: +SKIP
+    >>> generator = build_generator(t5, max_new_tokens=8)                    # doctest: +SKIP
+    >>> generator(input_ids, attention_mask).shape[1] <= 1 + 8               # doctest: +SKIP
     True
 """
 
@@ -21,15 +20,13 @@ from typing import Any
 import torch
 
 from fxport.errors import UsageError
-from fxport.generation.generation_settings import GenerationSettings
-from fxport.generation.text_generation import TextGenerator
+from fxport.generation.generator import Generator
 
 
-class Seq2SeqGenerator(TextGenerator):
-    """``(input_ids, attention_mask) → decoder ids`` around an encoder–decoder ``lm``; greedy and
-    beam search are :class:`TextGenerator`'s, on the hooks :meth:`start` and :meth:`advance`."""
+class EncoderDecoderGenerator(Generator):
+    """The hooks for an encoder–decoder ``lm``: the encoder once, then the decoder step by step."""
 
-    def __init__(self, lm: torch.nn.Module, settings: GenerationSettings):
+    def __init__(self, lm: torch.nn.Module, settings: Any):
         super().__init__(lm, settings)
         start = lm.generation_config.decoder_start_token_id
         if start is None:
@@ -41,7 +38,7 @@ class Seq2SeqGenerator(TextGenerator):
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, beams: int) -> tuple:
         """The encoder once, its output and mask repeated per beam, and the decoder's first call
-        on the start token (:meth:`TextGenerator.start`'s contract)."""
+        on the start token; :meth:`advance` carries the encoder's output and mask."""
         from transformers import DynamicCache, EncoderDecoderCache
 
         encoded = self.lm.get_encoder()(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
@@ -53,7 +50,7 @@ class Seq2SeqGenerator(TextGenerator):
         return start, cache, logits, hidden, attention_mask
 
     def advance(self, tokens: torch.Tensor, hidden: torch.Tensor, attention_mask: torch.Tensor,
-                  cache: Any) -> tuple:
+                cache: Any) -> tuple:
         """One decoder call on each row's last token (the encoder's output stays as it is)."""
         cache, logits = self.decoder_step(tokens, hidden, attention_mask, cache)
         return cache, logits, hidden, attention_mask

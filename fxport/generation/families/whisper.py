@@ -1,7 +1,8 @@
 """Whisper's ``generate()`` (short-form: one 30-second window of log-mel features) as a
 module fxport converts: the encoder once, the decoder prompt Whisper builds
 (``<|startoftranscript|>``, language, task, ``<|notimestamps|>``), its suppressed tokens, then
-greedy or beam search as :class:`~fxport.generation.seq2seq_generation.Seq2SeqGenerator` runs them.
+greedy or beam search as for any encoder–decoder model
+(:mod:`fxport.generation.families.encoder_decoder`).
 
 What ``WhisperForConditionalGeneration.generate`` returns decides the output:
 
@@ -33,9 +34,11 @@ from typing import Any
 import torch
 
 from fxport.errors import UsageError
-from fxport.generation.generation_settings import generation_settings
-from fxport.generation.seq2seq_generation import Seq2SeqGenerator
-from fxport.generation.text_generation import vocabulary_mask
+from fxport.generation.families.encoder_decoder import EncoderDecoderGenerator
+from fxport.generation.modes import generator_class
+from fxport.generation.processors import vocabulary_mask
+from fxport.generation.resolve import generation_settings
+from fxport.generation.settings import SETTINGS
 
 #: generation_config attributes Whisper's generate() reads itself (its prompt, its processors).
 WHISPER_CONFIG = frozenset({
@@ -68,7 +71,7 @@ class WhisperPrompt:
     segment_output: bool = False
 
 
-class WhisperGenerator(Seq2SeqGenerator):
+class WhisperGenerator(EncoderDecoderGenerator):
     """``input_features (batch, mel bins, frames) → ids`` around a ``WhisperForConditionalGeneration``:
     what its ``generate()`` returns for short-form audio, built by :func:`whisper_generator`."""
 
@@ -85,9 +88,7 @@ class WhisperGenerator(Seq2SeqGenerator):
     def decoder_ids(self, input_features: torch.Tensor) -> torch.Tensor:
         """The decoder's ids, prompt first (what the generic ``generate()`` returns)."""
         rows = torch.ones(input_features.shape[0], 1, dtype=torch.int64, device=input_features.device)
-        if self.settings.num_beams > 1:
-            return self.beam_search(input_features, rows)
-        return self.greedy_search(input_features, rows)
+        return self.search(input_features, rows)
 
     def example_arguments(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, draw: torch.Generator) -> tuple:
         """Features for as many rows as ``input_ids`` has: log-mel-like values, normal around 0."""
@@ -226,7 +227,21 @@ def whisper_generator(lm: torch.nn.Module, generation_config: Any = None, **kwar
         segment_output=not unique)
     if prompt.segment_output:
         _check_one_segment(lm, config, settings)
-    return WhisperGenerator(lm, settings, prompt, reference_kwargs).eval()
+    return generator_class(WhisperGenerator, settings)(lm, settings, prompt, reference_kwargs).eval()
+
+
+def task_generator(lm: torch.nn.Module, given: dict[str, Any]) -> WhisperGenerator:
+    """What ``--task text-generation`` builds for a Whisper checkpoint: its short-form
+    ``generate()`` with ``force_unique_generate_call=True`` (the output is the decoder's ids,
+    prompt tokens first). Whisper samples only in its temperature fallback, which is not
+    converted: the sampling flags are usage errors."""
+    sampling = sorted(name for name, row in SETTINGS.items()
+                      if (row.sampling and row.help or name == "do_sample") and given.get(name) not in (None, False))
+    if sampling:
+        flag = SETTINGS[sampling[0]].flag
+        raise UsageError(f"{flag}: Whisper's generate() samples only in its temperature fallback, which is not "
+                         "converted", hint=f"drop {flag}: Whisper searches greedily or with --num-beams")
+    return whisper_generator(lm, force_unique_generate_call=True, **given)
 
 
 def _prompt_tokens(lm: torch.nn.Module, config: Any, whisper_args: dict[str, Any]) -> tuple[int, ...]:
