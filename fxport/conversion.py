@@ -9,9 +9,10 @@ set up     ``model``, ``signature``, ``example``, ``extra_sets``, ``dynamic_shap
 eager      (checks the model runs; registers dataclass outputs)
 capture    ``program`` (the captured ExportedProgram), ``rewrites`` (source-level records)
 rewrite    ``program`` after graph rules and passes, ``rewrites`` (graph-level records)
-lower      ``float_model``, ``onnx_model``, ``axis_names``, ``node_counts``, ``fusions``,
-           ``model_bytes`` (its graph serialised once)
-precision  ``onnx_model`` at fp16/int8
+lower      ``lowered`` (a :class:`~fxport.lower.lowered.LoweredModel`: the proto, where its
+           weights live, its graph serialised once, the translated program, node counts),
+           ``axis_names``
+precision  ``lowered`` at fp16/int8 (its ``float32`` the model lower made)
 verify     ``domains``, ``bounds``, ``generated``, ``verification`` rows
 coverage   ``coverage`` per converted construct, more ``verification`` rows
 write      ``output_path``
@@ -24,7 +25,7 @@ Example::
     >>> import torch
     >>> from fxport.pipeline import run
     >>> job = run(torch.nn.Tanh(), (torch.randn(2, 3),), until="capture")
-    >>> job.completed, job.onnx_model is None
+    >>> job.completed, job.lowered is None
     (['eager', 'capture'], True)
 """
 
@@ -46,10 +47,10 @@ if TYPE_CHECKING:
     from fxport.capture.dynamic_dims import DimRange
     from fxport.eager import Signature
     from fxport.lower.external import Staging
+    from fxport.lower.lowered import LoweredModel
     from fxport.inputs import InputSet
     from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
     from fxport.rules.registry import RuleSet
-    from fxport.lower.serialized import ModelBytes
 
 #: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
 #: across stages): any stage may read them; every other field is read only after a stage that
@@ -115,16 +116,10 @@ class Conversion:
     example_outputs: Any = None
     # capture, rewrite
     program: "torch.export.ExportedProgram | None" = None
-    # lower, precision
-    float_model: "onnx.ModelProto | None" = None
-    onnx_model: "onnx.ModelProto | None" = None
+    # lower, precision: the ONNX model and what is known about it (where its weights live, its
+    # bytes, the translated program, node counts); precision's keeps lower's as its ``float32``
+    lowered: "LoweredModel | None" = None
     axis_names: dict[int, dict[int, str]] = dataclasses.field(default_factory=dict)
-    node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
-    fusions: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: the program the exporter translated (after its decompositions): the file's value names
-    translated_program: "torch.export.ExportedProgram | None" = None
-    #: the lowered proto's graph serialised once, for the checker, ONNX Runtime and the file
-    model_bytes: "ModelBytes | None" = None
     # verify, coverage
     domains: dict[int, "InputDomain"] = dataclasses.field(default_factory=dict)
     bounds: dict[int, dict[int, "DimRange"]] = dataclasses.field(default_factory=dict)
@@ -133,6 +128,11 @@ class Conversion:
     coverage: list[dict] = dataclasses.field(default_factory=list)
     # write
     output_path: str | None = None
+
+    @property
+    def onnx_model(self) -> "onnx.ModelProto | None":
+        """The ONNX proto so far (``lowered.proto``); None before the lower stage."""
+        return self.lowered.proto if self.lowered is not None else None
 
     @property
     def input_sets(self) -> list["InputSet"]:
@@ -150,19 +150,20 @@ class Conversion:
         if "lower" not in self.completed:
             raise RuntimeError(f"a result needs the lower stage; this run stopped after {self.completed[-1:]}")
         atol, rtol = self.options.atol, self.options.rtol
+        lowered = self.lowered
         return ConversionResult(
-            model=self.onnx_model,
+            model=lowered.proto,
             output_path=self.output_path,
             rewrites=self.rewrites,
             verification=self.verification,
             timings=self.timer.seconds,
-            opset=default_opset(self.onnx_model),
+            opset=default_opset(lowered.proto),
             warnings=self.warnings,
             artifacts=self.artifacts,
             precision=self.options.precision,
-            node_counts=self.node_counts,
+            node_counts=dict(lowered.node_counts),
             optimize=self.options.optimize,
-            fusions=self.fusions,
+            fusions=dict(lowered.fusions),
             tolerances={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else {},
             coverage=self.coverage,
         )

@@ -23,7 +23,7 @@ from fxport.eager import run_eager_reference
 from fxport.lower.stage import convert_precision, lower_to_onnx
 from fxport.rules.stage import rewrite_graphs
 from fxport.verify.stage import converted_control_flow, exercise_converted_control_flow, verify_outputs
-from fxport.write import write_output
+from fxport.write import write_output, writes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +47,6 @@ class Stage:
         return self.timing_name(job) if self.timing_name else self.name
 
 
-
-
-
-
-
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
     Stage("eager", run_eager_reference, reads=("model", "example"), adds=("example_outputs",)),
@@ -60,21 +55,19 @@ STAGES: tuple[Stage, ...] = (
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset", "grown_loops"), adds=("program", "rewrites")),
     Stage("lower", lower_to_onnx, reads=("program", "ruleset", "grown_loops", "signature", "example", "dynamic_shapes",
                                           "staging"),
-          adds=("onnx_model", "float_model", "axis_names", "node_counts", "fusions", "translated_program",
-                "model_bytes")),
-    Stage("precision", convert_precision, reads=("float_model", "calibration_sets", "staging"),
-          adds=("onnx_model", "node_counts"), applies=lambda job: job.options.precision != "fp32",
+          adds=("lowered", "axis_names")),
+    Stage("precision", convert_precision, reads=("lowered", "calibration_sets", "staging"),
+          adds=("lowered",), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
-    Stage("verify", verify_outputs, reads=("model", "program", "onnx_model", "float_model", "example", "extra_sets",
-                                          "axis_names", "device", "translated_program", "example_outputs",
-                                          "model_bytes"),
+    Stage("verify", verify_outputs, reads=("model", "program", "lowered", "example", "extra_sets", "axis_names",
+                                          "device", "example_outputs", "staging"),
           adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
     Stage("coverage", exercise_converted_control_flow,
-          reads=("model", "rewrites", "onnx_model", "model_bytes", "example", "extra_sets", "generated", "domains",
-                 "verification"),
+          reads=("model", "rewrites", "lowered", "example", "extra_sets", "generated", "domains", "verification",
+                 "staging"),
           adds=("coverage", "verification"), applies=converted_control_flow),
-    Stage("write", write_output, reads=("onnx_model", "model_bytes", "output", "staging"), adds=("output_path",),
-          applies=lambda job: job.output is not None or bool(job.staging.home(job.onnx_model))),
+    Stage("write", write_output, reads=("lowered", "output", "staging"), adds=("output_path", "lowered"),
+          applies=writes),
 )
 
 
@@ -95,6 +88,3 @@ def stage_table(stages: tuple[Stage, ...] = None) -> str:
     for stage in STAGES if stages is None else stages:
         rows.append(f"| {stage.name} | `{stage.run.__module__.removeprefix('fxport.')}.{stage.run.__name__}` | {names(stage.reads)} | {names(stage.adds)} |")
     return "\n".join(rows)
-
-
-

@@ -125,16 +125,16 @@ def lower_relu_as_sigmoid(monkeypatch) -> None:
     """A wrong lowering for the rest of the test: every Relu of the file becomes a Sigmoid."""
     from fxport.lower import stage
 
-    real_lower = stage.lower
+    real_lower = stage.lower_model
 
     def corrupting_lower(program, **kwargs):
-        model = real_lower(program, **kwargs)
-        for node in model.graph.node:
+        lowered = real_lower(program, **kwargs)
+        for node in lowered.proto.graph.node:
             if node.op_type == "Relu":
                 node.op_type = "Sigmoid"
-        return model
+        return lowered
 
-    monkeypatch.setattr(stage, "lower", corrupting_lower)
+    monkeypatch.setattr(stage, "lower_model", corrupting_lower)
 
 
 def test_file_begun_during_verification_is_removed_when_verification_refuses(monkeypatch, tmp_path):

@@ -200,3 +200,53 @@ def test_the_stages_are_folders_and_few_modules_stay_at_the_top():
     assert homes["verify"] == homes["coverage"] == "fxport.verify.stage"
     top_level = [path.name for path in (ROOT / "fxport").glob("*.py") if path.name not in ("__init__.py", "__main__.py")]
     assert len(top_level) <= 22, sorted(top_level)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants of a module and of its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def test_the_control_flow_runtime_names_no_library():
+    """fxport/controlflow imports no transformers, and the runtime (operators/) names it in no
+    code: a library's objects come in through the containers hook (register_container,
+    container_registrar), transformers' caches from fxport/generation/caches.py."""
+    importing, naming = [], []
+    for module, path in _modules("fxport/controlflow").items():
+        tree = ast.parse(path.read_text())
+        if any(name == "transformers" or name.startswith("transformers.") for name in _imported_names(module, path)):
+            importing.append(module)
+        if ".operators" in module:
+            docstrings = _docstrings(tree)
+            naming += [f"{module}:{node.lineno}" for node in ast.walk(tree)
+                       if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                       and "transformers" in node.value and id(node) not in docstrings]
+    assert importing == [] and naming == [], (importing, naming)
+
+
+#: Functions may be at most this long (lines from ``def`` to the end of the body).
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(package: str = "fxport", limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``module:line name (lines)`` of every function of ``package`` longer than ``limit`` lines."""
+    found = []
+    for module, path in _modules(package).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    found.append(f"{module}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_no_function_in_fxport_is_over_80_lines():
+    """A function that grew past 80 lines does several things: split it by concern (the stage
+    functions, ``capture``'s attempts, ``verify_model``'s plan show how)."""
+    assert long_functions() == []

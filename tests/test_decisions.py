@@ -132,15 +132,15 @@ class SizeBranch(torch.nn.Module):
 
 
 def test_inputs_beyond_the_programs_guards_fail_and_are_not_skipped():
-    from fxport.lower.lowering import lower
+    from fxport.lower.external import Staging
+    from fxport.lower.lowering import lower_model
 
     scores = torch.tensor([2.5, 2.0, 1.5, 1.4, 0.5])
     program = torch.export.export(SizeBranch(), (scores, torch.ones(4)),
                                   dynamic_shapes=(None, {0: torch.export.Dim.DYNAMIC}))
-    programs = {}
-    model = lower(program, programs=programs)
+    lowered = lower_model(program, staging=Staging())
     with pytest.raises(VerificationError) as failure:   # eager takes the other side at size 1
-        _verify(SizeBranch(), model, programs["translated"], scores, torch.ones(1))
+        _verify(SizeBranch(), lowered.proto, lowered.translated_program, scores, torch.ones(1))
     assert not failure.value.report[0].passed
     assert "the exported program itself differs from eager on these inputs" in failure.value.report[0].note
 

@@ -36,7 +36,7 @@ def test_run_until_capture_stops_there_and_leaves_the_module_as_it_was():
     seen_before = model.seen.clone()
     job = run(model, (torch.randn(4, 3),), until="capture")
     assert job.completed == ["eager", "capture"]
-    assert job.program is not None and job.onnx_model is None
+    assert job.program is not None and job.lowered is None and job.onnx_model is None
     assert any(rewrite.rule.startswith("if-to-") for rewrite in job.rewrites), "the branch was converted"
     assert model.training and model.drop.training, "train mode restored after a partial run"
     assert torch.equal(model.seen, seen_before)
@@ -111,9 +111,9 @@ def test_control_flow_conversions_disabled_by_their_rule_names_from_the_cli(tmp_
 def test_a_stage_placed_before_what_it_reads_is_refused_naming_the_fields(monkeypatch):
     """Stages say what they read and add; a stage before the stage adding its reads never runs."""
     ran = []
-    early = stages.Stage("early", lambda job: ran.append(job.onnx_model), reads=("onnx_model",))
+    early = stages.Stage("early", lambda job: ran.append(job.lowered), reads=("lowered",))
     monkeypatch.setattr(stages, "STAGES", (stages.STAGES[0], early, *stages.STAGES[1:]))
-    with pytest.raises(RuntimeError, match="stage 'early' reads onnx_model, which no earlier stage"):
+    with pytest.raises(RuntimeError, match="stage 'early' reads lowered, which no earlier stage"):
         run(Branchy().eval(), (torch.randn(2, 3),), until="lower")
     assert ran == []
 

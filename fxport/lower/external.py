@@ -111,9 +111,12 @@ class Staging:
     Example::
 
         >>> stage = Staging("out/model.onnx")                          # doctest: +SKIP
-        >>> proto = stage.externalize(onnx_program.model)             # doctest: +SKIP
-        >>> stage.commit(proto)                                        # doctest: +SKIP
+        >>> proto, home = stage.externalize(onnx_program.model)       # doctest: +SKIP
+        >>> stage.commit(proto, home)                                  # doctest: +SKIP
         'out/model.onnx'
+
+    Where a model's data lives travels with the model
+    (:attr:`LoweredModel.home <fxport.lower.lowered.LoweredModel.home>`), not in the staging.
     """
 
     def __init__(self, output: str | os.PathLike | None = None):
@@ -122,7 +125,6 @@ class Staging:
         self.data_name = data_file_name(self.model_name)
         self._root: str | None = None
         self._count = 0
-        self._homes: dict[int, tuple[onnx.ModelProto, str]] = {}
         self._early: EarlyFile | None = None
 
     @property
@@ -146,11 +148,12 @@ class Staging:
         os.mkdir(path)
         return path
 
-    def externalize(self, ir_model) -> onnx.ModelProto:
-        """Stream ``ir_model``'s weights into a fresh staged data file; returns the graph proto.
+    def externalize(self, ir_model) -> tuple[onnx.ModelProto, str]:
+        """Stream ``ir_model``'s weights into a fresh staged data file; returns the graph proto
+        and the directory holding that file.
 
         The initializers of ``ir_model`` become references to that file; the proto holds no
-        weights (:meth:`home` names its directory).
+        weights.
         """
         import onnx_ir as ir
 
@@ -161,21 +164,11 @@ class Staging:
         except OSError as exc:
             raise OutputWriteError(f"cannot write the external data of {self.output or 'the model'}: {exc}",
                                    hint="free disk space or choose another path") from exc
-        return self.adopt(ir.serde.serialize_model(ir_model), directory)
+        return ir.serde.serialize_model(ir_model), directory
 
-    def adopt(self, model: onnx.ModelProto, directory: str) -> onnx.ModelProto:
-        """Record that ``model``'s external data lives in ``directory``; returns ``model``."""
-        self._homes[id(model)] = (model, directory)
-        return model
-
-    def home(self, model: onnx.ModelProto) -> str | None:
-        """The staged directory holding ``model``'s external data; None for a self-contained model."""
-        entry = self._homes.get(id(model))
-        return entry[1] if entry is not None and entry[0] is model else None
-
-    def model_path(self, model: onnx.ModelProto, directory: str | None = None) -> str:
-        """Write ``model``'s graph next to its staged data and return the path (what ORT loads)."""
-        directory = directory or self.home(model)
+    def model_path(self, model: onnx.ModelProto, directory: str) -> str:
+        """Write ``model``'s graph next to its data staged in ``directory`` and return the path
+        (what the checker and ONNX Runtime load)."""
         path = os.path.join(directory, self.model_name)
         try:
             with open(path, "wb") as handle:
@@ -185,13 +178,12 @@ class Staging:
                                    hint="free disk space or choose another path") from exc
         return path
 
-    def commit(self, model: onnx.ModelProto) -> str:
-        """Move ``model``'s staged pair to the output: data first, model last.
+    def commit(self, model: onnx.ModelProto, directory: str) -> str:
+        """Move ``model``'s pair staged in ``directory`` to the output: data first, model last.
 
         A failure leaves the previous pair (or absence of one) in place.
         """
         assert self.output is not None, "nothing to commit to without an output path"
-        directory = self.home(model)
         staged_model = self.model_path(model, directory)
         data_target = os.path.join(self.target_dir, self.data_name)
         backup = os.path.join(directory, "previous.data")
@@ -240,11 +232,10 @@ class Staging:
         return early.commit(model_bytes.pieces(model)) if early is not None else None
 
     def cleanup(self) -> None:
-        """Remove the staging directory (whatever was not committed) and forget the models."""
+        """Remove the staging directory (whatever was not committed)."""
         if self._early is not None:  # a conversion that stopped before its write stage
             self._early.discard()
             self._early = None
-        self._homes.clear()
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None

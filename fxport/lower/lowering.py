@@ -8,6 +8,10 @@ checker, and one-line errors. When an op has no translation, every missing op is
 Weights over protobuf's 2 GB limit go to external data (fxport/lower/external.py): streamed from the
 module's tensors into a staged data file, never copied into the proto.
 
+:func:`lower_model` is the lower stage's: it returns a :class:`~fxport.lower.lowered.LoweredModel`
+(the proto, where its weights live, the translated program, the node counts); :func:`lower` is
+the same for a caller outside the pipeline, returning the proto with its weights inside.
+
 Example::
 
     >>> import torch
@@ -33,60 +37,76 @@ from fxport.lower.grown_loops import loop_translations
 from fxport.lower.loop_invariants import hoist_loop_invariants
 from fxport.lower.ort_workarounds import apply_ort_workarounds
 from fxport.lower.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
+from fxport.lower.lowered import LoweredModel
 from fxport.choices import optimize_level
 from fxport.quiet import quiet_torch
 from fxport.report import iter_nodes
 
 
-def lower(
+def lower_model(
     program: torch.export.ExportedProgram,
     *,
+    staging: Staging,
     opset: int | None = None,
     translation_table: dict[Callable, Callable] | None = None,
     optimize: bool | str = True,
-    node_counts: dict[str, int] | None = None,
     external_data: bool | None = None,
-    stage: Staging | None = None,
-    fusions: dict[str, int] | None = None,
-    programs: dict[str, torch.export.ExportedProgram] | None = None,
     check: bool = True,
     grown_loops: Mapping[str, object] | None = None,
-) -> onnx.ModelProto:
-    """Translate ``program`` to an ONNX ModelProto; raise UnsupportedOpsError or LoweringError.
+) -> LoweredModel:
+    """Translate ``program`` to ONNX: a :class:`~fxport.lower.lowered.LoweredModel`; raise
+    UnsupportedOpsError or LoweringError.
 
-    ``node_counts``, when given, receives the node count (subgraphs included) as exported and,
-    with ``optimize``, after ``ONNXProgram.optimize()`` (onnxscript's optimizer: constant
-    folding, dead-code elimination, common-subexpression elimination).
+    Its ``node_counts`` hold the node count (subgraphs included) as exported and, with
+    ``optimize``, after ``ONNXProgram.optimize()`` (onnxscript's optimizer: constant folding,
+    dead-code elimination, common-subexpression elimination); its ``translated_program`` is the
+    program the exporter translated (``program`` after its decompositions), whose node names the
+    file's values carry.
 
     ``optimize``: ``"none"`` (or False), ``"generic"`` (or True: the optimizer above) or
     ``"ort"``: the optimizer, then onnxscript's ONNX Runtime fusions (fxport/lower/ort_fusions.py;
-    ``node_counts["ort"]``); ``fusions``, when given, receives the counts of those that fired.
-    ``programs``, when given, receives ``"translated"``: the program the exporter translated
-    (``program`` after its decompositions), whose node names the file's values carry.
+    ``node_counts["ort"]``, and ``fusions``: the counts of those that fired).
 
     ``external_data`` (None: when the weights exceed ``fxport.lower.external.THRESHOLD_BYTES``)
-    streams the weights into a data file in ``stage`` and returns a proto that references it
-    (``stage.home(model)`` names the directory). Without a ``stage`` the weights are read back
-    into the returned proto, which may then exceed 2 GB in memory.
+    streams the weights into a data file in ``staging`` and returns a model whose proto
+    references it (its ``home`` names the directory); that pair is always checked here, as a file.
 
-    ``check``: the ONNX checker on the returned proto (a caller that edits it further and checks
-    its final bytes passes False; a staged model file is always checked here).
+    ``check``: the ONNX checker on a self-contained proto (a caller that edits it further and
+    checks its final bytes passes False).
 
     ``grown_loops``: the loops whose state grows that the capture made (``{key: loop}``, the
     conversion's ``grown_loops``); None looks them up in the ``fxport::grown_loop`` op's own
     registry (a program captured outside the pipeline).
     """
-    counts = node_counts if node_counts is not None else {}
     level = optimize_level(optimize)
     translation_table = {**SYMBOLIC_TRANSLATIONS, **(translation_table or {})}
     # loops whose state grows: their bodies are exported first (fxport/lower/grown_loops.py)
     translation_table = {**translation_table, **loop_translations(program, _grown_loops(grown_loops), opset, translation_table)}
+    onnx_program, counts = _exported(program, opset, translation_table, level)
+    apply_ort_workarounds(onnx_program.model)  # shapes ONNX Runtime computes wrongly (fxport/lower/ort_workarounds.py)
+    fusions: dict[str, int] = {}
+    if level == "ort":
+        onnx_program.model, fusions = fuse_ort(onnx_program.model, translation_table)
+        counts["ort"] = count_ir_nodes(onnx_program.model)
+    found = {"translated_program": onnx_program.exported_program, "node_counts": counts, "fusions": fusions}
+    if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
+        model = onnx_program.model_proto
+        if check:
+            check_onnx(model, ort=level == "ort")
+        return LoweredModel(model, **found)
+    model, home = staging.externalize(onnx_program.model)
+    check_onnx(staging.model_path(model, home), ort=level == "ort")
+    return LoweredModel(model, home=home, **found)
+
+
+def _exported(program, opset: int | None, translation_table: dict, level: str) -> tuple[Any, dict[str, int]]:
+    """The exporter's ONNXProgram for ``program`` (optimised unless ``level`` is ``"none"``) and
+    its node counts so far; failures explained in one line."""
+    counts: dict[str, int] = {}
     try:  # no_grad: the exporter's re-runs of cond must not trace branches for autograd
         with quiet_torch(), torch.no_grad():
             onnx_program = export_program(program, opset=opset, translation_table=translation_table)
             counts["exported"] = count_ir_nodes(onnx_program.model)
-            if programs is not None:
-                programs["translated"] = onnx_program.exported_program
             if level != "none":
                 hoist_loop_invariants(onnx_program.model.graph)  # before CSE: a hoisted transpose meets its twin
                 onnx_program.optimize()
@@ -97,26 +117,29 @@ def lower(
     if opset is not None and written != opset:  # the exporter falls back to its own opset silently
         raise LoweringError(f"the exporter could not convert this model to opset {opset} (it wrote opset {written})",
                             hint=f"use --opset {written}, or leave --opset out")
-    apply_ort_workarounds(onnx_program.model)  # shapes ONNX Runtime computes wrongly (fxport/lower/ort_workarounds.py)
-    if level == "ort":
-        onnx_program.model = fuse_ort(onnx_program.model, fusions, translation_table)
-        counts["ort"] = count_ir_nodes(onnx_program.model)
-    if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
-        model = onnx_program.model_proto
-        if check:
-            check_onnx(model, ort=level == "ort")
-        return model
-    if stage is not None:
-        model = stage.externalize(onnx_program.model)
-        check_onnx(stage.model_path(model), ort=level == "ort")
-        return model
-    stage = Staging()  # no home for the data file: check through a temporary pair, then read it in
+    return onnx_program, counts
+
+
+def lower(
+    program: torch.export.ExportedProgram,
+    *,
+    opset: int | None = None,
+    translation_table: dict[Callable, Callable] | None = None,
+    optimize: bool | str = True,
+    external_data: bool | None = None,
+    grown_loops: Mapping[str, object] | None = None,
+) -> onnx.ModelProto:
+    """``program`` as a checked ONNX ModelProto with its weights inside (:func:`lower_model`
+    outside a pipeline: weights that went to external data are checked as a temporary pair,
+    then read back into the proto, which may then exceed 2 GB in memory).
+    """
+    staging = Staging()  # made only for weights over the threshold
     try:
-        model = stage.externalize(onnx_program.model)
-        check_onnx(stage.model_path(model), ort=level == "ort")
-        return load_weights_into(model, stage.home(model))
+        lowered = lower_model(program, staging=staging, opset=opset, translation_table=translation_table,
+                              optimize=optimize, external_data=external_data, grown_loops=grown_loops)
+        return load_weights_into(lowered.proto, lowered.home) if lowered.staged else lowered.proto
     finally:
-        stage.cleanup()
+        staging.cleanup()
 
 
 def _round_symbolic(number, ndigits=None):
@@ -133,8 +156,9 @@ SYMBOLIC_TRANSLATIONS: dict[Callable, Callable] = {builtins.round: _round_symbol
 """Python builtins on symbolic numbers that the exporter (torch 2.13) has no translation for."""
 
 
-def fuse_ort(model, fusions: dict[str, int] | None = None, translation_table: dict | None = None):
-    """onnxscript's ONNX Runtime fusions on an onnx_ir model (fxport/lower/ort_fusions.py), one-line errors.
+def fuse_ort(model, translation_table: dict | None = None) -> tuple[Any, dict[str, int]]:
+    """onnxscript's ONNX Runtime fusions on an onnx_ir model (fxport/lower/ort_fusions.py), one-line
+    errors: the fused model and the counts of the fusions that fired.
 
     Fused nodes keep the FX origin of an op rule's translation (``translation_table``), so the
     rule is still reported as applied after its nodes were fused.
@@ -149,9 +173,7 @@ def fuse_ort(model, fusions: dict[str, int] | None = None, translation_table: di
     except Exception as exc:
         raise LoweringError(f"onnxscript's ONNX Runtime fusions failed: {_exporter_summary(exc)}",
                             hint="use --optimize generic (the default) meanwhile; --debug shows the trace") from exc
-    if fusions is not None:
-        fusions.update(fired)
-    return model
+    return model, dict(fired)
 
 
 #: ONNX Runtime contrib ops that ORT registers in the *default* ONNX domain (the ONNX checker

@@ -21,9 +21,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from typing import Any
+from typing import Any, Iterator
 
 import onnx
 
@@ -31,8 +32,10 @@ from fxport import choices
 from fxport.errors import ConversionError, UsageError
 from fxport.errors import first_line as _first_line
 from fxport.lower.external import Staging
+from fxport.lower.lowered import LoweredModel
 from fxport.inputs import InputSet
 from fxport.quiet import quiet_torch
+from fxport.report import iter_nodes
 
 #: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept (defined in fxport.choices).
 PRECISIONS = choices.PRECISIONS
@@ -46,42 +49,59 @@ DEFAULT_MIN_COSINE = 0.99
 
 # --- int8 -----------------------------------------------------------------------------------
 
-def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = None, *,
-                  stage: "Staging | None" = None) -> onnx.ModelProto:
+def quantize_int8(model: onnx.ModelProto, calibration: list[InputSet] | None = None) -> onnx.ModelProto:
     """Quantise a float32 ONNX model to int8 with onnxruntime.quantization.
 
     Without ``calibration``: dynamic quantisation (MatMul/Gemm → MatMulInteger, Conv →
     ConvInteger; activation scales computed at run time). With it: static QDQ quantisation,
-    activation ranges calibrated (MinMax) on those input sets.
-
-    With ``stage`` holding ``model``'s external data, the quantiser reads the staged pair and
-    writes the int8 pair into a new stage directory; the returned proto references it.
+    activation ranges calibrated (MinMax) on those input sets. :func:`quantize_staged_int8` is
+    the same for a model whose weights are staged as external data.
 
     Example::
 
         >>> int8_model = quantize_int8(result.model)                 # doctest: +SKIP
     """
-    home = stage.home(model) if stage is not None else None
+    source, reader = _quantizer_source(model, calibration)
+    with tempfile.TemporaryDirectory(prefix="fxport-int8-") as workdir, _quantizer_errors(reader):
+        target = os.path.join(workdir, "model.int8.onnx")
+        with quiet_torch():  # the quantiser logs advice through the root logger
+            _run_quantizer(source, target, reader)
+        return onnx.load(target)
+
+
+def quantize_staged_int8(model: onnx.ModelProto, home: str, staging: Staging,
+                         calibration: list[InputSet] | None = None) -> tuple[onnx.ModelProto, str]:
+    """:func:`quantize_int8` of a model whose external data ``staging`` holds in ``home``: the
+    quantiser reads the staged pair (it loads the weights itself, not a copy) and writes the int8
+    pair into a new stage directory; returns its proto (references only) and that directory."""
+    source, reader = _quantizer_source(model, calibration)
+    target = os.path.join(staging.new_dir(), staging.model_name)
+    with _quantizer_errors(reader):
+        with quiet_torch():
+            staged_source = os.path.join(home, ".fxport-int8-source.onnx")
+            onnx.save(source, staged_source)
+            _run_quantizer(staged_source, target, reader, external_data=True)
+            os.unlink(staged_source)
+        return onnx.load(target, load_external_data=False), os.path.dirname(target)
+
+
+def _quantizer_source(model: onnx.ModelProto, calibration: list[InputSet] | None):
+    """What the quantiser reads (fixed for its in-place Gemm rewrite) and the calibration reader."""
     source = unshare_transposed_gemm_weights(without_value_info(model))
-    reader = CalibrationReader(source, calibration) if calibration else None
-    with tempfile.TemporaryDirectory(prefix="fxport-int8-") as workdir:
-        target = os.path.join(stage.new_dir() if home else workdir, stage.model_name if home else "model.int8.onnx")
-        try:
-            with quiet_torch():  # the quantiser logs advice through the root logger
-                if home:  # the quantiser loads the weights itself; it reads the staged file, not a copy
-                    staged_source = os.path.join(home, ".fxport-int8-source.onnx")
-                    onnx.save(source, staged_source)
-                    _run_quantizer(staged_source, target, reader, external_data=True)
-                    os.unlink(staged_source)
-                    return stage.adopt(onnx.load(target, load_external_data=False), os.path.dirname(target))
-                _run_quantizer(source, target, reader)
-            return onnx.load(target)
-        except Exception as exc:
-            kind = "static" if reader else "dynamic"
-            raise ConversionError(
-                f"onnxruntime {kind} int8 quantisation failed: {type(exc).__name__}: {_first_line(exc)}",
-                hint="try --precision fp16, or the other quantisation mode (--calibrate for static)",
-            ) from exc
+    return source, CalibrationReader(source, calibration) if calibration else None
+
+
+@contextlib.contextmanager
+def _quantizer_errors(reader: "CalibrationReader | None") -> Iterator[None]:
+    """The quantiser's failure as one ConversionError naming the mode."""
+    try:
+        yield
+    except Exception as exc:
+        kind = "static" if reader else "dynamic"
+        raise ConversionError(
+            f"onnxruntime {kind} int8 quantisation failed: {type(exc).__name__}: {_first_line(exc)}",
+            hint="try --precision fp16, or the other quantisation mode (--calibrate for static)",
+        ) from exc
 
 
 def _run_quantizer(source: "onnx.ModelProto | str", target: str, reader: "CalibrationReader | None",
@@ -145,29 +165,32 @@ class CalibrationReader:
 # --- verification ---------------------------------------------------------------------------
 
 
-def apply_precision(model: onnx.ModelProto, precision: str, calibration: list[InputSet] | None = None,
-                    *, stage: "Staging | None" = None) -> onnx.ModelProto:
-    """The graph-level step of ``precision`` on a lowered model, checked by the ONNX checker.
+def apply_precision(lowered: LoweredModel, precision: str, calibration: list[InputSet] | None = None,
+                    *, staging: "Staging | None" = None) -> LoweredModel:
+    """The graph-level step of ``precision`` on a lowered float32 model, checked by the ONNX checker.
 
     fp16: float32 islands for :data:`FLOAT32_OPS`; int8: :func:`quantize_int8`; fp32: unchanged.
-    A model whose weights ``stage`` holds as external data (fxport/lower/external.py) stays so: fp16
-    edits only the graph and shares the data file; int8 writes its own pair into the stage.
+    A model whose weights are staged as external data (``lowered.home``, in ``staging``:
+    fxport/lower/external.py) stays so: fp16 edits only the graph and shares the data file; int8
+    writes its own pair into the stage. The result keeps ``lowered`` as its ``float32`` model and
+    adds its node count.
     """
-    home = stage.home(model) if stage is not None else None
+    model, home = lowered.proto, lowered.home
     if precision == "fp16":
         model = keep_ops_in_float32(model)
-        if home:
-            stage.adopt(model, home)
     elif precision == "int8":
-        model = quantize_int8(model, calibration, stage=stage if home else None)
+        model, home = (quantize_staged_int8(model, home, staging, calibration) if home is not None
+                       else (quantize_int8(model, calibration), None))
     else:
-        return model
+        return lowered
     try:
-        onnx.checker.check_model(stage.model_path(model) if home else model)
+        onnx.checker.check_model(staging.model_path(model, home) if home is not None else model)
     except onnx.checker.ValidationError as exc:
         raise ConversionError(f"the {precision} model is invalid: {str(exc).splitlines()[0]}",
                               hint="report this with --debug output; --precision fp32 works meanwhile") from exc
-    return model
+    return LoweredModel(model, home=home, translated_program=lowered.translated_program,
+                        node_counts={**lowered.node_counts, precision: sum(1 for _ in iter_nodes(model.graph))},
+                        fusions=lowered.fusions, float32=lowered)
 
 
 
@@ -262,8 +285,6 @@ def unshare_transposed_gemm_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     and the model silently computes garbage; a weight tied to a Gather (embeddings) is corrupted
     for the Gather. Copies keep each use intact. Returns a new model.
     """
-    from fxport.report import iter_nodes
-
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     initializers = {init.name: init for init in fixed.graph.initializer}

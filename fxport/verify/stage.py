@@ -30,7 +30,7 @@ def verify_outputs(job: Conversion) -> None:
     except VerificationError as exc:
         _point_at_user_rules(exc, job)
         raise
-    if widen_verified_ranges(job.program, job.verification, job.warnings, job.onnx_model):
+    if widen_verified_ranges(job.program, job.verification, job.warnings, job.lowered.proto):
         job.bounds = dynamic_dim_bounds(job.program)
 
 
@@ -83,27 +83,27 @@ def converted_control_flow(job: Conversion) -> bool:
 def verification_plan(job: Conversion) -> VerificationPlan:
     """What every verification of this run shares, built once per stage from its options and
     what the earlier stages added (:class:`~fxport.verify.plan.VerificationPlan`)."""
-    options, staging = job.options, job.staging
+    options, lowered = job.options, job.lowered
     return VerificationPlan(
         device=job.device,
         passes=precision_passes(options.precision, options.min_cosine),
         acceptance=Acceptance(atol=options.atol, rtol=options.rtol,
                               sort_keys=sorted_output_indices(job.program) if job.program is not None else None),
         generated_sets=job.generated, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,
-        program=job.translated_program,  # its node names are the file's value names (decision replay)
+        program=lowered.translated_program,  # its node names are the file's value names (decision replay)
         # the rule set's decision rules (--disable takes them); the stock path (no rules) keeps the built-ins
         decisions=tuple(job.ruleset.of_tier("decision")) if options.rewrites else None,
-        float_model=staging.model_path(job.float_model) if staging.home(job.float_model) else job.float_model,
+        float_model=lowered.float_model.runnable(job.staging),
         known_outputs={id(job.example): job.example_outputs} if job.example_outputs is not None else None,
-        model_bytes=job.model_bytes, notes=job.warnings,
+        model_bytes=lowered.float_model.model_bytes,  # the float32 graph serialised once (the file's at fp32)
+        notes=job.warnings,
         on_input_set=lambda name: job.timer.note("verify", f"running {name}"),
     )
 
 
 def runnable(job: Conversion) -> "Any":
     """What ONNX Runtime loads: the proto, or for external data the staged model file beside its data."""
-    model = job.onnx_model
-    return job.staging.model_path(model) if job.staging.home(model) else model
+    return job.lowered.runnable(job.staging)
 
 
 def refuse_or_warn_uncovered(lines: list[str], strict: bool, rows: list, warnings_out: list[str]) -> None:

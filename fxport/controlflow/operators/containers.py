@@ -1,134 +1,73 @@
 """Library objects that loop and branch state may hold, made pytrees of their tensors.
 
-A converted ``if`` or loop carries tensors. A transformers ``DynamicCache`` passed from one
-step of a decoding loop to the next is an object holding one key and one value tensor per
-layer; registered as a pytree (its keys, then its values, as transformers' own export support
-lays them out; that registration is kept where the user made it), the converted ``if`` carries
-its leaves and rebuilds the object inside each branch, and a loop whose state grows carries
-them as growing state. A cache with layers of another kind (sliding window) is not carried.
-Nothing is imported: a library that is not loaded is skipped.
+A converted ``if`` or loop carries tensors. A library object passed from one step of a
+decoding loop to the next (a cache holding one key and one value tensor per layer), once
+registered here, is carried as its leaves: the converted ``if`` carries them and rebuilds the
+object inside each branch, and a loop whose state grows carries them as growing state.
+
+The runtime names no library. A library's objects come in through two hooks:
+:func:`register_container` makes one class a pytree of its tensors (left alone when it is one
+already: the library's own export support or the user's registration), and
+:func:`container_registrar` adds a function that registers a library's classes once that
+library is loaded; :func:`register_library_containers` runs those before each conversion.
+The caches generated models pass from step to step are registered this way by
+:mod:`fxport.generation.caches`.
 
 Example::
 
-    >>> register_library_containers()   # idempotent; a no-op without transformers loaded
+    >>> class Pair:
+    ...     def __init__(self, a, b):
+    ...         self.a, self.b = a, b
+    >>> register_container(Pair, lambda p: ([p.a, p.b], None), lambda leaves, _: Pair(*leaves))
+    True
+    >>> is_container(Pair(torch.zeros(1), torch.ones(1)))
+    True
+    >>> register_container(Pair, lambda p: ([p.a], None), lambda leaves, _: Pair(*leaves))  # once
+    False
 """
 
 from __future__ import annotations
 
-import sys
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.failures import fail
 
+#: Functions that register a library's container classes (:func:`register_container`) when that
+#: library is loaded, and do nothing otherwise; run before each conversion.
+_REGISTRARS: list[Callable[[], None]] = []
+
+
+def register_container(cls: type, flatten: Callable[[Any], tuple[list, Any]], unflatten: Callable[[list, Any], Any],
+                       *, serialized_type_name: str | None = None) -> bool:
+    """Carry ``cls`` objects through converted ifs and loops as their tensors.
+
+    ``flatten(obj)`` returns ``(tensors, context)`` (raising ValueError for a kind of the object
+    the registration does not cover); ``unflatten(tensors, context)`` rebuilds the object. Once
+    per class: a class that is a pytree already is left as it is (False).
+    """
+    if cls in pytree.SUPPORTED_NODES:
+        return False
+    pytree.register_pytree_node(cls, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
+                                serialized_type_name=serialized_type_name)
+    return True
+
+
+def container_registrar(registrar: Callable[[], None]) -> Callable[[], None]:
+    """Run ``registrar`` before each conversion (:func:`register_library_containers`): a function
+    that registers a library's classes with :func:`register_container` once the library is loaded
+    (it may be imported after fxport). Added once; returns ``registrar`` (a decorator)."""
+    if registrar not in _REGISTRARS:
+        _REGISTRARS.append(registrar)
+    return registrar
+
 
 def register_library_containers() -> None:
-    """Register the loaded libraries' cache objects as pytrees (once)."""
-    if "transformers" in sys.modules:
-        _register_transformers_caches()
-
-
-def _register_transformers_caches() -> None:
-    try:
-        from transformers.cache_utils import DynamicCache, DynamicLayer
-    except ImportError:  # an older or partial transformers: its caches stay plain objects
-        return
-    if DynamicCache in pytree.SUPPORTED_NODES:  # the user registered transformers' own support, or done
-        _register_encoder_decoder_cache()
-        _register_static_cache()
-        return
-
-    def flatten(cache):
-        layers = list(cache.layers)
-        if any(type(layer) is not DynamicLayer or not layer.is_initialized for layer in layers):
-            raise ValueError("a DynamicCache with layers other than initialized DynamicLayers")
-        return [layer.keys for layer in layers] + [layer.values for layer in layers], len(layers)
-
-    def unflatten(values, count):
-        cache = DynamicCache()
-        cache.layers = [_dynamic_layer(DynamicLayer, k, v) for k, v in zip(values[:count], values[count:])]
-        return cache
-
-    pytree.register_pytree_node(DynamicCache, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
-                                serialized_type_name="transformers.cache_utils.DynamicCache")
-    _register_encoder_decoder_cache()
-    _register_static_cache()
-
-
-def _register_encoder_decoder_cache() -> None:
-    """transformers' ``EncoderDecoderCache`` (T5, BART, Whisper): the self-attention cache's
-    tensors, then the cross-attention cache's; which layers' cross-attention is filled stays
-    in the spec (it is set once, at the first decoder call)."""
-    try:
-        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-    except ImportError:
-        return
-    if EncoderDecoderCache in pytree.SUPPORTED_NODES:
-        return
-
-    def flatten(cache):
-        own, own_spec = pytree.tree_flatten(cache.self_attention_cache)
-        cross, cross_spec = pytree.tree_flatten(cache.cross_attention_cache)
-        if not all(isinstance(spec.type, type) and issubclass(spec.type, DynamicCache) for spec in (own_spec, cross_spec)):
-            raise ValueError("an EncoderDecoderCache of caches other than DynamicCache")
-        return own + cross, (len(own), own_spec, cross_spec, tuple(sorted(cache.is_updated.items())))
-
-    def unflatten(values, context):
-        count, own_spec, cross_spec, updated = context
-        cache = EncoderDecoderCache.__new__(EncoderDecoderCache)  # __init__ would ask each layer's length again
-        cache.self_attention_cache = pytree.tree_unflatten(list(values[:count]), own_spec)
-        cache.cross_attention_cache = pytree.tree_unflatten(list(values[count:]), cross_spec)
-        cache.is_updated = dict(updated)
-        return cache
-
-    pytree.register_pytree_node(EncoderDecoderCache, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
-                                serialized_type_name="transformers.cache_utils.EncoderDecoderCache")
-
-
-def _register_static_cache() -> None:
-    """transformers' ``StaticCache`` (full-attention ``StaticLayer``s, allocated): each layer's
-    keys, values and filled length. The layers update them in place (``index_copy_``,
-    ``add_``), so the rebuilt layers hold copies — the step's own tensors, not the loop's
-    inputs — and take their length from the keys' shape (a size of the loop's own state, not a
-    number of the graph around it)."""
-    try:
-        from transformers.cache_utils import StaticCache, StaticLayer
-    except ImportError:
-        return
-    if StaticCache in pytree.SUPPORTED_NODES:
-        return
-
-    def flatten(cache):
-        layers = list(cache.layers)
-        if any(type(layer) is not StaticLayer or not layer.is_initialized for layer in layers):
-            raise ValueError("a StaticCache with layers other than initialized full-attention StaticLayers")
-        leaves = [tensor for layer in layers for tensor in (layer.keys, layer.values, layer.cumulative_length)]
-        return leaves, len(layers)
-
-    def unflatten(values, count):
-        from transformers.cache_utils import Cache
-
-        cache = StaticCache.__new__(StaticCache)  # its __init__ reads a config; the layers say everything
-        Cache.__init__(cache, layers=[_static_layer(*values[3 * i: 3 * i + 3]) for i in range(count)])
-        return cache
-
-    pytree.register_pytree_node(StaticCache, flatten, unflatten, flatten_with_keys_fn=_numbered(flatten),
-                                serialized_type_name="transformers.cache_utils.StaticCache")
-
-
-def _static_layer(keys, values, filled):
-    """An initialized ``StaticLayer`` over copies of ``keys``, ``values`` and ``filled``."""
-    from transformers.cache_utils import StaticLayer
-
-    layer = StaticLayer.__new__(StaticLayer)
-    layer.keys, layer.values, layer.cumulative_length = keys.clone(), values.clone(), filled.clone()
-    layer.max_cache_len = keys.shape[2]
-    layer.batch_size, layer.num_heads, layer.k_head_dim = keys.shape[0], keys.shape[1], keys.shape[3]
-    layer.v_head_dim = values.shape[3]
-    layer.dtype, layer.device = keys.dtype, keys.device
-    layer.is_initialized = True
-    return layer
+    """Register the loaded libraries' container classes as pytrees (idempotent)."""
+    for registrar in list(_REGISTRARS):
+        registrar()
 
 
 def _numbered(flatten):
@@ -139,17 +78,6 @@ def _numbered(flatten):
         return [(pytree.SequenceKey(i), value) for i, value in enumerate(values)], context
 
     return flatten_with_keys
-
-
-def _dynamic_layer(layer_class, keys, values):
-    """An initialized layer holding ``keys`` and ``values``, made without ``update``: its lazy
-    initialisation creates ``torch.tensor([])``, which inside a traced branch is a fake constant
-    the capture refuses."""
-    layer = layer_class()
-    layer.keys, layer.values = keys, values
-    layer.dtype, layer.device = keys.dtype, keys.device
-    layer.is_initialized = True
-    return layer
 
 
 def is_container(value) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.containers import register_library_containers
+from fxport.generation.caches import register_transformers_caches
 from fxport.generation.generator import Generator
 
 
@@ -165,6 +165,6 @@ def gather_beams(tensor: torch.Tensor, beam_indices: torch.Tensor) -> torch.Tens
 def reordered(cache: Any, rows: torch.Tensor) -> Any:
     """``cache`` with its rows (batch × beam) taken in the order ``rows``: a new cache, as
     ``Cache.reorder_cache`` would leave it, built from its tensors (not in place)."""
-    register_library_containers()
+    register_transformers_caches()
     leaves, spec = pytree.tree_flatten(cache)
     return pytree.tree_unflatten([leaf.index_select(0, rows) for leaf in leaves], spec)
