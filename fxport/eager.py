@@ -21,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import time
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
+from fxport import eager_limits
 from fxport.errors import EagerRunError, SourceLocation, UsageError
 from fxport.frames import user_location_from_exception
 from fxport.inputs import InputSet
@@ -137,11 +139,13 @@ def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
     Buffers the forward mutates (counters, running statistics) are restored afterwards, so every
     run starts from the state the ONNX model bakes in and the user's module is left unchanged.
     The model runs on a copy of ``inputs``: a forward that writes into its inputs leaves the
-    caller's tensors (and the next run's) as they were.
+    caller's tensors (and the next run's) as they were. Under a time limit on inputs fxport made
+    up, the run is bounded by its budget (:func:`fxport.eager_limits.budgeted`).
     """
     inputs = inputs.copy()
     try:
-        with torch.no_grad(), buffers_restored(module):
+        with torch.no_grad(), buffers_restored(module), \
+                eager_limits.budgeted(module, sum(t.numel() for t in inputs.tensors())):
             return module(*inputs.args, **inputs.kwargs)
     except Exception as exc:
         raise EagerRunError(
@@ -154,7 +158,13 @@ def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
 def run_eager_reference(job) -> None:
     """The eager stage (``job``: the :class:`~fxport.conversion.Conversion`): the model runs
     eagerly on the example (a failure here is the model's, not the export's);
-    its outputs, copied, are verification's reference for the example."""
+    its outputs, copied, are verification's reference for the example. The run is timed: eager
+    runs on inputs fxport makes up later are budgeted from it (:class:`~fxport.eager_limits.ExampleCost`;
+    a first run is cold, up to 3× a warm one for a tiny model, which errs towards longer budgets
+    and smaller made-up sizes)."""
+    started = time.perf_counter()
     outputs = run_eager(job.model, job.example)
+    eager_limits.measured(eager_limits.ExampleCost.of(job.model, job.example, time.perf_counter() - started,
+                                                      rewrites=job.rewrites, notes=job.warnings))
     register_output_dataclasses(outputs)
     job.example_outputs = pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, outputs)

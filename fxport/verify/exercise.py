@@ -193,7 +193,8 @@ def exercise_control_flow(
         return ExerciseReport([])
     report = ExerciseReport(list(constructs.values()))
     always_finite = True
-    with convert_control_flow(model, strategy=strategy, disabled=disabled):  # installed once for every run below
+    with convert_control_flow(model, strategy=strategy, disabled=disabled), \
+            fewer_threads_for_loops(any(c.is_loop for c in report.constructs)):  # once for every run below
         for input_set, bounded in [(s, False) for s in input_sets] + [(s, True) for s in made_up]:
             try:
                 with _search_bounds() if bounded else contextlib.nullcontext():
@@ -230,9 +231,34 @@ def exercise_control_flow(
     return report
 
 
+#: Whether :func:`fewer_threads_for_loops` halves the threads (False: all of them, as before issue 50).
+HALVE_THREADS_FOR_LOOPS = True
+
+
+@contextlib.contextmanager
+def fewer_threads_for_loops(loops: bool):
+    """Half of torch's CPU threads while a model with converted loops runs (put back after), as
+    verification's eager runs have (:func:`fxport.verify.verification.cores_shared_with_onnx_runtime`).
+
+    A Python loop runs many small ops, each a parallel region that waits for every thread: on a
+    busy machine one descheduled thread stalls each op. TutorialNms at 2048 boxes, 2 cores shared
+    with other work: 1.84 s in this pass at 2 threads, 0.29 s at 1 (docs/reliability.md).
+    """
+    threads = torch.get_num_threads()
+    if not loops or threads < 2 or not HALVE_THREADS_FOR_LOOPS:
+        yield
+        return
+    torch.set_num_threads(threads // 2)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @contextlib.contextmanager
 def _search_bounds():
-    """Converted loops capped at :data:`SEARCH_TRIPS` iterations, the run at the time limit."""
+    """Converted loops capped at :data:`SEARCH_TRIPS` iterations, the run at its time budget
+    (proportional to the example's eager run: :func:`fxport.eager_limits.budgeted`)."""
     from fxport.controlflow.operators import trip_limit
 
     with trip_limit(SEARCH_TRIPS), time_limit():

@@ -12,9 +12,10 @@ import functools
 
 import torch
 
+from fxport import eager_limits
 from fxport.verify.inputs.domains import InputDomain, padding_mask
 from fxport.inputs import InputSet
-from fxport.verify.inputs.sizes import generated_sizes
+from fxport.verify.inputs.sizes import IN_PLACE_OF_MAX, element_count, generated_sizes
 
 
 def generate_input_sets(
@@ -37,6 +38,11 @@ def generate_input_sets(
     :func:`fxport.verify.inputs.domains.input_domains`) keeps the values inside the model's domain: ids below
     their table's size, padding-shaped masks, sorted sequences. Each set is named by what it
     exercises (``random``, ``left-padded mask``, ``larger[batch=3,seq=12], left-padded mask``).
+
+    For a model with converted loops whose example's eager run the conversion timed
+    (:func:`fxport.eager_limits.example_cost`), a declared maximum too slow to run in eager is
+    replaced by the largest affordable size (``size[n=1024] in place of max 4096``), with one
+    warning in the conversion's notes saying which sizes were not run.
     """
     domains = domains or {}
     generator = torch.Generator().manual_seed(seed)
@@ -45,7 +51,9 @@ def generate_input_sets(
     sets = [draw({}, name="random" + (", all-ones mask" if has_mask else ""), mask_side="none")]
     if has_mask:
         sets += [draw({}, name=f"{side}-padded mask", mask_side=side) for side in ("right", "left")]
-    sizes, moved, edges = generated_sizes(example, dynamic_axes, bounds or {})
+    cost = loop_cost(example)
+    sizes, moved, edges = generated_sizes(example, dynamic_axes, bounds or {}, cost)
+    _note_maxima_not_run(example, dynamic_axes, sizes, edges, cost)
     if moved and not has_mask:
         del sets[0]  # fresh values at other sizes: random's run adds nothing (drawn all the
         # same, so that every other set keeps the values its name rebuilds: fuzz's failed_input_sets)
@@ -60,6 +68,34 @@ def generate_input_sets(
         sets.append(draw(_axis_sizes(example, dynamic_axes, new_sizes), name=name, mask_side="right",
                          keep_unsized=True))
     return sets
+
+
+def loop_cost(example: InputSet) -> "eager_limits.ExampleCost | None":
+    """The example's measured eager run when the conversion converted a loop (whose eager run
+    grows with the sizes it loops over), else None: sizes are then chosen as before."""
+    from fxport.controlflow.operators.rule_names import conversion_named
+
+    cost = eager_limits.example_cost(example=example)
+    loops = cost is not None and any(
+        record.tier == "control-flow" and getattr(conversion_named(record.rule), "construct", None) in ("for", "while")
+        for record in cost.rewrites)
+    return cost if loops else None
+
+
+def _note_maxima_not_run(example, dynamic_axes, sizes, edges, cost) -> None:
+    """One warning per declared maximum replaced by a smaller size (:data:`IN_PLACE_OF_MAX`)."""
+    for new_sizes, why in edges:
+        if cost is None or cost.notes is None or not why.startswith(IN_PLACE_OF_MAX):
+            continue
+        name = next(n for n in sizes if new_sizes[n] != sizes[n])
+        maximum = int(why.rsplit(" ", 1)[1])
+        elements = element_count(example, dynamic_axes, {**sizes, name: maximum})
+        note = (f"verification tries {name} up to {new_sizes[name]}, not at its declared max {maximum}: eager "
+                f"PyTorch would take an estimated {eager_limits.seconds_text(cost.estimate(elements))} there "
+                f"(the example's {eager_limits.seconds_text(cost.seconds)} × {cost.ratio(elements):.3g}); to "
+                f"verify {name}={maximum}, give an input set of that size (--inputs-fn or verify_inputs=)")
+        if note not in cost.notes:
+            cost.notes.append(note)
 
 
 def _axis_sizes(example, dynamic_axes, new_sizes) -> dict[int, dict[int, int]]:

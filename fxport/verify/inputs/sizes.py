@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import torch  # noqa: F401 - the examples' tensors
 
+from fxport.eager_limits import ExampleCost
 from fxport.inputs import InputSet
 
 
 def generated_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None,
-                    bounds: dict) -> tuple[dict[str, int], list[tuple[str, dict[str, int], str]],
-                                           list[tuple[dict[str, int], str]]]:
+                    bounds: dict, cost: ExampleCost | None = None) -> tuple[
+                        dict[str, int], list[tuple[str, dict[str, int], str]], list[tuple[dict[str, int], str]]]:
     """``(the example's sizes, [(label, sizes, role)] of the sets that move every dimension at
     once, [(sizes, why)] of the edge sets)``: no set twice, none that checks nothing another
     does. ``role`` is ``"larger"`` or ``"smaller"`` (a ``mixed`` set takes smaller's role), kept
@@ -31,7 +32,8 @@ def generated_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] |
     another size below the example (a clip's frames at 2); a big example's batch grows in the
     set that shrinks the image (``mixed``), or in that edge set, when that is cheaper
     (:func:`crossed`): ``larger[batch=1,frames=9]`` and ``mixed[batch=2,frames=2]`` cost 1.6
-    runs of an 8-frame clip, where ``2×9`` frames and the edge's 2 cost 2.5.
+    runs of an 8-frame clip, where ``2×9`` frames and the edge's 2 cost 2.5. ``cost``: the
+    example's eager run, for a model with converted loops (:func:`edge_sizes`).
     """
     sizes = example_dim_sizes(example, dynamic_axes or {})
     if not sizes:
@@ -41,7 +43,7 @@ def generated_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] |
     larger = on_grid(larger_sizes(example, dynamic_axes, sizes, high), grid, low, high, up=True)
     smaller = on_grid({name: min(max(2, low.get(name, 2), size // 2), size) for name, size in sizes.items()},
                       grid, low, high, up=False)
-    edges = edge_sizes(example, dynamic_axes, bounds)
+    edges = edge_sizes(example, dynamic_axes, bounds, cost)
     shrinking_edge = edge_shrinking_as_smaller_does(smaller, sizes, edges)
     if shrinking_edge is None:
         larger, smaller = crossed(example, dynamic_axes, sizes, larger, smaller)
@@ -166,7 +168,8 @@ MAX_GENERATED_ELEMENTS = 1 << 24
 
 
 def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None,
-               bounds: dict[int, dict[int, tuple[int, int]]]) -> list[tuple[dict[str, int], str]]:
+               bounds: dict[int, dict[int, tuple[int, int]]],
+               cost: ExampleCost | None = None) -> list[tuple[dict[str, int], str]]:
     """The sizes where a converted model differs from eager when it does: ``(sizes, why)``.
 
     For each dynamic dimension, the others kept at the example's size: sizes 1, 0 and 2 where
@@ -175,6 +178,10 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
     range of a :class:`fxport.capture.dynamic_dims.DimRange` narrower than the declared one), so a model
     exported for sizes ≥ 2 is also run at 1. With several dimensions, also all of them at 1.
     ``why`` says what is special about the size (``"min"``, ``"outside exported 2..inf"``).
+    With ``cost`` (the example's eager run, given for a model with converted loops, whose run
+    grows with its sizes as Python loops do) a declared maximum is run only where its estimated
+    eager run is affordable; else the largest size halving it reaches that is
+    (:func:`affordable_maximum`, ``"in place of max 4096"``).
 
     Example::
 
@@ -215,7 +222,9 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
         if d_lo > 1:
             add(name, d_lo, "min")
         if d_hi < 2**62:
-            add(name, d_hi, "max")
+            chosen = affordable_maximum(example, dynamic_axes, sizes, name, d_hi, grid, cost)
+            if chosen is not None:
+                add(name, *chosen)
         if lo > d_lo:  # a lower bound the export introduced: both sides
             add(name, lo - 1)
             add(name, lo, "min")
@@ -230,6 +239,39 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
             if all(s != ones for s, _ in found):
                 found.append((ones, why))
     return found
+
+
+#: How :func:`edge_sizes` names a size run in place of a declared maximum too slow to run.
+IN_PLACE_OF_MAX = "in place of max"
+
+
+def affordable_maximum(example: InputSet, dynamic_axes, sizes: dict[str, int], name: str, maximum: int,
+                       grid: dict, cost: ExampleCost | None) -> tuple[int, str] | None:
+    """``(size, why)`` of the set run for ``name``'s declared ``maximum``: the maximum itself
+    (``"max"``) when there is no ``cost`` or its estimated eager run (the example's seconds ×
+    the size ratio) is at most :meth:`~fxport.eager_limits.ExampleCost.affordable_seconds`;
+    else the largest size halving it reaches (on the grid, above the example) that is; None
+    when none is (``larger`` is then the largest size run).
+
+    >>> from fxport.eager_limits import ExampleCost
+    >>> boxes = InputSet((torch.ones(12, 4),))
+    >>> affordable_maximum(boxes, {0: {0: "n"}}, {"n": 12}, "n", 4096, {}, ExampleCost(0.0001, 48))  # 34 ms
+    (4096, 'max')
+    >>> affordable_maximum(boxes, {0: {0: "n"}}, {"n": 12}, "n", 4096, {}, ExampleCost(0.01, 48))    # 3.4 s
+    (256, 'in place of max 4096')
+    """
+    if cost is None:
+        return maximum, "max"
+    step, offset = grid.get(name, (1, 0))
+    size = maximum
+    while size > sizes[name]:
+        snapped = offset + (size - offset) // step * step
+        if snapped <= sizes[name]:
+            break
+        if cost.estimate(element_count(example, dynamic_axes, {**sizes, name: snapped})) <= cost.affordable_seconds():
+            return snapped, "max" if snapped == maximum else f"{IN_PLACE_OF_MAX} {maximum}"
+        size //= 2
+    return None
 
 
 def size_grid(dynamic_axes, bounds) -> dict[str, tuple[int, int]]:
