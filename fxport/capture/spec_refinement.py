@@ -42,10 +42,10 @@ def adopt_suggested_bounds(exc, normalized, adopted: dict, oblivious: bool = Fal
         return None
     bounds = {}
     for match in SUGGESTED_DIM.finditer(text.split("Suggested fixes", 1)[1]):
-        limits = {k.strip(): int(v) for k, v in (part.split("=") for part in match.group(3).split(",") if part.strip())}
-        if oblivious and limits.get("max", 2) < 2:
+        suggested = {k.strip(): int(v) for k, v in (part.split("=") for part in match.group(3).split(",") if part.strip())}
+        if oblivious and suggested.get("max", 2) < 2:
             continue
-        bounds[match.group(2)] = limits
+        bounds[match.group(2)] = suggested
     dims: dict[str, Dim] = {}
 
     def refine(dim: Dim) -> Dim:
