@@ -112,8 +112,10 @@ class Conversion:
     #: capture stage makes them, rewrite captures their bodies, lower writes their ONNX ``Loop``
     grown_loops: dict[str, Any] = dataclasses.field(default_factory=dict)
     completed: list[str] = dataclasses.field(default_factory=list)
-    # eager: the model's outputs on the example (verification compares the file with them)
+    # eager: the model's outputs on the example (verification compares the file with them) and
+    # its timed run (verify and coverage budget their eager runs on made-up sets from it)
     example_outputs: Any = None
+    example_cost: Any = None
     # capture, rewrite
     program: "torch.export.ExportedProgram | None" = None
     # lower, precision: the ONNX model and what is known about it (where its weights live, its

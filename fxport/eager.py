@@ -164,7 +164,7 @@ def run_eager_reference(job) -> None:
     and smaller made-up sizes)."""
     started = time.perf_counter()
     outputs = run_eager(job.model, job.example)
-    eager_limits.measured(eager_limits.ExampleCost.of(job.model, job.example, time.perf_counter() - started,
-                                                      rewrites=job.rewrites, notes=job.warnings))
+    job.example_cost = eager_limits.ExampleCost.of(job.model, job.example, time.perf_counter() - started,
+                                                   rewrites=job.rewrites, notes=job.warnings)
     register_output_dataclasses(outputs)
     job.example_outputs = pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, outputs)

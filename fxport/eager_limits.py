@@ -136,13 +136,20 @@ def _weakly(value: Any) -> Callable[[], Any]:
         return lambda: value
 
 
-_measured: ExampleCost | None = None
+_measured: ExampleCost | None = None  # set only while a stage runs under measured()
 
 
-def measured(cost: ExampleCost | None) -> None:
-    """Record the example's run of the conversion under way (the eager stage calls it)."""
+@contextlib.contextmanager
+def measured(cost: ExampleCost | None):
+    """Budget eager runs from ``cost`` (the conversion's ``example_cost``, which the eager stage
+    adds) while the body runs: the verify and coverage stages run under it; outside, nothing is
+    budgeted."""
     global _measured
-    _measured = cost
+    previous, _measured = _measured, cost
+    try:
+        yield
+    finally:
+        _measured = previous
 
 
 def example_cost(*, model: Any = None, example: Any = None) -> ExampleCost | None:

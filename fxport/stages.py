@@ -49,7 +49,7 @@ class Stage:
 
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
-    Stage("eager", run_eager_reference, reads=("model", "example"), adds=("example_outputs",)),
+    Stage("eager", run_eager_reference, reads=("model", "example"), adds=("example_outputs", "example_cost")),
     Stage("capture", capture_program, reads=("model", "signature", "example", "dynamic_shapes", "ruleset"),
           adds=("program", "rewrites")),
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset", "grown_loops"), adds=("program", "rewrites")),
@@ -60,11 +60,11 @@ STAGES: tuple[Stage, ...] = (
           adds=("lowered",), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
     Stage("verify", verify_outputs, reads=("model", "program", "lowered", "example", "extra_sets", "axis_names",
-                                          "device", "example_outputs", "staging"),
+                                          "device", "example_outputs", "example_cost", "staging"),
           adds=("domains", "bounds", "generated", "verification"), applies=lambda job: job.options.verify),
     Stage("coverage", exercise_converted_control_flow,
           reads=("model", "rewrites", "lowered", "example", "extra_sets", "generated", "domains", "verification",
-                 "staging"),
+                 "example_cost", "staging"),
           adds=("coverage", "verification"), applies=converted_control_flow),
     Stage("write", write_output, reads=("lowered", "output", "staging"), adds=("output_path", "lowered"),
           applies=writes),

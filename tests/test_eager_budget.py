@@ -6,6 +6,7 @@ below are far from every budget they are meant to stay under or to hit."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import types
 import weakref
@@ -22,11 +23,12 @@ from fxport.verify.inputs.generated import generate_input_sets
 from tests.conftest import line_of
 
 
-@pytest.fixture(autouse=True)
-def _nothing_measured():
-    limits.measured(None)
-    yield
-    limits.measured(None)
+@pytest.fixture
+def measure():
+    """``measure(cost)``: budget eager runs from ``cost`` for the rest of the test, as the verify
+    and coverage stages do with the conversion's ``example_cost`` (``limits.measured``)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda cost: stack.enter_context(limits.measured(cost))
 
 
 def test_the_budget_is_proportional_to_the_examples_run_and_the_sets_size():
@@ -64,11 +66,11 @@ def _tanh_file():
     return lower(program)
 
 
-def test_a_generated_set_past_its_budget_is_skipped_with_the_budget_named(monkeypatch):
+def test_a_generated_set_past_its_budget_is_skipped_with_the_budget_named(monkeypatch, measure):
     from fxport.verify.verification import verify_model
 
     model, example = SleepsOnLargerBatches(), InputSet((torch.randn(4, 3),), name="example")
-    limits.measured(ExampleCost.of(model, example, 0.01))  # budget for batch 6: 20 × 10 ms × 1.5
+    measure(ExampleCost.of(model, example, 0.01))  # budget for batch 6: 20 × 10 ms × 1.5
     monkeypatch.setattr(limits, "BUDGET_FLOOR", 0.1)
     notes: list[str] = []
     rows = verify_model(model, _tanh_file(), [example], dynamic_axes={0: {0: "batch"}}, notes=notes)
@@ -79,12 +81,12 @@ def test_a_generated_set_past_its_budget_is_skipped_with_the_budget_named(monkey
     assert all(row.passed for row in rows)
 
 
-def test_the_users_own_inputs_are_never_bounded(monkeypatch):
+def test_the_users_own_inputs_are_never_bounded(monkeypatch, measure):
     """The example and a user set at batch 6 (which sleeps past any budget set here) both run."""
     from fxport.verify.verification import verify_model
 
     model, example = PausesOnLargerBatches(), InputSet((torch.randn(4, 3),), name="example")
-    limits.measured(ExampleCost.of(model, example, 1e-6))
+    measure(ExampleCost.of(model, example, 1e-6))
     monkeypatch.setattr(limits, "BUDGET_FLOOR", 0.01)
     user = InputSet((torch.randn(6, 3),), name="user-1")
     rows = verify_model(model, _tanh_file(), [example, user], dynamic_axes={0: {0: "batch"}}, generate=False)
@@ -92,10 +94,10 @@ def test_the_users_own_inputs_are_never_bounded(monkeypatch):
     assert run_eager(model, user).shape == (6, 3)  # outside a limit: never narrowed
 
 
-def test_a_limit_given_seconds_is_not_narrowed(monkeypatch):
+def test_a_limit_given_seconds_is_not_narrowed(monkeypatch, measure):
     """The float64 reference's own limit (seconds given) is no generated set's budget."""
     net = torch.nn.Tanh()
-    limits.measured(ExampleCost(1e-6, 1, model=weakref.ref(net)))
+    measure(ExampleCost(1e-6, 1, model=weakref.ref(net)))
     monkeypatch.setattr(limits, "BUDGET_FLOOR", 0.01)
     with time_limit(30), budgeted(net, 1):
         time.sleep(0.3)
@@ -104,21 +106,21 @@ def test_a_limit_given_seconds_is_not_narrowed(monkeypatch):
     assert stop.value.what.startswith("eager PyTorch ran past 10 ms (at least 10 ms;")
 
 
-def test_the_flat_switch_keeps_the_flat_limit(monkeypatch):
+def test_the_flat_switch_keeps_the_flat_limit(monkeypatch, measure):
     net = torch.nn.Tanh()
-    limits.measured(ExampleCost(1e-6, 1, model=weakref.ref(net)))
+    measure(ExampleCost(1e-6, 1, model=weakref.ref(net)))
     monkeypatch.setattr(limits, "PROPORTIONAL", False)
     assert limits.example_cost(model=net) is None
     with time_limit(), budgeted(net, 1):
         time.sleep(0.2)  # the floor (2 s) would not stop it either; the budget is not even asked
 
 
-def _boxes_with_max(seconds: float, loops: bool, notes: list[str] | None = None):
+def _boxes_with_max(measure, seconds: float, loops: bool, notes: list[str] | None = None):
     """A 12-box example with ``n`` declared up to 4096, measured at ``seconds``; ``loops``: the
     conversion converted a while loop."""
     example = InputSet((torch.rand(12, 4), torch.rand(12)), name="example")
     records = [types.SimpleNamespace(tier="control-flow", rule="while-to-while_loop")] if loops else []
-    limits.measured(ExampleCost.of(torch.nn.Identity(), example, seconds, rewrites=records, notes=notes))
+    measure(ExampleCost.of(torch.nn.Identity(), example, seconds, rewrites=records, notes=notes))
     axes = {0: {0: "n"}, 1: {0: "n"}}
     bound = DimRange(0, 4096, (0, 4096), "n")
     return example, axes, {0: {0: bound}, 1: {0: bound}}
@@ -128,9 +130,9 @@ def _names(sets):
     return [s.name for s in sets]
 
 
-def test_a_loop_models_declared_maximum_too_slow_in_eager_is_replaced_by_the_largest_affordable_size():
+def test_a_loop_models_declared_maximum_too_slow_in_eager_is_replaced_by_the_largest_affordable_size(measure):
     notes: list[str] = []
-    example, axes, bounds = _boxes_with_max(0.01, loops=True, notes=notes)  # 4096 boxes: 3.4 s estimated
+    example, axes, bounds = _boxes_with_max(measure, 0.01, loops=True, notes=notes)  # 4096 boxes: 3.4 s estimated
     names = _names(generate_input_sets(example, axes, bounds=bounds))
     assert "size[n=4096] max" not in names
     chosen = [name for name in names if "in place of max 4096" in name]
@@ -139,17 +141,17 @@ def test_a_loop_models_declared_maximum_too_slow_in_eager_is_replaced_by_the_lar
     assert "an estimated 3.4 s there (the example's 10 ms × 341)" in notes[0]
 
 
-def test_the_declared_maximum_stays_when_cheap_or_without_loops():
-    example, axes, bounds = _boxes_with_max(1e-5, loops=True)  # 4096 boxes: ~3 ms estimated
+def test_the_declared_maximum_stays_when_cheap_or_without_loops(measure):
+    example, axes, bounds = _boxes_with_max(measure, 1e-5, loops=True)  # 4096 boxes: ~3 ms estimated
     assert "size[n=4096] max" in _names(generate_input_sets(example, axes, bounds=bounds))
-    example, axes, bounds = _boxes_with_max(0.01, loops=False)
+    example, axes, bounds = _boxes_with_max(measure, 0.01, loops=False)
     assert "size[n=4096] max" in _names(generate_input_sets(example, axes, bounds=bounds))
-    limits.measured(None)  # nothing measured (a direct call): as before
-    assert "size[n=4096] max" in _names(generate_input_sets(example, axes, bounds=bounds))
+    with limits.measured(None):  # nothing measured (a direct call): as before
+        assert "size[n=4096] max" in _names(generate_input_sets(example, axes, bounds=bounds))
 
 
-def test_an_unbounded_dimension_has_no_maximum_to_replace():
-    example, axes, _ = _boxes_with_max(10.0, loops=True)
+def test_an_unbounded_dimension_has_no_maximum_to_replace(measure):
+    example, axes, _ = _boxes_with_max(measure, 10.0, loops=True)
     bound = DimRange(0, UNBOUNDED, (0, UNBOUNDED), "n")
     names = _names(generate_input_sets(example, axes, bounds={0: {0: bound}, 1: {0: bound}}))
     assert not any("max" in name for name in names) and any(name.startswith("larger[") for name in names)

@@ -17,6 +17,7 @@ from fxport.verify.inputs.domains import input_domains
 from fxport.verify.plan import VerificationPlan
 from fxport.verify.precision import precision_passes
 from fxport.verify.ties import sorted_output_indices
+from fxport import eager_limits
 from fxport.verify.verification import generate_input_sets, verify_model
 from fxport.verify.verified_ranges import widen_verified_ranges
 
@@ -24,12 +25,13 @@ from fxport.verify.verified_ranges import widen_verified_ranges
 def verify_outputs(job: Conversion) -> None:
     """ONNX Runtime against eager on the example, generated sets in the model's domain, the caller's."""
     job.domains, job.bounds = input_domains(job.program, job.example), dynamic_dim_bounds(job.program)
-    job.generated = generate_input_sets(job.example, job.axis_names, bounds=job.bounds, domains=job.domains)
-    try:
-        job.verification = verify_model(job.model, runnable(job), job.input_sets, verification_plan(job))
-    except VerificationError as exc:
-        _point_at_user_rules(exc, job)
-        raise
+    with eager_limits.measured(job.example_cost):
+        job.generated = generate_input_sets(job.example, job.axis_names, bounds=job.bounds, domains=job.domains)
+        try:
+            job.verification = verify_model(job.model, runnable(job), job.input_sets, verification_plan(job))
+        except VerificationError as exc:
+            _point_at_user_rules(exc, job)
+            raise
     if widen_verified_ranges(job.program, job.verification, job.warnings, job.lowered.proto):
         job.bounds = dynamic_dim_bounds(job.program)
 
@@ -60,14 +62,16 @@ def exercise_converted_control_flow(job: Conversion) -> None:
     fired = {record.rule for record in job.rewrites if record.tier == "patch"}
     # library code converted at capture runs converted here too, and so does code the capture's
     # patch rules ran (fxport's generator in place of transformers' generate())
-    with library_functions_installed_for(job.rewrites), job.ruleset.patches_applied([], only=fired):
+    with library_functions_installed_for(job.rewrites), job.ruleset.patches_applied([], only=fired), \
+            eager_limits.measured(job.example_cost):
         exercised = exercise_control_flow(job.model, job.rewrites, job.input_sets, job.example, job.domains,
                                           strategy=job.options.if_strategy,
                                           disabled=job.ruleset.disabled_control_flow, made_up=job.generated)
     if exercised.found_sets:
         try:
-            job.verification += verify_model(job.model, runnable(job), exercised.found_sets,
-                                             dataclasses.replace(verification_plan(job), generate=False))
+            with eager_limits.measured(job.example_cost):
+                job.verification += verify_model(job.model, runnable(job), exercised.found_sets,
+                                                 dataclasses.replace(verification_plan(job), generate=False))
         except VerificationError as exc:  # the table shows every row, not only the searched ones
             exc.report = job.verification + exc.report
             raise
