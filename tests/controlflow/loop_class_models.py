@@ -310,3 +310,97 @@ class NearestSelectedRows(torch.nn.Module):
             shift = (centres - before).pow(2).sum().sqrt()
             trips = trips + 1
         return centres, trips
+
+
+class LeadingBreakGreedy(torch.nn.Module):
+    """A hand-written greedy loop as written around small LMs: ``if finished.all(): break`` as the
+    body's first statement, a mask and the sequence grown by ``torch.cat``, the scores appended to
+    a list. ``header`` is ``"for"`` (``for _ in range(int(n))``) or ``"while"``."""
+
+    def __init__(self, header: str):
+        super().__init__()
+        torch.manual_seed(6)
+        self.header = header
+        self.emb = torch.nn.Embedding(6, 4)
+        self.proj = torch.nn.Linear(4, 6)
+
+    def step(self, seq, mask):
+        h = (self.emb(seq) * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        logits = self.proj(h) * 0.1 + 10.0 * torch.nn.functional.one_hot((seq[:, -1] - 1).clamp(min=0), 6)
+        return logits.argmax(-1), logits.max(-1).values
+
+    def forward(self, tokens, n):
+        seq, mask = tokens, torch.ones(tokens.shape, dtype=torch.float32)
+        finished = torch.zeros(tokens.shape[0], dtype=torch.bool)
+        scores = []
+        if self.header == "for":
+            for _ in range(int(n)):
+                if finished.all():
+                    break
+                nxt, score = self.step(seq, mask)
+                nxt = torch.where(finished, torch.zeros_like(nxt), nxt)
+                finished = finished | (nxt == 0)
+                seq = torch.cat([seq, nxt[:, None]], 1)
+                mask = torch.cat([mask, (~finished).float()[:, None]], 1)
+                scores.append(score)
+        else:
+            step = 0
+            while step < n:
+                if finished.all():
+                    break
+                nxt, score = self.step(seq, mask)
+                nxt = torch.where(finished, torch.zeros_like(nxt), nxt)
+                finished = finished | (nxt == 0)
+                seq = torch.cat([seq, nxt[:, None]], 1)
+                mask = torch.cat([mask, (~finished).float()[:, None]], 1)
+                scores.append(score)
+                step += 1
+        return seq, torch.stack(scores + [torch.zeros(tokens.shape[0])], 1)
+
+
+class ReversedRangeScan(torch.nn.Module):
+    """A backward pass over time as coqui-ai/TTS's ``maximum_path`` writes it: ``for j in
+    reversed(range(t_y))`` over a dynamic length, reading and writing rows at ``j``."""
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        acc = torch.zeros(x.shape[1])
+        for j in reversed(range(x.shape[0])):
+            acc = acc * 0.5 + x[j]
+            out[j] = acc
+        return out
+
+
+class EqualMethodStop(torch.nn.Module):
+    """Cluster-NMS's stop (Zzh-tju/CIoU ``Detect.cc_cluster_nms``): ``for i in range(200)``, ``if
+    A.equal(B) == True: break`` — the method form, compared with True — and the trip count written
+    into ``torch.tensor([[i, 0]])`` after the loop."""
+
+    def forward(self, iou):
+        keep = torch.ones(iou.shape[0])
+        trips = 0
+        for i in range(200):
+            before = keep
+            keep = (iou * keep[:, None]).triu(1).max(0).values.le(0.5).float()
+            trips = i
+            if before.equal(keep) == True:  # noqa: E712 - as written in the origin
+                break
+        return keep, torch.tensor([[trips, 0]])
+
+
+class AppendsAListPerStep(torch.nn.Module):
+    """The PyTorch BiLSTM-CRF tutorial's Viterbi: ``bptrs_t = []`` filled per tag, then
+    ``backpointers.append(bptrs_t)`` — a list of tensors appended per step of a loop over a
+    dynamic length."""
+
+    def forward(self, feats, transitions):
+        backpointers = []
+        forward_var = feats[0]
+        for feat in feats[1:]:
+            bptrs_t = []
+            for next_tag in range(transitions.shape[0]):
+                scores = forward_var + transitions[next_tag]
+                bptrs_t.append(scores.argmax())
+            backpointers.append(bptrs_t)
+            forward_var = (forward_var[None] + transitions).max(1).values + feat
+        return forward_var, len(backpointers)

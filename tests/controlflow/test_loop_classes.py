@@ -302,3 +302,58 @@ def test_branches_of_different_shapes_inside_a_loop_body_become_an_if():
     assert_every_branch_taken(model, inputs)
     assert_matches_eager(model, exported, inputs, atol=1e-4)
     assert exported.ops.get("Loop")
+
+
+@pytest.mark.parametrize("header", ["for", "while"])
+def test_a_leading_break_folds_into_the_loop_test(header):
+    """``if finished.all(): break`` as the body's first statement, before a sequence and a mask
+    grown by cat, was refused ("strategy='where' is impossible: 'mask' has shape (b, t + 1) in the
+    true branch but (b, t)"): the rest of the body was guarded by an if whose sides differ in
+    shape. The break is part of the loop's test now, asked before each iteration."""
+    model = m.LeadingBreakGreedy(header)
+
+    def ids(rows):
+        return torch.tensor(rows, dtype=torch.long)
+
+    exported = export_to_ort(model, (ids([[1, 4], [2, 5]]), torch.tensor(4)),
+                             dynamic_shapes={"tokens": {0: "b", 1: "t"}, "n": None})
+    inputs = [(ids([[1, 4], [2, 5]]), torch.tensor(4)), (ids([[1]]), torch.tensor(5)), (ids([[3, 2]]), torch.tensor(2)),
+              (ids([[5, 5, 5], [2, 2, 2], [4, 1, 3]]), torch.tensor(9)), (ids([[2]]), torch.tensor(0)),
+              (ids([[0, 1]]), torch.tensor(3)), (ids([[3, 4]]), torch.tensor(1))]
+    exits = set().union(*loop_exits(model, inputs).values())
+    assert {"left by a break"} <= exits and exits & {"left at its trip bound", "left by its test"}, exits
+    assert {0, 1, 2} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_reversed_range_over_a_dynamic_length_counts_down():
+    """``for j in reversed(range(t))`` fixed ``t`` to the example's value (reversed asks the
+    range's length); it is a while_loop counter counting down."""
+    model = m.ReversedRangeScan()
+    exported = export_to_ort(model, (torch.rand(5, 3),), dynamic_shapes={"x": {0: "t"}})
+    inputs = [(torch.rand(t, 3, generator=torch.Generator().manual_seed(t)),) for t in (0, 1, 2, 7)]
+    assert {0, 1, 2, 7} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+def test_an_equal_method_stop_and_a_counter_written_into_torch_tensor():
+    model = m.EqualMethodStop()
+    chain = torch.tensor([[1.0, 0.9, 0.0], [0.9, 1.0, 0.9], [0.0, 0.9, 1.0]])
+    exported = export_to_ort(model, (chain,), dynamic_shapes={"iou": {0: "n", 1: "n"}})
+    inputs = [(chain,), (torch.eye(4),), (torch.ones(1, 1),), (torch.full((3, 3), 0.9),)]
+    assert {"left by a break"} <= set().union(*loop_exits(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_a_list_of_tensors_appended_per_step_is_refused_in_one_line_with_what_to_do():
+    """It reached the user as ``torch.export failed: TypeError: full(): argument 'fill_value'``."""
+    model = m.AppendsAListPerStep()
+    with pytest.raises(fxport.ConversionError) as info:
+        fxport.convert(model, (torch.rand(4, 3), torch.rand(3, 3)), dynamic_shapes={"feats": {0: "t"}, "transitions": None},
+                       verify=False)
+    message = str(info.value)
+    assert "\n" not in message and "torch.export failed" not in message
+    assert "list 'backpointers' grown in a data-dependent loop gets a list" in message and "torch.stack" in message
+    assert "loop_class_models.py:" in message

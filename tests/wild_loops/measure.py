@@ -19,10 +19,10 @@ import traceback
 
 import torch
 
-from tests.wild_loops import decoding_models, search_models
+from tests.wild_loops import decoding_models, fresh_models, search_models
 from tests.wild_loops.harness import _copy, judge
 
-GROUPS = {"search": search_models.CASES, "decoding": decoding_models.CASES}
+GROUPS = {"search": search_models.CASES, "decoding": decoding_models.CASES, "fresh": fresh_models.CASES}
 _EXIT_WORDS = ("while ", "for ", "break", "continue", "return", "raise")
 
 

@@ -4,7 +4,7 @@ converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)
 ``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
 ``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
 ``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` and the builtins
-``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (0-d bool tensors while exporting, so a loop
+``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (and ``map(int, box)`` → ``map(_fx.int_, box)``) (0-d bool tensors while exporting, so a loop
 exit on them converts); ``print(...)`` inside a branch or loop body →
 ``_fx.print_(lambda: (args, kwargs))``: it prints when the code runs eagerly and is left out of
 the traced graph (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
@@ -85,6 +85,18 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("equal", "allclose")):  # a bool about tensors: a tensor, so if/while on it convert
             node.func = ast.copy_location(rt(func.attr), func)
             return node
+        if (isinstance(func, ast.Attribute) and func.attr in ("equal", "allclose") and node.args
+                and not (isinstance(func.value, ast.Name) and func.value.id in _PLAIN_CALL_ROOTS)):  # a.equal(b)
+            method = call(rt(func.attr + "_method"), func.value, *node.args)
+            method.keywords = node.keywords
+            return ast.copy_location(method, node)
+        if _is_torch_attr(func, ("tensor",)) and node.args:  # torch.tensor([[i, 0]]) with a traced counter
+            node.func = ast.copy_location(rt("tensor_"), func)
+            return node
+        if (isinstance(func, ast.Name) and func.id == "map" and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == "int"):  # x1, y1 = map(int, box)
+            node.args[0] = ast.copy_location(rt("int_"), node.args[0])
+            return node
         if isinstance(func, ast.Name) and func.id in ("int", "len", "all", "any") and len(node.args) == 1 and not node.keywords:
             node.func = ast.copy_location(rt(func.id + "_"), func)
             return node
@@ -109,7 +121,7 @@ class CallConverter(ExpressionConverter):
     def _may_be_user_function(self, func: ast.expr) -> bool:
         """Plain names and ``self.method`` / ``module.function``; not methods of local values."""
         if isinstance(func, ast.Name):
-            return func.id not in _BUILTINS and func.id not in _PLAIN_CALL_ROOTS
+            return func.id not in _BUILTINS and func.id not in _PLAIN_CALL_ROOTS and not func.id.startswith("_fx_")
         if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
             return False
         root = func.value.id

@@ -25,6 +25,7 @@ import ast
 from fxport.controlflow import analysis
 from fxport.controlflow.astutil import assign_outputs, at, call, meta, name, outline, rt, tuple_
 from fxport.controlflow.converters.base import StatementConverter
+from fxport.controlflow.converters.loop_exits import stop_test
 from fxport.controlflow.converters.loop_state import loop_info
 
 _ITEM = "_fx_item"
@@ -35,6 +36,9 @@ class ForConverter(StatementConverter):
 
     def convert(self, node: ast.For, defined: set[str]) -> list[ast.stmt]:
         ctx, facts = self.ctx, self.ctx.facts.of(node)
+        stop = stop_test(node)  # a leading ``if t: break``, folded (converters/loop_exits.py): asked before each iteration
+        if stop is not None:
+            node.body = node.body[1:]
         bound = bool(facts.target_writes & facts.live_after)
         if bound:
             _bind_target_in_body(node)
@@ -53,11 +57,23 @@ class ForConverter(StatementConverter):
         iterable = node.iter
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range":
             iterable = ast.copy_location(call(rt("range_"), *iterable.args), iterable)
+        elif _is_reversed_range(iterable):  # for j in reversed(range(t)): the same counter, counting down
+            iterable = ast.copy_location(call(rt("reversed_range"), *iterable.args[0].args), iterable)
         args = tuple_([ctx.state_value(p, defined) for p in info.params])
         operator_call = call(rt("for_stmt"), iterable, name(body_fn.name), args, meta(index))
+        stop_fn = [] if stop is None else [outline(f"_fx_stop_{index}", info.params, [], stop, node)]
+        if stop_fn:
+            operator_call.keywords.append(ast.keyword(arg="stop_fn", value=name(stop_fn[0].name)))
         defined |= set(state)  # the target is bound after the loop only as state (_bind_target_in_body)
-        out = [body_fn, assign_outputs(state, operator_call, node)]
+        out = stop_fn + [body_fn, assign_outputs(state, operator_call, node)]
         return out + ctx.convert_block(node.orelse, defined)
+
+
+def _is_reversed_range(node: ast.expr) -> bool:
+    """``reversed(range(...))`` as written (no keywords)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "reversed"
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Call)
+            and isinstance(node.args[0].func, ast.Name) and node.args[0].func.id == "range" and not node.args[0].keywords)
 
 
 def _bind_target_in_body(node: ast.For) -> None:

@@ -1,5 +1,6 @@
 """``break``/``continue`` → flags (canonicalisation); loop bodies end up without them.
 
+A body's leading ``if t: break`` becomes the loop's stop test (``_fx_stop(t)``). Other
 ``break``/``continue`` set a flag; the rest of the body is guarded with ``if not flag:``, a
 ``while`` test becomes ``not _fx_break_N and (test)`` and a ``for`` loop's operator checks the
 break flag before each iteration (the flag is recorded in ``ctx.break_flags`` for the
@@ -9,16 +10,19 @@ twice gives the same source.
 Example::
 
     >>> import ast
-    >>> fdef = ast.parse("def f(x):\\n    while x:\\n        if x == 3:\\n            break\\n        x = x - 1").body[0]
+    >>> src = "def f(x):\\n    while x:\\n        if x > 9:\\n            break\\n        x = x - 1\\n        if x == 3:\\n            break\\n        x = x * 2"
+    >>> fdef = ast.parse(src).body[0]
     >>> flags = canonicalize_loop_exits(fdef)
     >>> print(ast.unparse(fdef))
     def f(x):
         _fx_break_1 = False
         while not _fx_break_1 and x:
+            _fx_stop(x > 9)
+            x = x - 1
             if x == 3:
                 _fx_break_1 = True
             if not _fx_break_1:
-                x = x - 1
+                x = x * 2
     >>> list(flags.values())
     ['_fx_break_1']
 """
@@ -28,8 +32,9 @@ from __future__ import annotations
 import ast
 import itertools
 
-from fxport.controlflow.analysis import contains
+from fxport.controlflow.analysis import contains, reads, writes
 from fxport.controlflow.astutil import assign, name
+from fxport.controlflow.facts import expensive_reasons
 from fxport.controlflow.converters.base import Canonicalization
 
 
@@ -64,6 +69,7 @@ class _LoopExits(ast.NodeTransformer):
 
     def _visit_loop(self, node):
         self.generic_visit(node)
+        _fold_leading_break(node)
         has_break = contains(node.body, ast.Break, stop_at_loops=True)
         has_continue = contains(node.body, ast.Continue, stop_at_loops=True)
         if not (has_break or has_continue):
@@ -76,8 +82,9 @@ class _LoopExits(ast.NodeTransformer):
             flags[ast.Continue] = f"_fx_continue_{n}"
         body = _guard_block(node.body, flags)
         prefix: list[ast.stmt] = []
-        if has_continue:
-            body.insert(0, assign(flags[ast.Continue], _const(False), node.body[0]))
+        if has_continue:  # reset at each iteration's start, after a folded stop test (read before it)
+            marker = 1 if stop_test(node) is not None else 0
+            body.insert(marker, assign(flags[ast.Continue], _const(False), node.body[0]))
         if has_break:
             brk = flags[ast.Break]
             prefix.append(assign(brk, _const(False), node))
@@ -92,6 +99,56 @@ class _LoopExits(ast.NodeTransformer):
         return prefix + [node]
 
     visit_While = visit_For = _visit_loop
+
+
+#: loop bodies keep a folded leading break test as ``_fx_stop(t)``, their first statement, which
+#: the expression passes convert and liveness reads as the iteration's first read; the loop
+#: converters take it out as the loop's stop test (see _fold_leading_break)
+STOP = "_fx_stop"
+
+
+def _fold_leading_break(node) -> None:
+    """``for x in it: if t: break; rest`` → ``for x in it: _fx_stop(t); rest`` (and the same for a
+    ``while``): ``t`` becomes the loop's stop test, asked before each iteration (after a
+    ``while``'s test). Not with an ``else`` clause, nor where ``t`` reads a ``for`` target.
+
+    A break that is the body's first statement leaves before the iteration does anything, so it
+    is part of the loop's test: folded there, the rest of the body is not guarded by an ``if``
+    whose sides differ in shape (``if finished.all(): break`` before a cache that grows).
+    """
+    while _leading_break(node) is not None:
+        test = node.body.pop(1 if stop_test(node) is not None else 0).test
+        before = stop_test(node)
+        if before is not None:
+            node.body.pop(0)
+            test = ast.copy_location(ast.BoolOp(op=ast.Or(), values=[before, test]), test)
+        marker = ast.Expr(value=ast.Call(func=name(STOP), args=[test], keywords=[]))
+        node.body.insert(0, ast.copy_location(marker, test))
+
+
+def stop_test(node) -> ast.expr | None:
+    """The folded stop test of a ``for`` loop (its body's ``_fx_stop(t)``), or None."""
+    first = node.body[0] if node.body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call) and isinstance(first.value.func, ast.Name)
+            and first.value.func.id == STOP):
+        return first.value.args[0]
+    return None
+
+
+def _leading_break(node) -> ast.expr | None:
+    """The test of ``if t: break`` opening a loop's body, when it may fold (see above)."""
+    if not isinstance(node, (ast.While, ast.For)) or node.orelse or len(node.body) < 2:
+        return None
+    first = node.body[1] if stop_test(node) is not None else node.body[0]
+    if first is not node.body[0] and len(node.body) < 3:
+        return None
+    if not (isinstance(first, ast.If) and not first.orelse and len(first.body) == 1 and isinstance(first.body[0], ast.Break)):
+        return None
+    if isinstance(node, ast.For) and (reads(first.test) & writes(node.target) or contains(first.test, ast.NamedExpr)):
+        return None
+    if expensive_reasons([ast.Expr(value=first.test)]):
+        return None  # a loop test runs where the iteration would not (past the end): only a cheap, safe one
+    return first.test
 
 
 def _guard_block(stmts: list[ast.stmt], flags: dict) -> list[ast.stmt]:

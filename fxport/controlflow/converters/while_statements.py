@@ -26,6 +26,7 @@ import ast
 
 from fxport.controlflow.astutil import assign_outputs, call, meta, name, outline, rt, tuple_
 from fxport.controlflow.converters.base import StatementConverter
+from fxport.controlflow.converters.loop_exits import stop_test
 from fxport.controlflow.converters.loop_state import loop_info
 
 
@@ -35,6 +36,9 @@ class WhileConverter(StatementConverter):
     def convert(self, node: ast.While, defined: set[str]) -> list[ast.stmt]:
         ctx = self.ctx
         info = loop_info(ctx, ctx.facts.of(node), defined)
+        stop = stop_test(node)  # a leading ``if t: break``, folded (converters/loop_exits.py)
+        if stop is not None:
+            node.body = node.body[1:]
         index = ctx.add_info(info)
         state, params = info.names, info.params
         (body,) = ctx.nested(info, [node.body], set(defined) | set(params))
@@ -43,6 +47,9 @@ class WhileConverter(StatementConverter):
         body_fn = outline(f"_fx_body_{index}", params, body, returns, node)
         args = tuple_([ctx.state_value(p, defined) for p in params])
         operator_call = call(rt("while_stmt"), name(test_fn.name), name(body_fn.name), args, meta(index))
+        stop_fn = [] if stop is None else [outline(f"_fx_stop_{index}", params, [], stop, node)]
+        if stop_fn:
+            operator_call.keywords.append(ast.keyword(arg="stop_fn", value=name(stop_fn[0].name)))
         defined |= set(state)
-        out = [test_fn, body_fn, assign_outputs(state, operator_call, node)]
+        out = [test_fn] + stop_fn + [body_fn, assign_outputs(state, operator_call, node)]
         return out + ctx.convert_block(node.orelse, defined)

@@ -31,7 +31,7 @@ module             what it does
 ``numbers``        ``float_``/``tolist``: numbers read from tensors in converted code
 ``contexts``       ``context``: a context manager in a body that may be traced
 ``info``           :class:`StatementInfo`, what the converter says about a statement
-``containers``     library objects (transformers caches) carried as their tensors
+``containers``     library objects (a model's cache) carried as their tensors; the hook for them
 ``asserts``        ``assert_stmt``: Python's assert, refused on a tensor being exported
 ``aliases``        ``same``/``follow``: two names for one tensor through converted statements
 ``sizes``          ``compare``: a size comparison torch decides for sizes ≥ 2 only → a tensor
@@ -50,14 +50,35 @@ import importlib as _importlib
 import pkgutil as _pkgutil
 
 from fxport.controlflow.operators.appender import Appender, cat, len_, stack
-from fxport.controlflow.operators.calls import CONVERTED, all_, allclose, any_, call, equal, print_, use_converter
+from fxport.controlflow.operators.calls import (
+    CONVERTED,
+    all_,
+    allclose,
+    allclose_method,
+    any_,
+    call,
+    equal,
+    equal_method,
+    print_,
+    tensor_,
+    use_converter,
+)
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, setitem, slice_
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
 from fxport.controlflow.operators.logical import and_, not_, or_
-from fxport.controlflow.operators.loops import TensorRange, for_stmt, int_, item_, range_, trip_limit, while_stmt
+from fxport.controlflow.operators.loops import (
+    TensorRange,
+    for_stmt,
+    int_,
+    item_,
+    range_,
+    reversed_range,
+    trip_limit,
+    while_stmt,
+)
 from fxport.controlflow.operators.numbers import float_, tolist
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
@@ -78,6 +99,7 @@ __all__ = [
     "Undefined",
     "all_",
     "allclose",
+    "allclose_method",
     "and_",
     "any_",
     "call",
@@ -85,6 +107,7 @@ __all__ = [
     "context",
     "coverage",
     "equal",
+    "equal_method",
     "find_error",
     "float_",
     "for_stmt",
@@ -99,11 +122,13 @@ __all__ = [
     "print_",
     "probing",
     "range_",
+    "reversed_range",
     "rule_name",
     "records_rolled_back_on_failure",
     "session",
     "setitem",
     "slice_",
+    "tensor_",
     "stack",
     "statement",
     "tolist",

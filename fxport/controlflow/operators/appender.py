@@ -84,6 +84,9 @@ class Appender:
         return self.data
 
     def append(self, value):
+        if not isinstance(value, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            fail(f"list {self.name!r} grown in a data-dependent loop gets a {type(value).__name__}, not a tensor or "
+                 "number", self, f"append torch.stack(...) of it (one tensor per iteration) to {self.name!r}")
         value = value if isinstance(value, torch.Tensor) else scalar(value)
         if self.finished:  # after the loop: kept as a Python list, added after the loop's elements
             self.tail.append(value)

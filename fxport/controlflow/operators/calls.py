@@ -20,8 +20,9 @@ import types
 from typing import Callable
 
 import torch
+import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.values import is_traced
+from fxport.controlflow.operators.values import as_int64, is_traced
 
 #: original function → converted function (None: not user code, left alone)
 CONVERTED: dict[Callable, Callable | None] = {}
@@ -75,9 +76,19 @@ def equal(a, b):
     if not (is_traced(a) and is_traced(b)):
         return torch.equal(a, b)
     same = _same_shape(a, b)
-    if same is None:
-        return torch.equal(a, b)  # torch says where the sizes must be known
+    if same is None:  # sizes known at run time only (a value carried by a loop, another computed in it)
+        return _equal_at_run_time(a, b)
     return (a == b).all() if same else torch.zeros((), dtype=torch.bool)
+
+
+def _equal_at_run_time(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.equal`` of two tensors of one rank whose sizes torch cannot compare: the sizes
+    compared as tensors, and the values over the shorter of the two flattened lengths."""
+    sizes = torch.stack([as_int64(x) == as_int64(y) for x, y in zip(a.shape, b.shape)]).all() if a.dim() else \
+        torch.ones((), dtype=torch.bool)
+    common = torch.sym_min(a.numel(), b.numel())
+    values = (a.reshape(-1)[:common] == b.reshape(-1)[:common]).all()
+    return sizes & values
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -85,6 +96,54 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if not (is_traced(a) and is_traced(b)) or _same_shape(a, b) is not True:
         return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+
+
+def equal_method(a, b):
+    """``a.equal(b)`` in converted code: :func:`equal` for tensors, the method for anything else."""
+    return equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a.equal(b)
+
+
+def allclose_method(a, b, *args, **kwargs):
+    """``a.allclose(b, ...)`` in converted code: :func:`allclose` for tensors."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return allclose(a, b, *args, **kwargs)
+    return a.allclose(b, *args, **kwargs)
+
+
+def tensor_(data, *args, **kwargs):
+    """``torch.tensor(data, ...)`` in converted code: where ``data`` holds traced values (a loop
+    counter, a number read from a tensor), the tensor is built from them (``stack`` of 0-d
+    tensors, the dtype Python's numbers would give) instead of reading their values.
+
+    >>> tensor_([[1, 0]])
+    tensor([[1, 0]])
+    """
+    leaves = pytree.tree_leaves(data)
+    if args or not leaves or not any(is_traced(v) for v in leaves):
+        return torch.tensor(data, *args, **kwargs)
+    dtype = kwargs.pop("dtype", None) or _python_dtype(leaves)
+    return _stacked(data, dtype).to(**({"device": kwargs.pop("device")} if "device" in kwargs else {}))
+
+
+def _python_dtype(leaves) -> torch.dtype:
+    """The dtype ``torch.tensor`` gives ``leaves``: their promotion, a Python bool counting as
+    bool, an int as int64, a float as the default dtype, a tensor as its dtype."""
+    def dtype_of(value):
+        if isinstance(value, torch.Tensor):
+            return value.dtype
+        if isinstance(value, (bool, torch.SymBool)):
+            return torch.bool
+        return torch.int64 if isinstance(value, (int, torch.SymInt)) else torch.get_default_dtype()
+
+    return functools.reduce(torch.promote_types, [dtype_of(v) for v in leaves])
+
+
+def _stacked(data, dtype):
+    if isinstance(data, (list, tuple)):
+        return torch.stack([_stacked(item, dtype) for item in data]) if data else torch.zeros(0, dtype=dtype)
+    if isinstance(data, torch.Tensor):
+        return data.to(dtype).reshape(()) if data.numel() == 1 else data.to(dtype)
+    return torch.full((), data, dtype=dtype)
 
 
 def all_(values):

@@ -43,7 +43,6 @@ from fxport.controlflow.operators.state import (
     grows_in_body,
     in_traced_body,
     is_disabled,
-    is_probing,
     note,
     record,
     strategy,
@@ -92,7 +91,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     _check_appends(args, info)
     true_fn, false_fn = specialised(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
     if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
-        return _if_where(pred, true_fn, false_fn, args, info, forced=True)
+        return _if_where(pred, true_fn, false_fn, args, info, forced=_APPENDER_READ)
     if nested:
         return _if_in_loop_body(pred, true_fn, false_fn, args, info, forced=chosen == "where")
     if grows_in_body(info.names) and cond_ok and chosen != "where":
@@ -206,7 +205,11 @@ def _fresh(args: tuple, info) -> list:
     return fresh
 
 
-def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | None = None):
+#: why a where is forced when no strategy asked for it: a grown list is read in a branch
+_APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"
+
+
+def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
     true_out, false_out = _return_value_on_both_paths(run_branch(true_fn, _fresh(args, info), info, "true"),
                                                       run_branch(false_fn, _fresh(args, info), info, "false"), info)
     leaves_t, spec_t = pytree.tree_flatten(true_out)
@@ -224,12 +227,18 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool, detail: str | N
             selected.append(a)
             continue
         if shape_problem:
+            if forced == _APPENDER_READ:
+                fail(f"if: a list grown by a data-dependent loop is read in a branch, so both branches run and are "
+                     f"selected with where, but {name!r} has shape {shape_problem}", info,
+                     "give both branches values of one rank and sizes (an empty result shaped like the other "
+                     "branch's, e.g. torch.zeros((0, *shape)))")
             if forced:
                 fail(f"if: strategy='where' is impossible: {name!r} has shape {shape_problem}", info,
                      "use strategy='auto' or 'cond'")
             return f"{name!r} has shape {shape_problem}"
         selected.append(_select(mask, a, b))
-    detail = detail or ("where: forced by strategy='where'" if forced else "where: pure cheap branches, same dtype and shape")
+    detail = detail or (f"where: {forced}" if isinstance(forced, str) else "where: forced by strategy='where'" if forced
+                        else "where: pure cheap branches, same dtype and shape")
     record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
 

@@ -315,7 +315,7 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
         or "none here, a loop in its body grows its own"
     record(info, f"{info.kind}-to-while_loop", f"ONNX Loop whose carried values grow: {grows}; carries "
            f"{', '.join(info.names)}", lowering="ONNX Loop around the exported body (carried shapes change)",
-           carried=list(info.names), grows=grows, least_trips=rng.least_trips() if rng is not None else 0)
+           carried=list(info.names), grows=grows, least_trips=rng.least_trips() if rng is not None and test_fn is None else 0)
     return tuple(final)
 
 

@@ -83,6 +83,8 @@ def getitem(value, index):
         return value[parts if isinstance(index, tuple) else parts[0]]
     if not any(_is_traced_index(p) or _has_traced_bound(p) for p in parts):
         return value[index]
+    if any(_has_traced_bound(p) for p in parts) and any(isinstance(p, torch.Tensor) and p.dim() >= 1 for p in parts):
+        return _advanced_beside_slices(value, parts)
     result, dim = value, 0
     squeeze = []
     for part in parts:
@@ -106,6 +108,19 @@ def getitem(value, index):
     for d in reversed(squeeze):
         result = result.squeeze(d)
     return result
+
+
+def _advanced_beside_slices(value: torch.Tensor, parts: tuple):
+    """``value[rows, :step]``: an index tensor beside a slice with a traced bound. The slice's
+    positions are selected first (``index_select`` keeps the dimension), then the index tensors
+    index as eager indexes them, the slice now a full ``:``."""
+    if len(parts) > value.dim() or not all(_has_traced_bound(p) or _is_plain_part(p) for p in parts):
+        return value[_as_slices(parts)]
+    for dim, part in enumerate(parts):
+        if _has_traced_bound(part):
+            value = _select_slice(value, dim, part)
+    rest = tuple(slice(None) if _has_traced_bound(p) else p for p in parts)
+    return _advanced(value, rest)
 
 
 def _is_traced_bound(bound) -> bool:

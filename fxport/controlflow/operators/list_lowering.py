@@ -78,7 +78,8 @@ def finish(values, entry, info, loop) -> list:
     finished, snapshots = [], None
     for value, before in zip(values, entry):
         if isinstance(value, Appender):
-            value.exact = info.kind == "for" and value.name in info.exact_appends and not info.break_flag
+            value.exact = (info.kind == "for" and value.name in info.exact_appends and not info.break_flag
+                           and loop.test_fn is None)  # a folded leading break (a stop test) may end it early
             if value.mode == "count":
                 snapshots = snapshots or (_snapshot(entry), _snapshot(loop.free))
                 value.replay = Replay(loop.run, *snapshots, before.probe[0])

@@ -68,7 +68,7 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
         " twice (count, then write the appended rows)" if two_pass else " + preallocated buffer" if info.appended else "")
     counter_text = "int64 counter over a data-dependent range" if rng is not None else "tensor condition"
     record(info, rule_name(kind, "while_loop"), f"{lowering}: {counter_text}; carries {', '.join(names) or 'nothing'}",
-           lowering=lowering, carried=list(names), least_trips=rng.least_trips() if rng is not None else 0)
+           lowering=lowering, carried=list(names), least_trips=rng.least_trips() if rng is not None and test_fn is None else 0)
     return tuple(values)
 
 

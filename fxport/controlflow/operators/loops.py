@@ -28,6 +28,7 @@ import torch
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
+from fxport.controlflow.operators.logical import and_, not_
 from fxport.controlflow.operators.loop_lowering import tensor_loop
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
@@ -118,6 +119,23 @@ def range_(*args):
     return TensorRange(start, stop, int(step))
 
 
+def reversed_range(*args):
+    """``reversed(range(...))`` in a ``for`` header: the reversed Python range, or a
+    :class:`TensorRange` from the last item down when the bounds are traced.
+
+    >>> reversed_range(1, 4)
+    range(3, 0, -1)
+    """
+    forward = range_(*args)
+    if isinstance(forward, range):
+        return forward[::-1]
+    count = forward.trip_count()
+    start, step = forward.start, forward.step
+    if isinstance(count, torch.Tensor) or isinstance(start, torch.Tensor):
+        start = as_int64(start)
+    return TensorRange(start + (count - 1) * step, start - step, -step)
+
+
 def _left_as_written(kind: str) -> bool:
     """The loop's conversion is disabled here (see the module doc)."""
     return is_disabled(rule_name(kind, "in-traced-body" if in_traced_body() else "while_loop"))
@@ -133,14 +151,15 @@ SHRANK = "shrank a carried tensor"
 EMPTIED = "emptied a carried tensor"
 
 
-def _note_how_it_ended(info, trips: int, entry: tuple, final: tuple) -> None:
-    """Coverage notes of one finished Python run of a loop: its trips, its exit, and whether a
-    carried tensor shrank or emptied (state that shrinks must be seen empty too)."""
+def _note_how_it_ended(info, trips: int, entry: tuple, final: tuple, broke: bool = False) -> None:
+    """Coverage notes of one finished Python run of a loop: its trips, its exit (``broke``: a
+    folded leading break), and whether a carried tensor shrank or emptied (state that shrinks
+    must be seen empty too)."""
     note(info, trips)
     if info is None:
         return
     slot = info.names.index(info.break_flag) if info.break_flag in info.names else None
-    broke = slot is not None and not is_traced(final[slot]) and bool(final[slot])
+    broke = broke or slot is not None and not is_traced(final[slot]) and bool(final[slot])
     if broke:
         note(info, LEFT_BY_BREAK)
     elif trips > 0:
@@ -152,43 +171,61 @@ def _note_how_it_ended(info, trips: int, entry: tuple, final: tuple) -> None:
                 note(info, EMPTIED)
 
 
-def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info):
-    """Run an outlined ``while``: a Python loop, or ``while_loop`` once the test is traced."""
+def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info, stop_fn: Callable | None = None):
+    """Run an outlined ``while``: a Python loop, or ``while_loop`` once the test is traced.
+    ``stop_fn``: a leading ``if t: break`` folded out of the body, asked after the test."""
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
     entry, trips = state, 0
+    whole_test = test_fn if stop_fn is None else _test_then_going_on(test_fn, stop_fn)
     while True:
         test = test_fn(*state, *free)
         if is_traced(test) and not _left_as_written(info.kind):
-            return tensor_loop(info, state, free, test_fn=test_fn, body_fn=body_fn)
+            return tensor_loop(info, state, free, test_fn=whole_test, body_fn=body_fn)
         if not test:
             _note_how_it_ended(info, trips, entry, state)
+            return state
+        stop = None if stop_fn is None else stop_fn(*state, *free)
+        if is_traced(stop) and not _left_as_written(info.kind):
+            return tensor_loop(info, state, free, test_fn=whole_test, body_fn=body_fn)
+        if stop is not None and stop:  # counted as the body's break was: an iteration entered and left
+            _note_how_it_ended(info, _count_trip(trips, info), entry, state, broke=True)
             return state
         state = tuple(body_fn(*state, *free))
         trips = _count_trip(trips, info)
 
 
-def for_stmt(iterable, body_fn: Callable, args: tuple, info):
-    """Run an outlined ``for``: a Python loop (static trip count), or ``while_loop``."""
+def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable | None = None):
+    """Run an outlined ``for``: a Python loop (static trip count), or ``while_loop``. ``stop_fn``:
+    a leading ``if t: break`` folded out of the body, asked before each iteration."""
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
+    test_fn = None if stop_fn is None else _going_on(stop_fn)
     if isinstance(iterable, TensorRange):
         if not _left_as_written(info.kind):
-            return tensor_loop(info, state, free, body_fn=body_fn, rng=iterable)
+            return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=iterable)
         iterable = iterable.as_written()
     if isinstance(iterable, Appender):  # a list grown in an earlier data-dependent loop
         iterable = iterable.rows()
     if (isinstance(iterable, torch.Tensor) and is_traced(iterable) and iterable.dim() > 0
             and is_symbolic(iterable.shape[0]) and not _left_as_written(info.kind)):
         rows = TensorRange(0, iterable.shape[0], 1)
-        return tensor_loop(info, state, free + (iterable,), body_fn=body_fn, rng=rows, item_from_rows=True)
+        return tensor_loop(info, state, free + (iterable,), body_fn=body_fn, test_fn=test_fn, rng=rows,
+                           item_from_rows=True)
     if (info.break_flag and info.appended and isinstance(iterable, range) and torch.compiler.is_exporting()
             and not _left_as_written(info.kind) and not (len(iterable) and _none_carried(state, info))):
         # a data-dependent break would leave appends under a tensor condition: loop on tensors
-        return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(iterable.start, iterable.stop, iterable.step))
+        return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn,
+                           rng=TensorRange(iterable.start, iterable.stop, iterable.step))
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
     trips, before, entry = 0, state, state
     for position, item in enumerate(iterable):
+        stop = None if stop_fn is None else stop_fn(*state, *free)
+        if is_traced(stop) and not _left_as_written(info.kind):  # the rest as a while_loop asking it
+            return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, test_fn)
+        if stop is not None and stop:  # counted as the body's break was: an iteration entered and left
+            _note_how_it_ended(info, _count_trip(trips, info), entry, state, broke=True)
+            return state
         if flag_slot is not None:
             flag = state[flag_slot]
             if is_traced(flag) and not _left_as_written(info.kind):
@@ -201,8 +238,8 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info):
                 # before the loop, ``x = ... if pred is None else pred``): the iteration is then
                 # the first one, peeled, and the loop carries its tensors from there
                 if set(info.mutated) - {info.break_flag} or _replaces_none(before, state):
-                    return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info)
-                return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info)
+                    return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, test_fn)
+                return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info, test_fn)
             if flag:
                 break
         # the entry state, kept apart from what this iteration may change in place inside a
@@ -225,9 +262,20 @@ def _replaces_none(before: tuple, after: tuple) -> bool:
     return any(b is None and a is not None for b, a in zip(before, after))
 
 
-def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info):
+def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, test_fn=None):
     if not isinstance(iterable, range):
         fail(f"for: break on a tensor condition in a loop over a {type(iterable).__name__}", info,
              "loop over range(...) so the remaining iterations can become a while_loop")
     rest = iterable[position:]
-    return tensor_loop(info, state, free, body_fn=body_fn, rng=TensorRange(rest.start, rest.stop, rest.step))
+    return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=TensorRange(rest.start, rest.stop, rest.step))
+
+
+def _test_then_going_on(test_fn: Callable, stop_fn: Callable) -> Callable:
+    """The loop test of a ``while`` whose leading ``if t: break`` was folded: ``test and not t``."""
+    going_on = _going_on(stop_fn)
+    return lambda *values: and_(lambda: test_fn(*values), lambda: going_on(*values))
+
+
+def _going_on(stop_fn: Callable) -> Callable:
+    """The loop test of a ``for`` whose leading ``if t: break`` was folded: ``not t``."""
+    return lambda *values: not_(stop_fn(*values))
