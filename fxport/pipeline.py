@@ -37,6 +37,7 @@ from fxport.lower.exporter import prepare as prepare_exporter
 from fxport.lower.external import Staging
 from fxport.inputs import InputSet, to_input_sets
 from fxport.eager import Signature
+from fxport.generation import caches as _caches  # noqa: F401 - registers transformers' caches with the runtime
 from fxport.load import load_calibration  # calibration may name user code: FILE.py:FUNC
 from fxport.options import Options, options_from
 from fxport.report import ConversionResult

@@ -79,7 +79,7 @@ def stage_table(stages: tuple[Stage, ...] = None) -> str:
         >>> print(stage_table(STAGES[:1]))
         | stage | function | reads | adds to the `Conversion` |
         | --- | --- | --- | --- |
-        | eager | `eager.run_eager_reference` | `model`, `example` | `example_outputs` |
+        | eager | `eager.run_eager_reference` | `model`, `example` | `example_outputs`, `example_cost` |
     """
     def names(fields: tuple[str, ...]) -> str:
         return ", ".join(f"`{field}`" for field in fields) or "—"

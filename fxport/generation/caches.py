@@ -7,9 +7,10 @@ its generic hook (:func:`~fxport.controlflow.operators.containers.register_conta
 layout transformers' own export support uses (keys, then values). A class the user already
 registered (transformers' ``register_dynamic_cache_export_support``) keeps that registration. A
 cache with layers of another kind (sliding window) is not carried. Nothing is imported: without
-transformers loaded, :func:`register_transformers_caches` does nothing. The built-in rule module
-``fxport.rewrites.library_containers`` adds it to the hooks the runtime runs before each
-conversion; the beam strategy calls it for the caches it reorders.
+transformers loaded, :func:`register_transformers_caches` does nothing. Importing this module
+adds it to the hooks the runtime runs before each conversion (``fxport.pipeline`` imports it,
+so it is in place before the first capture); the beam strategy calls it for the caches it
+reorders.
 
 Example::
 
@@ -22,7 +23,7 @@ import sys
 
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.containers import register_container
+from fxport.controlflow.operators.containers import container_registrar, register_container
 
 
 def register_transformers_caches() -> None:
@@ -135,3 +136,6 @@ def _dynamic_layer(layer_class, keys, values):
     layer.dtype, layer.device = keys.dtype, keys.device
     layer.is_initialized = True
     return layer
+
+
+container_registrar(register_transformers_caches)  # before each conversion (see the module doc)
