@@ -404,3 +404,15 @@ class AppendsAListPerStep(torch.nn.Module):
             backpointers.append(bptrs_t)
             forward_var = (forward_var[None] + transitions).max(1).values + feat
         return forward_var, len(backpointers)
+
+
+class LegacyTensorOfCounter(torch.nn.Module):
+    """``q.push(torch.Tensor([to, d[to]]))`` as tasc_frontiers' Dijkstra writes it: the legacy
+    constructor over a traced counter and an element read at it, inside a loop over a dynamic
+    length."""
+
+    def forward(self, d):
+        rows = torch.zeros(0, 2)
+        for to in range(d.shape[0]):
+            rows = torch.cat([rows, torch.Tensor([to, d[to]])[None]])
+        return rows

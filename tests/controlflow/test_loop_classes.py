@@ -357,3 +357,12 @@ def test_a_list_of_tensors_appended_per_step_is_refused_in_one_line_with_what_to
     assert "\n" not in message and "torch.export failed" not in message
     assert "list 'backpointers' grown in a data-dependent loop gets a list" in message and "torch.stack" in message
     assert "loop_class_models.py:" in message
+
+
+def test_the_legacy_tensor_constructor_over_a_traced_counter():
+    """``torch.Tensor([to, d[to]])`` read the traced values (an internal "data is not allocated")."""
+    model = m.LegacyTensorOfCounter()
+    exported = export_to_ort(model, (torch.rand(4),), dynamic_shapes={"d": {0: "n"}})
+    inputs = [(torch.rand(n, generator=torch.Generator().manual_seed(n)),) for n in (0, 1, 2, 6)]
+    assert {0, 1, 2, 6} <= set().union(*trip_counts(model, inputs).values())
+    assert_matches_eager(model, exported, inputs)

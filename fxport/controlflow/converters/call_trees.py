@@ -4,7 +4,8 @@ converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)
 ``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
 ``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
 ``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` and the builtins
-``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (and ``map(int, box)`` → ``map(_fx.int_, box)``) (0-d bool tensors while exporting, so a loop
+``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (and ``map(int, box)`` → ``map(_fx.int_, box)``; ``torch.tensor(data)`` and ``torch.Tensor([..])``
+→ ``_fx.tensor_``: built from traced values without reading them) (0-d bool tensors while exporting, so a loop
 exit on them converts); ``print(...)`` inside a branch or loop body →
 ``_fx.print_(lambda: (args, kwargs))``: it prints when the code runs eagerly and is left out of
 the traced graph (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
@@ -93,6 +94,15 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("tensor",)) and node.args:  # torch.tensor([[i, 0]]) with a traced counter
             node.func = ast.copy_location(rt("tensor_"), func)
             return node
+        if (_is_torch_attr(func, ("Tensor", "FloatTensor")) and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], (ast.List, ast.Tuple))):  # torch.Tensor([to, d[to]]): float32 data
+            torch_name = ast.Name(id="torch", ctx=ast.Load())
+            dtype = (ast.Attribute(value=torch_name, attr="float32", ctx=ast.Load()) if func.attr == "FloatTensor"
+                     else call(ast.Attribute(value=torch_name, attr="get_default_dtype", ctx=ast.Load())))
+            dtype = ast.copy_location(dtype, func)
+            converted = call(rt("tensor_"), node.args[0])
+            converted.keywords = [ast.keyword(arg="dtype", value=dtype)]
+            return ast.copy_location(converted, node)
         if (isinstance(func, ast.Name) and func.id == "map" and len(node.args) >= 2
                 and isinstance(node.args[0], ast.Name) and node.args[0].id == "int"):  # x1, y1 = map(int, box)
             node.args[0] = ast.copy_location(rt("int_"), node.args[0])

@@ -132,24 +132,29 @@ def _as_written(pred, true_fn, false_fn, args):
 
 
 def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
-    """Inside a traced cond/while_loop body: ``where`` when the branches are cheap and give one
-    shape, else a ``cond`` (an ``If`` inside the ``Loop``; fxport/lower/exporter.py writes it):
-    a branch that may fail on the side not taken (an arg-max of a slice that is empty there,
-    ``soft_nms``'s last row) or whose values differ in shape runs only where it is taken.
+    """Inside a traced cond/while_loop body: ``where`` first, as ever; a ``cond`` (an ``If``
+    inside the ``Loop``; fxport/lower/exporter.py writes it) where the branches differ in shape
+    (k-means' empty-cluster fallback), or where a branch may fail on the side not taken (an
+    arg-max of a slice that is empty there: soft-NMS's last row) and no return value is carried
+    (a cond branch cannot borrow the other path's value as ``where`` does).
     """
     if forced:
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
-    reason = "; ".join(info.expensive)
-    if not info.expensive:
-        outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
-                         detail="where: nested in a traced cond/while_loop body")
-        if not isinstance(outs, str):
-            return outs
-        reason = outs
+    faults = [reason for reason in info.expensive if reason.endswith(_FAULTS)]
+    if faults and info.retval is None and not is_disabled(rule_name(info.kind, "cond")):
+        return _if_cond(pred, true_fn, false_fn, args, info, "; ".join(faults))
+    outs = _if_where(pred, true_fn, false_fn, args, info, forced=False,
+                     detail="where: nested in a traced cond/while_loop body")
+    if not isinstance(outs, str):
+        return outs
     if is_disabled(rule_name(info.kind, "cond")):
-        fail(f"if inside a data-dependent loop cannot select with where ({reason})", info,
-             f"enable {rule_name(info.kind, 'cond')}, or make both branches cheap and of one shape")
-    return _if_cond(pred, true_fn, false_fn, args, info, reason)
+        fail(f"if inside a data-dependent loop has branches of different shapes ({outs})", info,
+             f"enable {rule_name(info.kind, 'cond')}, or make both branches produce the same shape")
+    return _if_cond(pred, true_fn, false_fn, args, info, outs)
+
+
+#: the endings of facts.expensive_reasons that say a branch may fail where it is not taken
+_FAULTS = ("may fail on the other path", "may divide by zero on the other path", "may be out of range on the other path")
 
 
 def _check_no_container_written(args: tuple, info) -> None:
