@@ -132,12 +132,9 @@ def _as_written(pred, true_fn, false_fn, args):
 
 
 def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
-    """Inside a traced cond/while_loop body: ``where`` first, as ever; a ``cond`` (an ``If``
-    inside the ``Loop``; fxport/lower/exporter.py writes it) where the branches differ in shape
-    (k-means' empty-cluster fallback), or where a branch may fail on the side not taken (an
-    arg-max of a slice that is empty there: soft-NMS's last row) and no return value is carried
-    (a cond branch cannot borrow the other path's value as ``where`` does).
-    """
+    """Inside a traced cond/while_loop body: ``where`` first; a ``cond`` (an ``If`` in the ``Loop``)
+    where the branches differ in shape, or where a branch may fail on the side not taken (soft-NMS's
+    arg-max of an empty rest) and no return value is carried (a cond cannot borrow it)."""
     if forced:
         return _if_where(pred, true_fn, false_fn, args, info, forced=True)
     faults = [reason for reason in info.expensive if reason.endswith(_FAULTS)]
@@ -153,8 +150,7 @@ def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
     return _if_cond(pred, true_fn, false_fn, args, info, outs)
 
 
-#: the endings of facts.expensive_reasons that say a branch may fail where it is not taken
-_FAULTS = ("may fail on the other path", "may divide by zero on the other path", "may be out of range on the other path")
+_FAULTS = ("fail on the other path", "divide by zero on the other path", "out of range on the other path")  # facts'
 
 
 def _check_no_container_written(args: tuple, info) -> None:
@@ -210,8 +206,7 @@ def _fresh(args: tuple, info) -> list:
     return fresh
 
 
-#: why a where is forced when no strategy asked for it: a grown list is read in a branch
-_APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"
+_APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"  # a where no strategy asked for
 
 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
