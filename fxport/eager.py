@@ -133,6 +133,22 @@ def register_output_dataclasses(outputs: Any) -> None:
             pending.extend(value.values())
 
 
+@contextlib.contextmanager
+def half_the_threads(wanted: bool = True):
+    """Eager runs on half of torch's CPU threads while the block runs (when ``wanted`` and there
+    are two or more), the count put back after. Verification's eager runs beside ONNX Runtime
+    and the coverage pass of a model with converted loops use it (their modules say why)."""
+    threads = torch.get_num_threads()
+    if not wanted or threads < 2:
+        yield
+        return
+    torch.set_num_threads(threads // 2)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
     """Run the model eagerly; a failure is the user's bug and is reported at their file:line.
 

@@ -40,7 +40,7 @@ from fxport.controlflow.operators.rule_names import conversion_named
 from fxport.verify.inputs.domains import InputDomain
 from fxport.eager_limits import SEARCH_TRIPS, EagerRunStopped, time_limit
 from fxport.errors import ConversionError, SourceLocation
-from fxport.eager import run_eager
+from fxport.eager import half_the_threads, run_eager
 from fxport.inputs import InputSet
 from fxport.report import AppliedRewrite
 
@@ -244,15 +244,8 @@ def fewer_threads_for_loops(loops: bool):
     busy machine one descheduled thread stalls each op. TutorialNms at 2048 boxes, 2 cores shared
     with other work: 1.84 s in this pass at 2 threads, 0.29 s at 1 (docs/reliability.md).
     """
-    threads = torch.get_num_threads()
-    if not loops or threads < 2 or not HALVE_THREADS_FOR_LOOPS:
+    with half_the_threads(loops and HALVE_THREADS_FOR_LOOPS):
         yield
-        return
-    torch.set_num_threads(threads // 2)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ import onnx
 import torch
 
 from fxport import choices
-from fxport.eager import run_eager
+from fxport.eager import half_the_threads, run_eager
 from fxport.eager_limits import SECONDS, EagerRunStopped, time_limit
 from fxport.errors import EagerRunError, VerificationError
 from fxport.inputs import InputSet
@@ -265,15 +265,8 @@ def cores_shared_with_onnx_runtime(device: str):
     threads, 1.5–1.8 s with eager at 1). ONNX Runtime keeps all of its threads: it runs the
     example besides every set eager runs, so it finishes last, and alone.
     """
-    threads = torch.get_num_threads()
-    if device != "cpu" or threads < 2:
+    with half_the_threads(device == "cpu"):
         yield
-        return
-    torch.set_num_threads(threads // 2)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _closed(session: Future) -> None:

@@ -22,6 +22,7 @@ import logging
 import warnings
 from typing import Any, Callable
 
+import pytest
 import torch
 
 import fxport
@@ -87,6 +88,13 @@ def check(case: LoopCase, expect_ops: tuple[str, ...] = ("Loop",)) -> None:
     assert verdict.outcome == "converted", f"{case.name} [{case.origin}]: {verdict.outcome}: {verdict.message}"
     for op in expect_ops:
         assert _count(verdict.ops, op) > 0, f"{case.name}: no {op} in the file: {sorted(verdict.ops)}"
+
+
+def cases_with_xfails(cases: list[LoopCase], xfail: dict[str, str]) -> list:
+    """``pytest.param`` per case; those in ``xfail`` (name → class and fxport's message) strict xfails."""
+    return [pytest.param(case, id=case.name,
+                         marks=[pytest.mark.xfail(strict=True, reason=xfail[case.name])] if case.name in xfail else [])
+            for case in cases]
 
 
 def _count(ops: dict, name: str) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.wild_loops.decoding_models import CASES
-from tests.wild_loops.harness import check
+from tests.wild_loops.harness import cases_with_xfails, check
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,7 @@ XFAIL = {
 }
 
 
-def _param(case):
-    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[case.name])] if case.name in XFAIL else []
-    return pytest.param(case, id=case.name, marks=marks)
 
-
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", cases_with_xfails(CASES, XFAIL))
 def test_decoding_loop(case):
     check(case, expect_ops=EXPECT_OPS.get(case.name, ("Loop",)))

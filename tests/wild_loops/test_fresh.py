@@ -27,7 +27,7 @@ from __future__ import annotations
 import pytest
 
 from tests.wild_loops.fresh_models import CASES
-from tests.wild_loops.harness import check
+from tests.wild_loops.harness import cases_with_xfails, check
 
 _XFAIL = {
     "bilstm_crf_tutorial_viterbi": "a list of tensors appended per step (refused with what to do): list 'backpointers' grown in a data-dependent loop gets a list, not a tensor or number",
@@ -47,13 +47,7 @@ _XFAIL = {
 }
 
 
-def _param(case):
-    marks = ()
-    if case.name in _XFAIL:
-        marks = (pytest.mark.xfail(strict=True, reason=_XFAIL[case.name]),)
-    return pytest.param(case, id=case.name, marks=marks)
 
-
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", cases_with_xfails(CASES, _XFAIL))
 def test_fresh_loop(case):
     check(case)

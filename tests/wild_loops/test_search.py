@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.wild_loops.harness import check
+from tests.wild_loops.harness import cases_with_xfails, check
 from tests.wild_loops.search_models import CASES, STATIC_CASES
 
 _XFAIL = {
@@ -33,13 +33,7 @@ _XFAIL = {
 }
 
 
-def _param(case):
-    marks = ()
-    if case.name in _XFAIL:
-        marks = (pytest.mark.xfail(strict=True, reason=_XFAIL[case.name]),)
-    return pytest.param(case, id=case.name, marks=marks)
 
-
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", cases_with_xfails(CASES, _XFAIL))
 def test_search_loop(case):
     check(case, expect_ops=() if case.name in STATIC_CASES else ("Loop",))

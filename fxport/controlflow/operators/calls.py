@@ -168,7 +168,7 @@ def any_(values):
 def _rows_of_one_value(values) -> bool:
     """A tensor of rank ≥ 1 whose rows each hold one element (eager takes ``bool`` of each row)."""
     return (isinstance(values, torch.Tensor) and values.dim() >= 1
-            and all(size == 1 for size in values.shape[1:]) and (is_traced(values) or torch.compiler.is_exporting()))
+            and all(size == 1 for size in values.shape[1:]) and is_traced(values))
 
 
 def print_(arguments: Callable[[], tuple]) -> None:
