@@ -168,6 +168,17 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
             hint="drop that axis from the dynamic shapes (the model runs at one size only), or "
             "make the code that fixes it size-generic",
         )
+    return _unclassified(exc, where, first_line)
+
+
+def _unclassified(exc: BaseException, where, first_line: str) -> ConversionError:
+    """A failure of no known kind: inside a converted body, said so with what to try."""
+    if _in_higher_order_compile(exc):
+        return ControlFlowError(
+            f"torch could not trace a converted loop or branch body ({type(exc).__name__}: {first_line[:160]}), "
+            "which torch's while_loop/cond cannot trace", where=where,
+            hint="simplify the code at that line (a plain function of tensors; no torch.func transforms, "
+            "no .numpy()), or run with --debug for torch's trace")
     return CaptureError(f"torch.export failed: {type(exc).__name__}: {first_line}", where=where,
                         hint="run with --debug for the full trace")
 
@@ -222,6 +233,14 @@ def _in_cond_compile(exc: BaseException) -> bool:
     marker = os.path.join("_higher_order_ops", "cond.py")
     return any(marker in frame.filename for error in _exception_chain(exc)
                for frame in traceback.extract_tb(error.__traceback__))
+
+
+def _in_higher_order_compile(exc: BaseException) -> bool:
+    """True when the failure was raised while torch traced the body of a converted loop or
+    branch (dynamo inside while_loop or cond)."""
+    markers = (os.path.join("_higher_order_ops", "cond.py"), os.path.join("_higher_order_ops", "while_loop.py"))
+    return any(marker in frame.filename for error in _exception_chain(exc)
+               for frame in traceback.extract_tb(error.__traceback__) for marker in markers)
 
 
 def library_frame_from_exception(exc: BaseException) -> tuple[FrameType, int] | None:

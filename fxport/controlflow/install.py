@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import types
 from typing import Callable, Iterable, Iterator
@@ -25,6 +26,7 @@ import torch.fx.proxy
 from fxport.choices import IF_STRATEGIES
 from fxport.controlflow import operators
 from fxport.controlflow.operators.containers import register_library_containers
+from fxport.controlflow.operators.list_lowering import check_not_returned
 from fxport.controlflow.engine import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError
 from fxport.frames import is_user_file
@@ -161,6 +163,17 @@ def _prewarm_methods(module: torch.nn.Module, fn: types.FunctionType, seen: set 
                 _prewarm_methods(module, target, seen)
 
 
+def _outputs_checked(converted: Callable) -> Callable:
+    """The root module's converted forward, refusing a data-sized list among its outputs."""
+    @functools.wraps(converted)
+    def forward(*args, **kwargs):
+        outputs = converted(*args, **kwargs)
+        check_not_returned(outputs)
+        return outputs
+
+    return forward
+
+
 def converted_source(fn: Callable) -> str:
     """The source of ``fn`` after control-flow conversion (what ``fxport diff`` shows).
 
@@ -226,6 +239,8 @@ def convert_control_flow(module: torch.nn.Module, strategy: str = "auto",
             converted = converted_function(forward)
             _prewarm_methods(sub, inspect.unwrap(forward))
             if converted is not None:
+                if sub is module:
+                    converted = _outputs_checked(converted)
                 sub.__dict__["forward"] = types.MethodType(converted, sub)
                 installed.append(sub)
         with operators.session(strategy, records, disabled):

@@ -406,6 +406,21 @@ class AppendsAListPerStep(torch.nn.Module):
         return forward_var, len(backpointers)
 
 
+class AppendsAListOfVectorsPerStep(torch.nn.Module):
+    """As :class:`AppendsAListPerStep`, with each step's list holding vectors, not numbers."""
+
+    def forward(self, feats, transitions):
+        backpointers = []
+        forward_var = feats[0]
+        for feat in feats[1:]:
+            scores_t = []
+            for next_tag in range(transitions.shape[0]):
+                scores_t.append(forward_var + transitions[next_tag])
+            backpointers.append(scores_t)
+            forward_var = (forward_var[None] + transitions).max(1).values + feat
+        return forward_var, len(backpointers)
+
+
 class LegacyTensorOfCounter(torch.nn.Module):
     """``q.push(torch.Tensor([to, d[to]]))`` as tasc_frontiers' Dijkstra writes it: the legacy
     constructor over a traced counter and an element read at it, inside a loop over a dynamic

@@ -165,7 +165,7 @@ ERRORS = {
     "mutates_self": (m.MutatesSelf, r"if on a tensor condition has a side effect the converter cannot carry \(assignment to self.seen at line \d+\) at .*if_models.py:(\d+);"),
     "raises": (m.RaisesOnTensorCondition, r"if on a tensor condition has a side effect the converter cannot carry \(raise at line \d+\) at .*if_models.py:(\d+); move"),
     "assigns_global": (m.AssignsGlobal, r"if assigns the global/nonlocal variable 'CALLS' at .*if_models.py:(\d+); return the value"),
-    "appends_outer_list": (m.AppendsOuterList, r"if on a tensor condition appends to the outer list 'found' at .*if_models.py:(\d+);"),
+    "returns_selected_list": (m.AppendsOuterList, r"the model returns list 'found', whose number of elements depends on the data at .*if_models.py:(\d+);"),
 }
 
 

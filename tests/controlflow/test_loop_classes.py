@@ -347,9 +347,22 @@ def test_an_equal_method_stop_and_a_counter_written_into_torch_tensor():
     assert_matches_eager(model, exported, inputs)
 
 
-def test_a_list_of_tensors_appended_per_step_is_refused_in_one_line_with_what_to_do():
-    """It reached the user as ``torch.export failed: TypeError: full(): argument 'fill_value'``."""
+def test_a_list_of_numbers_appended_per_step_is_a_row_and_equals_eager():
+    """The BiLSTM-CRF tutorial's backpointers: it reached the user as ``torch.export failed:
+    TypeError: full(): argument 'fill_value'``, then was refused; each step's list of arg-maxes is
+    now a row of the grown list."""
     model = m.AppendsAListPerStep()
+    result = fxport.convert(model, (torch.rand(4, 3), torch.rand(3, 3)),
+                            dynamic_shapes={"feats": {0: "t"}, "transitions": None})
+    assert result.verified and result.op_counts().get("Loop")
+    from tests.conftest import assert_matches_eager as equals_eager
+
+    for steps in (1, 2, 7):
+        equals_eager(model, result.model, torch.rand(steps, 3), torch.rand(3, 3))
+
+
+def test_a_list_of_vectors_appended_per_step_is_refused_in_one_line_with_what_to_do():
+    model = m.AppendsAListOfVectorsPerStep()
     with pytest.raises(fxport.ConversionError) as info:
         fxport.convert(model, (torch.rand(4, 3), torch.rand(3, 3)), dynamic_shapes={"feats": {0: "t"}, "transitions": None},
                        verify=False)

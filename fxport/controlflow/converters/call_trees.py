@@ -94,15 +94,8 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("tensor",)) and node.args:  # torch.tensor([[i, 0]]) with a traced counter
             node.func = ast.copy_location(rt("tensor_"), func)
             return node
-        if (_is_torch_attr(func, ("Tensor", "FloatTensor")) and len(node.args) == 1 and not node.keywords
-                and isinstance(node.args[0], (ast.List, ast.Tuple))):  # torch.Tensor([to, d[to]]): float32 data
-            torch_name = ast.Name(id="torch", ctx=ast.Load())
-            dtype = (ast.Attribute(value=torch_name, attr="float32", ctx=ast.Load()) if func.attr == "FloatTensor"
-                     else call(ast.Attribute(value=torch_name, attr="get_default_dtype", ctx=ast.Load())))
-            dtype = ast.copy_location(dtype, func)
-            converted = call(rt("tensor_"), node.args[0])
-            converted.keywords = [ast.keyword(arg="dtype", value=dtype)]
-            return ast.copy_location(converted, node)
+        if _is_torch_attr(func, tuple(_LEGACY_TENSORS)) and len(node.args) == 1 and not node.keywords:
+            return self._legacy_tensor(node, func)
         if (isinstance(func, ast.Name) and func.id == "map" and len(node.args) >= 2
                 and isinstance(node.args[0], ast.Name) and node.args[0].id == "int"):  # x1, y1 = map(int, box)
             node.args[0] = ast.copy_location(rt("int_"), node.args[0])
@@ -128,6 +121,22 @@ class CallConverter(ExpressionConverter):
             return located(ast.copy_location(call(rt("item_"), func.value), node), node)
         return None
 
+    def _legacy_tensor(self, node: ast.Call, func: ast.Attribute) -> ast.Call:
+        """``torch.LongTensor(xs)``: a list literal → ``_fx.tensor_`` (built from traced values);
+        any other argument → ``_fx.legacy_tensor_``, which decides at run time (a list, or a list
+        grown in a loop, is data; a number is a size, as the constructor reads it)."""
+        torch_name = ast.Name(id="torch", ctx=ast.Load())
+        dtype_name = _LEGACY_TENSORS[func.attr]
+        dtype = (ast.Attribute(value=torch_name, attr=dtype_name, ctx=ast.Load()) if dtype_name
+                 else call(ast.Attribute(value=torch_name, attr="get_default_dtype", ctx=ast.Load())))
+        dtype = ast.copy_location(dtype, func)
+        if isinstance(node.args[0], (ast.List, ast.Tuple)):
+            converted = call(rt("tensor_"), node.args[0])
+        else:
+            converted = call(rt("legacy_tensor_"), func, node.args[0])
+        converted.keywords = [ast.keyword(arg="dtype", value=dtype)]
+        return ast.copy_location(converted, node)
+
     def _may_be_user_function(self, func: ast.expr) -> bool:
         """Plain names and ``self.method`` / ``module.function``; not methods of local values."""
         if isinstance(func, ast.Name):
@@ -138,6 +147,11 @@ class CallConverter(ExpressionConverter):
         if root == self.ctx.self_name:
             return True
         return root not in self.ctx.local_names and root not in _PLAIN_CALL_ROOTS
+
+
+#: legacy constructors given one list (torch.Tensor([to, d[to]]), torch.LongTensor(keep)) → their dtype
+_LEGACY_TENSORS = {"Tensor": None, "FloatTensor": "float32", "DoubleTensor": "float64", "LongTensor": "int64",
+                   "IntTensor": "int32", "BoolTensor": "bool"}
 
 
 def _is_torch_attr(func: ast.expr, attrs: tuple[str, ...]) -> bool:

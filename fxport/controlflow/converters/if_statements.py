@@ -48,7 +48,11 @@ class IfConverter(StatementConverter):
         # exactly like a reassigned one: the branch returns its (cloned, then written) value
         written_in_place = (state_names(facts.written_in_place) & live_after & defined) - {"self"}
         modified = state_names(facts.writes) | appended | (written_in_place - appended)
-        outputs = tuple(sorted((modified & live_after) | appended))
+        # a local list appended to in a branch and read nowhere after the if (CenterTrack's list,
+        # returned inside the branch that grows it) is not branch state: each branch appends to
+        # its own copy. One that is the function's input, or another name's, stays state.
+        kept_appended = {n for n in appended if n in live_after or not self._own_list(n)}
+        outputs = tuple(sorted((modified & live_after) | kept_appended))
         ctx.check_no_outer_writes("if", node, modified)
         free = ctx.free_locals(set(facts.reads), set(facts.writes), defined) - modified
         # a name both branches assign before reading and nobody reads after needs no value in:
@@ -78,6 +82,19 @@ class IfConverter(StatementConverter):
         operator_call = call(rt("if_stmt"), node.test, name(true_fn.name), name(false_fn.name), args, meta(index))
         defined |= set(outputs)
         return [true_fn, false_fn, assign_outputs(outputs, operator_call, node)]
+
+    def _own_list(self, list_name: str) -> bool:
+        """True for a local of the function that is never a plain copy of, or copied to, another name."""
+        ctx = self.ctx
+        if list_name in ctx.params or list_name in ctx.declared_outer or list_name not in ctx.local_names:
+            return False
+        for node in ast.walk(ctx.fdef):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and isinstance(node.value, ast.Name):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                named = {t.id for t in targets if isinstance(t, ast.Name)}
+                if node.value.id == list_name or list_name in named:
+                    return False
+        return True
 
     def _dead_when_the_loop_ends(self, node: ast.If, outputs: tuple[str, ...]) -> tuple[str, ...]:
         """For the guard ``if not _fx_break_N:`` of the rest of a loop body (loop_exits.py): the

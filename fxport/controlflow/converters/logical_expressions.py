@@ -1,4 +1,5 @@
-"""``and``/``or``/``not`` and chained comparisons → ``_fx.and_``/``_fx.or_``/``_fx.not_``.
+"""``and``/``or``/``not`` and chained comparisons → ``_fx.and_``/``_fx.or_``/``_fx.not_``;
+``x in (a, b)`` over a literal tuple or list → ``_fx.in_`` (a bool tensor for a traced ``x``).
 
 The operands of ``and``/``or`` become thunks, so the right one runs only when Python would
 run it; ``a < b < c`` is ``a < b and b < c`` (Python calls ``bool()`` in between).
@@ -36,6 +37,10 @@ class LogicalConverter(ExpressionConverter):
     def visit_Compare(self, node):
         """``a < b < c`` → ``_fx.and_(lambda: a < b, lambda: b < c)``."""
         self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and isinstance(
+                node.comparators[0], (ast.Tuple, ast.List)):  # y not in (blank, unk): y may be a traced item()
+            found = ast.copy_location(call(rt("in_"), node.left, node.comparators[0]), node)
+            return ast.copy_location(call(rt("not_"), found), node) if isinstance(node.ops[0], ast.NotIn) else found
         if len(node.ops) == 1:
             return node
         operands = [node.left] + node.comparators

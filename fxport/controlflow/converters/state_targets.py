@@ -96,7 +96,14 @@ class StateTargets(Canonicalization):
     def _rewrite(self, node) -> tuple[list[ast.stmt], list[ast.stmt]]:
         """The statements to put before and after ``node``; ``node`` now uses the locals."""
         names, paths = self._targets(node)
+        enclosing = self._enclosing_names(node)
         before, after = [], []
+        for target in enclosing:  # read into a local here, copied back into the enclosing function's object
+            before.append(_assign(target.local, name(target.text), node))
+            after.append(at(ast.Expr(call(_operator("into_enclosing"), name(target.text), name(target.local),
+                                          ast.Constant(target.text))), node))
+        if enclosing:
+            _Rename({t.text: t.local for t in enclosing}).visit(node)
         for target in paths:
             owner, key, kind = _owner_key(target.path)
             args = (owner, key, ast.Constant(kind))
@@ -114,8 +121,21 @@ class StateTargets(Canonicalization):
         for target in names:
             before.append(_assign(target.local, name(target.text), node))
             after.append(_assign(target.text, call(_operator("into"), name(target.local), name(target.text)), node))
-        self.ctx.local_names |= {t.local for t in names + paths}
+        self.ctx.local_names |= {t.local for t in names + paths + enclosing}
         return [located(s, node) for s in before], [located(s, node) for s in after]
+
+    def _enclosing_names(self, node) -> list[Target]:
+        """Variables of the enclosing function (free variables of a nested def) that ``node``
+        writes into in place: they become locals for the construct and are copied back."""
+        free = set(getattr(getattr(self.ctx.fn, "__code__", None), "co_freevars", ()))
+        if not free:
+            return []
+        block = node.body + node.orelse
+        in_place, _ = analysis.written_targets(block, free)
+        written = {analysis.root_name(p) for p in in_place if analysis.root_name(p) is not None}
+        rebound = analysis.rebound_names(block) | analysis.writes(self.ctx.fdef.body)
+        chosen = sorted((written & free) - rebound - {self.ctx.self_name})
+        return [Target(name(n), self._fresh(VALUE_PREFIX + n), True) for n in chosen]
 
     def _targets(self, node) -> tuple[list[Target], list[Target]]:
         """(local names written in place only, attribute/entry paths) of ``node``."""
@@ -298,6 +318,18 @@ class _Replace(ast.NodeTransformer):
         return self.generic_visit(node)
 
     visit_Attribute = visit_Subscript = _replace
+
+
+class _Rename(ast.NodeTransformer):
+    """Rename every use of some names (a variable of the enclosing function → its local)."""
+
+    def __init__(self, renamed: dict[str, str]):
+        self.renamed = renamed
+
+    def visit_Name(self, node):
+        if node.id in self.renamed:
+            return ast.copy_location(ast.Name(id=self.renamed[node.id], ctx=node.ctx), node)
+        return node
 
 
 class _ItemWritesAsStores(ast.NodeTransformer):

@@ -19,7 +19,7 @@ module             what it does
 ``state``          session (strategy, disabled rules, records), coverage, probing
 ``values``         value predicates (traced? symbolic?) and small tensor helpers
 ``failures``       refusals, also raised from inside bodies dynamo traces
-``logical``        ``and_``/``or_``/``not_``
+``logical``        ``and_``/``or_``/``not_``/``in_``
 ``conditionals``   ``if_stmt``/``ifexp``: Python, ``where`` or ``cond``
 ``size_one``       ``if x.shape[1] == 1:``: that branch sees the size as a static 1
 ``loops``          ``while_stmt``/``for_stmt``/``range_``/``int_``
@@ -60,6 +60,7 @@ from fxport.controlflow.operators.calls import (
     equal,
     equal_method,
     print_,
+    legacy_tensor_,
     tensor_,
     use_converter,
 )
@@ -68,7 +69,7 @@ from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, setitem, slice_
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
-from fxport.controlflow.operators.logical import and_, not_, or_
+from fxport.controlflow.operators.logical import and_, in_, not_, or_
 from fxport.controlflow.operators.loops import (
     TensorRange,
     for_stmt,
@@ -117,6 +118,7 @@ __all__ = [
     "int_",
     "item_",
     "len_",
+    "in_",
     "not_",
     "or_",
     "print_",
@@ -128,6 +130,7 @@ __all__ = [
     "session",
     "setitem",
     "slice_",
+    "legacy_tensor_",
     "tensor_",
     "stack",
     "statement",

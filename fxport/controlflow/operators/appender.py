@@ -14,6 +14,9 @@ after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
 * ``grow`` — in a loop whose state grows (an ONNX ``Loop`` around its exported body): the stack
   of the elements so far, one row longer after each append, read and indexed inside the loop too.
 
+Size: over 400 lines because the class and its readers (``stack``, ``cat``, ``len_``) dispatch
+on one set of modes; split by mode, each mode's invariants would live in two files.
+
 Example::
 
     >>> import torch
@@ -32,9 +35,15 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.controlflow.operators.failures import fail
-from fxport.controlflow.operators.values import as_int64, scalar
+from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 from fxport.errors import ControlFlowError
 from fxport.frames import here
+
+
+class SelectedBefore(list):
+    """The (empty) ``initial`` of a loop's list that held elements appended under a tensor
+    condition before the loop (selected_list.py): they are put back in front after the loop, and
+    their number is not known inside it."""
 
 
 class Appender:
@@ -84,6 +93,8 @@ class Appender:
         return self.data
 
     def append(self, value):
+        if is_row_of_numbers(value):
+            value = row_of_numbers(value)  # xs.append([i, j]): what torch.tensor(xs) reads back as a row
         if not isinstance(value, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
             fail(f"list {self.name!r} grown in a data-dependent loop gets a {type(value).__name__}, not a tensor or "
                  "number", self, f"append torch.stack(...) of it (one tensor per iteration) to {self.name!r}")
@@ -135,8 +146,11 @@ class Appender:
     def __getitem__(self, index):
         """After the loop, ``parts[i]`` of elements of one shape is ``torch.stack(parts)[i]``."""
         if self.mode == "grow":  # the stack so far, inside the loop or after it
+            if not self.finished:
+                _check_prefix_known(self, "indexing")
             return stack(self)[index]
         if self.mode == "probe":  # the loop will carry the stack (list_lowering.allocate_growing)
+            _check_prefix_known(self, "indexing")
             self.read_inside = True
             items = list(self.initial) + list(self.probe)
             return items[index] if isinstance(index, int) else torch.stack(items)[index]
@@ -270,6 +284,8 @@ def stack(tensors, dim: int = 0, *, out=None):
     if not isinstance(tensors, Appender):
         return torch.stack(tensors, dim) if out is None else torch.stack(tensors, dim, out=out)
     grown = tensors
+    if grown.mode == "select":  # appended under a tensor condition (selected_list.py)
+        return grown.stacked(dim)
     rank = _element_rank(grown)
     dim = dim + rank + 1 if dim < 0 else dim
     rows = grown.data if grown.mode == "grow" else _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
@@ -283,6 +299,8 @@ def cat(tensors, dim: int = 0, *, out=None):
     if not isinstance(tensors, Appender):
         return torch.cat(tensors, dim) if out is None else torch.cat(tensors, dim, out=out)
     grown = tensors
+    if grown.mode == "select":
+        return grown.catted(dim)
     rank = _element_rank(grown)
     if rank == 0:
         raise ControlFlowError(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
@@ -304,7 +322,11 @@ def len_(value):
         return value.shape[0]  # a dynamic size stays a size (Python's len() would fix it to the example's)
     if not isinstance(value, Appender):
         return len(value)
+    if value.mode == "select":
+        return value.count()
     if value.mode == "grow":  # the stack so far: its length is a size, inside the loop too
+        if not value.finished:
+            _check_prefix_known(value, "len()")
         return len(value.initial) + value.data.shape[0] + len(value.tail)
     if not value.finished:
         return _length_so_far(value)
@@ -321,10 +343,18 @@ def len_(value):
 
 def _length_so_far(grown: Appender):
     """Inside the loop: the initial elements plus the appends so far."""
+    _check_prefix_known(grown, "len()")
     if grown.mode == "probe":
         return len(grown.initial) + len(grown.probe)
     appends = grown.length[1] if grown.mode == "write" else grown.length
     return appends + len(grown.initial)
+
+
+def _check_prefix_known(grown: Appender, what: str) -> None:
+    if isinstance(grown.initial, SelectedBefore):
+        fail(f"{what} of list {grown.name!r} inside a data-dependent loop, after appends under a tensor condition "
+             "before the loop, is not supported", grown,
+             f"count the elements in a tensor, or start a new list for the loop and join them after it")
 
 
 def _element_rank(grown: Appender) -> int:

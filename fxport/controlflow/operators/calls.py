@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from fxport.controlflow.operators.appender import Appender, stack
 from fxport.controlflow.operators.values import as_int64, is_traced
 
 #: original function → converted function (None: not user code, left alone)
@@ -118,11 +119,22 @@ def tensor_(data, *args, **kwargs):
     >>> tensor_([[1, 0]])
     tensor([[1, 0]])
     """
+    if isinstance(data, Appender):  # a list grown in a loop or appended under a tensor condition
+        rows = stack(data)
+        return rows.to(kwargs["dtype"]) if kwargs.get("dtype") is not None else rows
     leaves = pytree.tree_leaves(data)
     if args or not leaves or not any(is_traced(v) for v in leaves):
         return torch.tensor(data, *args, **kwargs)
     dtype = kwargs.pop("dtype", None) or _python_dtype(leaves)
     return _stacked(data, dtype).to(**({"device": kwargs.pop("device")} if "device" in kwargs else {}))
+
+
+def legacy_tensor_(constructor, data, dtype):
+    """``torch.LongTensor(data)`` in converted code: data (a list, a list grown in a loop) is
+    built as :func:`tensor_` builds it; anything else (a size, a tensor) goes to the constructor."""
+    if isinstance(data, (list, tuple, Appender)):
+        return tensor_(data, dtype=dtype)
+    return constructor(data)
 
 
 def _python_dtype(leaves) -> torch.dtype:

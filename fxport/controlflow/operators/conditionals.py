@@ -25,19 +25,14 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.containers import (
-    assigned_specs,
-    fresh_copy,
-    is_container,
-    leaves_out,
-    operand_spec,
-    rebuilt,
-    run_branch,
-)
+from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
+                                                    operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.rule_names import rule_name
+from fxport.controlflow.operators.selected_list import aligned_outputs, selected_lists, truth_of_selected
 from fxport.controlflow.operators.size_one import specialised
+from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
 from fxport.controlflow.operators.targets import Missing
 from fxport.controlflow.operators.state import (
     grows_in_body,
@@ -66,6 +61,7 @@ from fxport.controlflow.operators.values import (
 
 def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
     """``a if c else b``."""
+    pred = truth_of_selected(pred)
     if not is_traced(pred):
         note(info, bool(pred))
         return true_thunk() if pred else false_thunk()
@@ -75,6 +71,7 @@ def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
 
 def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     """Run an outlined ``if``: plain Python, ``torch.where`` or ``torch.cond`` (see module doc)."""
+    pred = truth_of_selected(pred)
     if not is_traced(pred):
         note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
@@ -88,7 +85,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     _check_no_container_written(args, info)
     pred = predicate(pred, info)
     _check_defined_in_both(args, info)
-    _check_appends(args, info)
+    args = selected_lists(args, info)
     true_fn, false_fn = specialised(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
     if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
         return _if_where(pred, true_fn, false_fn, args, info, forced=_APPENDER_READ)
@@ -154,20 +151,12 @@ _FAULTS = ("fail on the other path", "divide by zero on the other path", "out of
 
 
 def _check_no_container_written(args: tuple, info) -> None:
-    """A list or dict written in a branch (``d[k] = v``, ``xs[i] = t``) cannot be carried: both
-    branches would write the one object."""
+    """A list or dict written in a branch (``d[k] = v``) cannot be carried: both would write it."""
     for name, value in zip(info.params, args):
         if name in info.mutated and isinstance(value, (list, dict)) and name not in info.appended:
             fail(f"if on a tensor condition writes into the {type(value).__name__} {name!r}", info,
                  f"use a constant index or key ({name}[0] = v, {name}['k'] = v), or select the value with "
                  "torch.where and store it after the if")
-
-
-def _check_appends(args: tuple, info) -> None:
-    for name, value in zip(info.params, args):
-        if name in info.appended and not isinstance(value, Appender):
-            fail(f"if on a tensor condition appends to the outer list {name!r}", info,
-                 "append unconditionally inside a loop, or select the value with torch.where before appending")
 
 
 def _check_defined_in_both(args: tuple, info) -> None:
@@ -198,6 +187,8 @@ def _fresh(args: tuple, info) -> list:
     for name, a in zip(info.params, args):
         if isinstance(a, Appender):
             a = a.copy()
+        elif isinstance(a, list) and name in info.appended:  # appended to and not read after the if
+            a = list(a)
         elif isinstance(a, torch.Tensor) and name in mutated:
             a = a.clone()
         elif is_container(a):
@@ -212,6 +203,7 @@ _APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"  # 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
     true_out, false_out = _return_value_on_both_paths(run_branch(true_fn, _fresh(args, info), info, "true"),
                                                       run_branch(false_fn, _fresh(args, info), info, "false"), info)
+    true_out, false_out = aligned_outputs(true_out, false_out)
     leaves_t, spec_t = pytree.tree_flatten(true_out)
     leaves_f, spec_f = pytree.tree_flatten(false_out)
     names = _leaf_names(true_out, info)
@@ -225,6 +217,9 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
         shape_problem = _shape_mismatch(a, b)
         if shape_problem and name in info.dead_if_false:  # the false side ends the loop: b is never read
             selected.append(a)
+            continue
+        if shape_problem and forced == _APPENDER_READ and can_select_sized(a, b):
+            selected.append(select_sized(mask, a, b))  # an append on one side; one box vs some
             continue
         if shape_problem:
             if forced == _APPENDER_READ:

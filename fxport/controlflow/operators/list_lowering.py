@@ -25,8 +25,9 @@ Example::
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender, Replay, varies
+from fxport.controlflow.operators.appender import Appender, Replay, SelectedBefore, varies
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import dense
 
@@ -58,7 +59,8 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
              f"append elements of one shape to {appender.name!r}, or grow a tensor with torch.cat instead")
     rows = [e.to(element.dtype).unsqueeze(0) for e in appender.initial]
     data = torch.cat(rows) if rows else torch.zeros((0,) + tuple(element.shape), dtype=element.dtype)
-    grown = Appender(appender.name, [], dense(data), torch.zeros((), dtype=torch.int64), mode="grow")
+    initial = SelectedBefore() if isinstance(appender.initial, SelectedBefore) else []
+    grown = Appender(appender.name, initial, dense(data), torch.zeros((), dtype=torch.int64), mode="grow")
     grown.location = appender.location
     return grown
 
@@ -100,3 +102,13 @@ def _snapshot(values) -> tuple:
     """Copies of the tensors a second pass starts from: code between the loop and the stack may
     write into them in place (``scale.mul_(2)``), and pass 2 must see what pass 1 saw."""
     return tuple(dense(v) if isinstance(v, torch.Tensor) else v for v in values)
+
+
+def check_not_returned(outputs) -> None:
+    """A model output may not be a list grown in a data-dependent loop or appended to under a
+    tensor condition: how many tensors it holds is data, and an ONNX graph has a fixed number
+    of outputs."""
+    for value in pytree.tree_leaves(outputs, is_leaf=lambda v: isinstance(v, Appender)):
+        if isinstance(value, Appender):
+            fail(f"the model returns list {value.name!r}, whose number of elements depends on the data", value,
+                 f"return torch.stack({value.name}) or torch.cat({value.name}) instead of the list")

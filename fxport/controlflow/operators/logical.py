@@ -44,3 +44,21 @@ def not_(value):
     if is_traced(value):
         return torch.logical_not(as_bool_tensor(value))
     return not value
+
+
+def in_(value, options):
+    """``value in (a, b)`` with a literal tuple or list: for a traced one-element tensor (``y =
+    logits.argmax().item()`` inside a traced body), whether it equals any of them, as a bool
+    tensor; anything else, Python's ``in``.
+
+    >>> in_(torch.tensor(3), (0, 3)), in_(2, [0, 3])
+    (tensor(True), False)
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and options and not any(
+            isinstance(o, torch.Tensor) and o.numel() != 1 for o in options):
+        found = [torch.eq(value.reshape(()), o.reshape(()) if isinstance(o, torch.Tensor) else o) for o in options]
+        result = found[0]
+        for other in found[1:]:
+            result = torch.logical_or(result, other)
+        return result
+    return value in options

@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender
+from fxport.controlflow.operators.appender import Appender, SelectedBefore
+from fxport.controlflow.operators.selected_list import joined_after, lists_selected_before
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.growing import grown_loop, loops_made_so_far
@@ -55,6 +56,13 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     kind = info.kind
     check_side_effects(info, kind)
     names = info.names
+    state, selected_before = lists_selected_before(state)
+    values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
+    return joined_after(values, selected_before)
+
+
+def _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
+    kind, names = info.kind, info.names
     state = _loop_entry_state(state, info, rng)
     growing, made = {}, loops_made_so_far()
     state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing, made)
@@ -179,7 +187,7 @@ def _loop_entry_state(state, info, rng):
                      f"collect the inner loop's rows in a list of its own and append torch.stack/torch.cat of it to {name!r}")
             if not isinstance(value, list):
                 fail(f"{info.kind}: {name!r} is appended to but is not a list", info, "use a list")
-            value = Appender(name, list(value))
+            value = Appender(name, value if isinstance(value, SelectedBefore) else list(value))
             value.location = info.location
         checked.append(value)
     return tuple(checked)

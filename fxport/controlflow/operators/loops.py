@@ -89,10 +89,17 @@ class TensorRange:
 def item_(value):
     """``t.item()``: inside a traced body an integer (or bool) tensor stays a 0-d tensor, as
     ``int(t)`` does (an index, a bound, a count: ``dets[maxpos.item() + i + 1]``), instead of an
-    unbacked number torch cannot guard on there; elsewhere, and for floats, ``.item()`` as written."""
+    unbacked number torch cannot guard on there; elsewhere, and for floats, ``.item()`` as written.
+    A tensor whose size is data is read by summing it: its one element where eager reads it, and
+    no failure on the side of a where-selected ``if`` that eager did not take (``order.item()``
+    under ``if order.numel() == 1``, with other sizes on the other side)."""
     if (isinstance(value, torch.Tensor) and in_traced_body() and is_traced(value)
-            and not value.dtype.is_floating_point and not value.is_complex() and value.numel() == 1):
-        return value.reshape(())
+            and not value.dtype.is_floating_point and not value.is_complex()):
+        numel = value.numel()
+        if isinstance(numel, int) and numel == 1:
+            return value.reshape(())
+        if not isinstance(numel, int):
+            return value.reshape(-1).sum().to(value.dtype)
     return value.item()
 
 

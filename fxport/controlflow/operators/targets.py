@@ -105,6 +105,25 @@ def into(original, value):
     return original
 
 
+def into_enclosing(original, value, text: str) -> None:
+    """A variable of the enclosing function written in place by a nested function's construct
+    (``def find(i): while parent[i] != i: parent[i] = ...``): ``original`` updated with
+    ``copy_``, since the nested function cannot rebind it.
+
+    >>> parent = torch.arange(3)
+    >>> into_enclosing(parent, torch.tensor([1, 1, 2]), "parent"); parent
+    tensor([1, 1, 2])
+    """
+    if value is original:
+        return
+    if isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor) and same_layout(original, value):
+        original.copy_(value)
+        return
+    raise ControlFlowError(f"{text!r}, a variable of the enclosing function, is replaced by a converted statement of "
+                           "a nested function", where=here(),
+                           hint=f"write into {text} in place with values of its shape and dtype, or pass it as an argument")
+
+
 def apart(originals: tuple, values: tuple, texts: tuple) -> None:
     """Refuse writing back two locals that share memory (``row = y[0]``, then ``y.mul_(3)`` on
     one side and ``row.add_(1)`` on the other): each copy-back would undo the other's write.

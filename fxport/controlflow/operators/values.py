@@ -225,3 +225,20 @@ def _branch_outputs(branch) -> list | None:
     output = next(n for n in reversed(branch.graph.nodes) if n.op == "output")
     values = [arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None for arg in pytree.tree_leaves(output.args[0])]
     return values if all(isinstance(v, torch.Tensor) for v in values) else None
+
+
+def is_row_of_numbers(value) -> bool:
+    """A non-empty list or tuple of numbers and one-element tensors (``[i, j]``, ``[t.argmax(), 0]``)."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        (isinstance(v, torch.Tensor) and isinstance(v.numel(), int) and v.numel() == 1) or
+        (not isinstance(v, torch.Tensor) and is_number(v)) for v in value)
+
+
+def row_of_numbers(values) -> torch.Tensor:
+    """``[i, j]`` of numbers and one-element tensors as one 1-d tensor, dtypes promoted as
+    ``torch.tensor`` promotes them."""
+    parts = [v.reshape(()) if isinstance(v, torch.Tensor) else scalar(v) for v in values]
+    dtype = parts[0].dtype
+    for part in parts[1:]:
+        dtype = torch.promote_types(dtype, part.dtype)
+    return torch.stack([p.to(dtype) for p in parts])
