@@ -3,11 +3,10 @@
 A condition that is a Python value runs the taken branch as Python. A traced condition runs
 both outlined branches and selects with ``torch.where`` when they are pure and cheap (the
 converter's facts say so) and give values of one dtype and shape; otherwise the ``if`` becomes
-``torch.cond``, inside a traced loop body as well (an ``If`` nested in the ``Loop``).
-
+``torch.cond``, inside a traced loop body as well (an ``If`` nested in the ``Loop``); where again
+when a branch holds a loop whose state grows (cond cannot trace it; sizes are padded to select).
 Disabled conversions (``convert_control_flow(disabled=...)``) are never produced: the statement
-gets what ``auto`` would give without them, and runs as written (plain Python, so the capture
-fails on a traced condition as it would without fxport) when nothing is left.
+gets what ``auto`` would give without them, or runs as written when nothing is left.
 
 Example::
 
@@ -29,6 +28,7 @@ from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.growing import GROWN_IN_A_BODY
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.selected_list import aligned_outputs, selected_lists, truth_of_selected
 from fxport.controlflow.operators.size_one import specialised
@@ -42,6 +42,7 @@ from fxport.controlflow.operators.state import (
     record,
     strategy,
 )
+from fxport.errors import ControlFlowError
 from fxport.controlflow.operators.values import (
     Undefined,
     as_bool_tensor,
@@ -107,7 +108,12 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
         reason = outs
     if not cond_ok:
         return _as_written(pred, true_fn, false_fn, args)
-    return _if_cond(pred, true_fn, false_fn, args, info, reason)
+    try:
+        return _if_cond(pred, true_fn, false_fn, args, info, reason)
+    except ControlFlowError as err:  # a branch holds a loop whose state grows: only where can run it
+        if not where_ok or GROWN_IN_A_BODY not in str(err):
+            raise
+    return _if_where(pred, true_fn, false_fn, args, info, forced=_GROWN_IN_A_BRANCH)
 
 
 def _left_as_written(info, nested: bool, chosen: str, where_ok: bool, cond_ok: bool) -> bool:
@@ -198,6 +204,7 @@ def _fresh(args: tuple, info) -> list:
 
 
 _APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"  # a where no strategy asked for
+_GROWN_IN_A_BRANCH = "a branch holds a loop whose state grows, which torch.cond cannot trace"
 
 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
@@ -218,7 +225,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
         if shape_problem and name in info.dead_if_false:  # the false side ends the loop: b is never read
             selected.append(a)
             continue
-        if shape_problem and forced == _APPENDER_READ and can_select_sized(a, b):
+        if shape_problem and forced in (_APPENDER_READ, _GROWN_IN_A_BRANCH) and can_select_sized(a, b):
             selected.append(select_sized(mask, a, b))  # an append on one side; one box vs some
             continue
         if shape_problem:
@@ -351,7 +358,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
             outs = run_branch(fn, full, info, side)
             return tuple(
                 pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side),
-                                leaves_out(name, value, out_specs, info, side), is_leaf=_is_none)
+                                leaves_out(name, value, out_specs, info, side), is_leaf=lambda leaf: leaf is None)
                 for name, value in zip(info.names, outs)
             )
 
@@ -370,10 +377,6 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
     bound_merged_sizes(outs)
     outs = tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
     return rebuilt(outs, out_specs, info)
-
-
-def _is_none(value) -> bool:
-    return value is None
 
 
 def _cond_leaf(name, leaf, info, side):

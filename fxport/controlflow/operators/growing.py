@@ -275,6 +275,10 @@ def _grown_loop_fake(inputs, key):
     return outputs
 
 
+#: the refusal of a growing loop inside a traced body (an ``if`` falls back to where on it)
+GROWN_IN_A_BODY = "a loop whose state grows inside a converted branch or another data-dependent loop is not supported"
+
+
 def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, growing):
     """Emit the ``fxport::grown_loop`` call for a loop whose probe showed ``growing`` axes.
 
@@ -282,8 +286,7 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     body reads; ``rng``: the range of a ``for`` (its start is the counter's first value).
     """
     if torch.compiler.is_dynamo_compiling():
-        fail(f"{info.kind}: a loop whose state grows inside a converted branch or another data-dependent loop "
-             "is not supported", info, "move the loop out of the branch or loop body")
+        fail(f"{info.kind}: {GROWN_IN_A_BODY}", info, "move the loop out of the branch or loop body")
     specs, flat, flat_growing = [], [], {}
     for index, (name, value) in enumerate(zip(info.names, state)):
         leaves, spec = pytree.tree_flatten(value)
