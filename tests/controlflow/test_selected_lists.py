@@ -193,3 +193,67 @@ def test_len_inside_a_loop_of_a_list_appended_under_a_condition_before_it_is_ref
                       message)
     assert match, message
     assert int(match.group(1)) == line_in_source(CountsInsideTheLoop.forward, "# error-line")
+
+
+class ViterbiBacktrack(nn.Module):
+    """The BiLSTM-CRF tutorial's Viterbi (pytorch/tutorials advanced_tutorial.py), tags fixed at
+    3: per-step lists of arg-maxes read back with ``.item()``, ``for bptrs_t in
+    reversed(backpointers)``, ``best_path.pop()`` and ``best_path.reverse()`` after the loop."""
+
+    def forward(self, feats, transitions):
+        backpointers = []
+        forward_var = feats[0]
+        for feat in feats[1:]:
+            bptrs_t = []
+            for next_tag in range(3):
+                bptrs_t.append(torch.argmax(forward_var + transitions[next_tag]).item())
+            backpointers.append(bptrs_t)
+            forward_var = (forward_var[None] + transitions).max(1).values + feat
+        best = torch.argmax(forward_var).item()
+        best_path = [best]
+        for bptrs_t in reversed(backpointers):
+            best = bptrs_t[best]
+            best_path.append(best)
+        first = best_path.pop()
+        best_path.reverse()
+        return torch.tensor(best_path), first
+
+
+def test_a_viterbi_backtrack_over_a_reversed_grown_list_with_pop_and_reverse_equals_eager():
+    model = ViterbiBacktrack()
+    generator = torch.Generator().manual_seed(4)
+    example = (torch.rand(5, 3, generator=generator), torch.rand(3, 3, generator=generator))
+    exported = export_to_ort(model, example, dynamic_shapes={"feats": {0: "t"}, "transitions": None})
+    inputs = [example] + [(torch.rand(t, 3, generator=generator), torch.rand(3, 3, generator=generator))
+                          for t in (1, 2, 9)]
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
+
+
+class SlicedHistory(nn.Module):
+    """pytorch-crf's ``for hist in reversed(history[:seq_ends[idx]])``: a slice of a grown list by
+    a traced bound, iterated backwards."""
+
+    def forward(self, emissions, n):
+        history = []
+        score = emissions[0]
+        for i in range(1, emissions.shape[0]):
+            score, indices = (score[:, None] + emissions[i][None, :]).max(0)
+            history.append(indices)
+        best = score.argmax()
+        tags = [best]
+        for hist in reversed(history[:n]):
+            best = hist[best]
+            tags.append(best)
+        return torch.stack(tags)
+
+
+def test_a_slice_of_a_grown_list_by_a_traced_bound_iterated_backwards_equals_eager():
+    model = SlicedHistory()
+    generator = torch.Generator().manual_seed(5)
+    example = (torch.rand(6, 4, generator=generator), torch.tensor(3))
+    exported = export_to_ort(model, example, dynamic_shapes={"emissions": {0: "t"}, "n": None})
+    inputs = [example, (example[0], torch.tensor(0)), (example[0], torch.tensor(5)), (example[0], torch.tensor(9)),
+              (torch.rand(1, 4, generator=generator), torch.tensor(2)), (torch.rand(3, 4, generator=generator), torch.tensor(1))]
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")

@@ -59,6 +59,8 @@ class ForConverter(StatementConverter):
             iterable = ast.copy_location(call(rt("range_"), *iterable.args), iterable)
         elif _is_reversed_range(iterable):  # for j in reversed(range(t)): the same counter, counting down
             iterable = ast.copy_location(call(rt("reversed_range"), *iterable.args[0].args), iterable)
+        elif _is_reversed(iterable):  # for h in reversed(history): a list grown in a loop, or a tensor's rows
+            iterable = ast.copy_location(call(rt("reversed_"), iterable.args[0]), iterable)
         args = tuple_([ctx.state_value(p, defined) for p in info.params])
         operator_call = call(rt("for_stmt"), iterable, name(body_fn.name), args, meta(index))
         stop_fn = [] if stop is None else [outline(f"_fx_stop_{index}", info.params, [], stop, node)]
@@ -67,6 +69,11 @@ class ForConverter(StatementConverter):
         defined |= set(state)  # the target is bound after the loop only as state (_bind_target_in_body)
         out = stop_fn + [body_fn, assign_outputs(state, operator_call, node)]
         return out + ctx.convert_block(node.orelse, defined)
+
+
+def _is_reversed(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "reversed"
+            and len(node.args) == 1 and not node.keywords)
 
 
 def _is_reversed_range(node: ast.expr) -> bool:

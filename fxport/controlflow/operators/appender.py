@@ -165,6 +165,36 @@ class Appender:
             return self.tail[index]
         return stack(self)[index]
 
+    def sliced(self, rows: torch.Tensor) -> "Appender":
+        """After the loop, ``parts[a:b]``: a list of these rows (the sliced stack of its elements)."""
+        part = Appender(self.name, [], rows, torch.zeros((), dtype=torch.int64), mode="grow")
+        part.location, part.finished = self.location, True
+        return part
+
+    def pop(self, index: int = -1):
+        """After the loop, ``parts.pop()``: the last element, the list one shorter."""
+        if index != -1:
+            fail(f"list {self.name!r} grown in a data-dependent loop: pop({index}) is not supported", self,
+                 f"use {self.name}.pop() (the last element), or torch.stack the list and index that")
+        self._materialize("pop()")
+        last = self.data[-1]
+        self.data = self.data[:-1]
+        return last
+
+    def reverse(self) -> None:
+        """After the loop, ``parts.reverse()``: the rows in the other order."""
+        self._materialize("reverse()")
+        self.data = self.data.flip(0)
+
+    def _materialize(self, what: str) -> None:
+        """Make a finished list the stack of all its elements (``grow`` mode), to change it."""
+        if not self.finished:
+            fail(f"{what} of list {self.name!r} inside the data-dependent loop that grows it is not supported", self,
+                 "change the list after the loop, or keep what you need in a tensor")
+        if self.mode != "grow" or self.initial or self.tail:
+            self.data, self.length = stack(self), torch.zeros((), dtype=torch.int64)
+            self.mode, self.initial, self.tail = "grow", [], []
+
     def __add__(self, other):
         """After the loop, ``parts + [h]``: the same list with ``h`` after the loop's elements."""
         if not isinstance(other, (list, tuple)):

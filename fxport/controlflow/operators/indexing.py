@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
+from fxport.controlflow.operators.appender import Appender, stack
 from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
 from fxport.errors import ControlFlowError
 from fxport.frames import here
@@ -78,6 +79,8 @@ def _position(index: torch.Tensor, size) -> torch.Tensor:
 def getitem(value, index):
     """``value[index]``; a traced 0-d integer index becomes index_select (no .item() guard)."""
     parts = index if isinstance(index, tuple) else (index,)
+    if isinstance(value, Appender) and value.finished and isinstance(index, (slice, TensorSlice)):
+        return value.sliced(getitem(stack(value), index))  # history[:seq_ends[i]]: a list of those rows
     if not isinstance(value, torch.Tensor) or any(isinstance(p, TensorSlice) and not _has_traced_bound(p) for p in parts):
         parts = _as_slices(parts)
         return value[parts if isinstance(index, tuple) else parts[0]]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.controlflow.operators.appender import Appender, SelectedBefore
 from fxport.controlflow.operators.selected_list import joined_after, lists_selected_before
@@ -57,8 +58,14 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     check_side_effects(info, kind)
     names = info.names
     state, selected_before = lists_selected_before(state)
+    free = tuple(as_int64(v) if _read_from_data(v) else v for v in free)  # while_loop takes no unbacked number
     values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
     return joined_after(values, selected_before)
+
+
+def _read_from_data(value) -> bool:
+    """A number read from a tensor while exporting (``idx.item()``): an unbacked SymInt/SymFloat."""
+    return isinstance(value, (torch.SymInt, torch.SymFloat)) and bool(free_unbacked_symbols(value))
 
 
 def _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
@@ -187,7 +194,10 @@ def _loop_entry_state(state, info, rng):
                      f"collect the inner loop's rows in a list of its own and append torch.stack/torch.cat of it to {name!r}")
             if not isinstance(value, list):
                 fail(f"{info.kind}: {name!r} is appended to but is not a list", info, "use a list")
-            value = Appender(name, value if isinstance(value, SelectedBefore) else list(value))
+            # numbers among the initial elements as 0-d tensors: an unbacked one (idx.item()) in
+            # a list dynamo reads as a constant is refused ("Unbacked SymInt input")
+            value = Appender(name, value if isinstance(value, SelectedBefore) else
+                             [scalar(v) if is_number(v) else v for v in value])
             value.location = info.location
         checked.append(value)
     return tuple(checked)

@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from fxport.controlflow.operators.appender import Appender
+from fxport.controlflow.operators.appender import Appender, stack
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import and_, not_
@@ -124,6 +124,21 @@ def range_(*args):
     if step == 0:
         raise ValueError("range() arg 3 must not be zero")
     return TensorRange(start, stop, int(step))
+
+
+def reversed_(values):
+    """``reversed(values)`` in a ``for`` header: a list grown in a data-dependent loop or a traced
+    tensor gives its rows last first (``stack(...).flip(0)``, which a loop over a data-dependent
+    number of rows reads one by one); anything else, the builtin.
+
+    >>> list(reversed_([1, 2]))
+    [2, 1]
+    """
+    if isinstance(values, Appender):
+        return stack(values).flip(0)
+    if isinstance(values, torch.Tensor) and values.dim() > 0 and is_traced(values):
+        return values.flip(0)
+    return reversed(values)
 
 
 def reversed_range(*args):
