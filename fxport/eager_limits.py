@@ -13,6 +13,9 @@ measured by the eager stage): :data:`BUDGET_MULTIPLE` Ã— the example's seconds Ã
 the example's input elements the set holds, at least :data:`BUDGET_FLOOR`, at most
 :data:`SECONDS`. A limit set without seconds (``time_limit()``) is narrowed to that budget when
 the model the conversion measured runs (:func:`budgeted`, called by :func:`fxport.eager.run_eager`).
+ONNX Runtime's run of a made-up set is bounded by the same budget (:func:`onnx_runtime_limit`,
+applied by :class:`fxport.verify.isolated.ChildSession`), and the float64 reference of one by a
+multiple of the set's eager run (:mod:`fxport.verify.judges.float64_noise`).
 
 Example::
 
@@ -161,6 +164,21 @@ def example_cost(*, model: Any = None, example: Any = None) -> ExampleCost | Non
     if (model is not None and cost.model() is not model) or (example is not None and cost.example() is not example):
         return None
     return cost
+
+
+def onnx_runtime_limit(limit: float | None, elements: int) -> float | None:
+    """The seconds ONNX Runtime's run of a made-up set (``limit``: its caller's flat bound; None:
+    the user's own set, never bounded) may take: ``limit`` narrowed to the run's budget
+    (:meth:`ExampleCost.budget`) while a conversion's example cost is measured (:func:`measured`).
+
+    >>> with measured(ExampleCost(seconds=0.01, elements=100)):
+    ...     onnx_runtime_limit(60.0, 1_000), onnx_runtime_limit(None, 1_000)
+    (2.0, None)
+    >>> onnx_runtime_limit(60.0, 1_000)   # nothing measured: the caller's bound
+    60.0
+    """
+    cost = example_cost()
+    return limit if limit is None or cost is None else min(limit, cost.budget(elements))
 
 
 def seconds_text(seconds: float) -> str:

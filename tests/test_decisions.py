@@ -75,6 +75,7 @@ def test_a_threshold_decided_otherwise_at_the_threshold_is_replayed_and_changes_
     noisy = perturbed(model, "mul", np.array([0, -1e-6, 0, 0]))    # the file drops it: 2 boxes, not 3
     rows = _verify(KeptBoxes(), noisy, program, scores, _boxes(4))
     assert rows[0].passed and "comparison (gt) at" in rows[0].note
+    assert "keys 1.2e-07 apart" in rows[0].note, rows[0].note      # the margin: the key's distance to 1.0
 
 
 def test_a_threshold_decided_otherwise_far_from_it_is_refused():
@@ -186,3 +187,62 @@ def test_a_rounding_decided_otherwise_at_an_integer_is_replayed_and_one_far_from
     with pytest.raises(VerificationError) as failure:
         _verify(CeilSize(), wrong, program, scores)
     assert "it rounds 2.3 to 2 where eager has 3" in failure.value.report[0].note
+
+
+class CancellingAfterTopK(torch.nn.Module):
+    """The three best boxes through arithmetic that loses float32 precision (a large offset added
+    and taken away): after the decision, float32 noise beyond the fixed tolerances."""
+
+    def forward(self, scores, boxes):
+        keys = scores * 2.0
+        return (boxes[keys.topk(3).indices] + 1e5) - 1e5
+
+
+def test_float32_noise_after_a_replayed_decision_is_judged_against_the_program_replayed_in_float64():
+    """The replay's outputs and the file's then differ as float32 noise does (here a step of
+    float32's 0.0078 spacing at 1e5, beyond the fixed 1e-4 + 1e-3·|x|): judged against the
+    program run in float64 with the file's decisions, as the float64 judge judges a set; a file
+    0.5 off after the same decision is still refused."""
+    scores = torch.tensor([2.5, 2.0, 1.50000012, 1.5, 0.5])
+    boxes = _boxes(5) / 10.0
+    model, program = _converted(CancellingAfterTopK(), scores, boxes)
+    gathered = next(node.output[0] for node in model.graph.node if node.op_type == "GatherND")
+    tie = perturbed(model, "mul", np.array([0, 0, 0, 1e-6, 0]))      # the file picks index 3
+    noisy = perturbed(tie, gathered, np.full((3, 4), 0.006))
+    rows = _verify(CancellingAfterTopK(), noisy, program, scores, boxes)
+    assert rows[0].passed and "top-k at" in rows[0].note, rows[0].note
+    assert rows[0].onnx_error is not None and 0.004 < rows[0].onnx_error < 0.02, rows[0]
+    assert "after them, judged against the program replayed in float64" in rows[0].note, rows[0].note
+    wrong = perturbed(tie, gathered, np.full((3, 4), 0.5))
+    with pytest.raises(VerificationError) as failure:
+        _verify(CancellingAfterTopK(), wrong, program, scores, boxes)
+    assert not failure.value.report[0].passed
+
+
+class CancellingKeys(torch.nn.Module):
+    """Keys that carry float32 noise beyond the fixed tolerances (a large offset added and taken
+    away: float32 keeps them on a 0.0078 grid), then the boxes of the two best."""
+
+    def forward(self, scores, boxes):
+        keys = (scores + 1e5) - 1e5
+        return boxes[keys.topk(2).indices] * 2.0
+
+
+def test_a_decision_on_keys_within_their_own_float32_noise_is_replayed_and_one_beyond_it_refused():
+    """Keys 1.5 and 1.5078 (one float32 step apart at 1e5): the fixed tolerance (1.6e-3) refuses
+    the file's top-k picking the lower one, but float32 carries these keys up to 0.004 from
+    their float64 values, and a decision within 8× that noise is a knife edge; a key 0.49 lower
+    is not."""
+    scores = torch.tensor([3.0, 1.5, 1.51, 0.2])
+    boxes = _boxes(4)
+    model, program = _converted(CancellingKeys(), scores, boxes)
+    keys = next(node.output[0] for node in model.graph.node if node.op_type == "Sub")
+    tie = perturbed(model, keys, np.array([0, 0.0079, 0, 0]))           # the file now prefers index 1
+    with pytest.raises(VerificationError):
+        _verify(CancellingKeys(), tie, None, scores, boxes)
+    rows = _verify(CancellingKeys(), tie, program, scores, boxes)
+    assert rows[0].passed and "top-k at" in rows[0].note and "their float32 noise" in rows[0].note, rows[0].note
+    wrong = perturbed(model, keys, np.array([0, 0, 0, 1.4]))            # 1.6 against 1.51: beyond the noise
+    with pytest.raises(VerificationError) as failure:
+        _verify(CancellingKeys(), wrong, program, scores, boxes)
+    assert "is not one eager takes on keys within tolerance" in failure.value.report[0].note

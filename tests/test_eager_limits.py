@@ -87,3 +87,78 @@ def test_a_limit_inside_a_running_one_leaves_the_outer_timer_alone():
         with time_limit_unless_bounded(60) as own:
             assert own is False
         time.sleep(5)  # still bounded by the outer 0.3 s
+
+
+# --- ONNX Runtime's run and the float64 reference of a made-up set: budgets from the example ----
+
+def _counting_loop() -> bytes:
+    """An ONNX Loop adding 1 to ``x`` ``trips`` times: as slow as it is asked to be."""
+    from onnx import TensorProto, helper
+
+    value = lambda name, dtype, shape: helper.make_tensor_value_info(name, dtype, shape)  # noqa: E731
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body", [value("i", TensorProto.INT64, []), value("cond_in", TensorProto.BOOL, []),
+                 value("v_in", TensorProto.FLOAT, ["n"])],
+        [value("cond_out", TensorProto.BOOL, []), value("v_out", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    graph = helper.make_graph([helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)], "g",
+                              [value("trips", TensorProto.INT64, []), value("x", TensorProto.FLOAT, ["n"])],
+                              [value("y", TensorProto.FLOAT, ["n"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+
+
+def test_onnx_runtimes_run_of_a_made_up_set_is_stopped_at_the_examples_budget_not_a_flat_minute():
+    """A made-up set's ONNX Runtime run (the caller's flat 60 s) is narrowed to the budget
+    eager's run has (20× the example's 1 ms, at least 2 s); a user's set (no limit) is never
+    bounded; without a measured example the caller's limit stands."""
+    import numpy as np
+
+    from fxport.eager_limits import ExampleCost, measured
+    from fxport.verify.isolated import ChildSession, SessionError, SessionSettings
+
+    x = np.zeros(4, "float32")
+    with ChildSession([_counting_loop()], SessionSettings()) as session, \
+            measured(ExampleCost(seconds=0.001, elements=5)):
+        assert session.run({"trips": np.array(1000), "x": x}, None)[0].tolist() == [1000.0] * 4
+        start = time.monotonic()
+        with pytest.raises(SessionError, match=r"ONNX Runtime ran past 2 s") as info:
+            session.run({"trips": np.array(10 ** 12), "x": x}, 60.0)
+        assert info.value.terminated and time.monotonic() - start < 10
+        assert session.run({"trips": np.array(3), "x": x}, 60.0)[0].tolist() == [3.0] * 4  # the child lives on
+
+
+class SlowInFloat64(torch.nn.Module):
+    """Doubles its input; its float64 copy (the reference) takes half a minute."""
+
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            time.sleep(30)
+        return x * 2
+
+
+def test_the_float64_reference_of_a_made_up_set_is_stopped_in_proportion_to_its_eager_run(monkeypatch):
+    """The reference of a made-up set whose eager run took 5 ms may take 100× that (with the
+    floor lowered to 0.2 s here), not a flat minute; stopped, the set stays failed and says so."""
+    import numpy as np
+
+    from fxport.eager_limits import ExampleCost, measured
+    from fxport.inputs import InputSet
+    from fxport.verify.compare import Acceptance
+    from fxport.verify.judges import Bench, SetRun, verdict
+    from fxport.verify.judges import float64_noise
+    from fxport.verify.judges.tolerance import FixedTolerance
+
+    monkeypatch.setattr(float64_noise, "REFERENCE_FLOOR", 0.2)
+    module, x = SlowInFloat64(), torch.rand(4, 8)
+    inputs = InputSet((x,), name="larger[n=8]")
+    bench = Bench(Acceptance(), module=module, candidates=(inputs,))
+    chain = [FixedTolerance.open(bench), float64_noise.Float64Noise.open(bench)]
+    wrong = [module(x).numpy() + np.float32(0.5)]
+    run = SetRun(inputs, module(x), wrong, bounded=True, eager_seconds=0.005)
+    start = time.monotonic()
+    with measured(ExampleCost(seconds=0.005, elements=32)):
+        judged = verdict(run, chain)
+    assert time.monotonic() - start < 5
+    assert not judged.passed and any("float64 reference was stopped (eager PyTorch ran past 0.5 s at" in note
+                                      for note in judged.notes), judged.notes

@@ -136,13 +136,19 @@ class ChildSession:
 
     def run(self, feed: dict[str, Any], limit: float | None = None) -> list:
         """ONNX Runtime's outputs on ``feed`` (name → numpy array); ``limit``: seconds after which
-        the run is stopped (:class:`SessionError` with ``terminated``)."""
+        the run is stopped (:class:`SessionError` with ``terminated``), narrowed to the run's
+        budget proportional to the example's while a conversion measured one
+        (:func:`fxport.eager_limits.onnx_runtime_limit`: a made-up set's run, as eager's)."""
+        if limit is not None:
+            from fxport.eager_limits import onnx_runtime_limit  # the parent's side: fxport is there
+
+            limit = onnx_runtime_limit(limit, sum(int(getattr(v, "size", 1)) for v in feed.values()))
         with self._lock:
             if self._process is None:
                 self._start()
             reply = self._ask(("run", feed, limit), None if limit is None else limit + KILL_GRACE)
         if reply[0] == "error":
-            raise SessionError(reply[1], terminated=reply[2])
+            raise SessionError(f"ONNX Runtime ran past {limit:g} s" if reply[2] else reply[1], terminated=reply[2])
         return reply[1]
 
     def end_profiling(self) -> list:

@@ -64,6 +64,15 @@ class Float64Reference:
         self._broken = False
         self._repeatable = False  # two runs on one set gave the same outputs
 
+    def prepare(self) -> None:
+        """Make the float64 copy now (a caller's time limit then bounds the runs alone); a model
+        that cannot become float64 gives no reference."""
+        if self._double is None and not self._broken:
+            try:
+                self._double = copy.deepcopy(self._module).double()
+            except Exception:  # noqa: BLE001 - as in run(): no reference, fixed verdict
+                self._broken = True
+
     def run(self, inputs: InputSet, trials: int = TRIALS) -> ReferenceRun | None:
         """The exact float64 run on ``inputs`` (float32 tensors cast up) and ``trials`` perturbed
         ones, or None."""

@@ -215,3 +215,77 @@ class FlowRAFT(nn.Module):
         generator = torch.Generator().manual_seed(1)
         return (torch.rand(2, 3, 128, 160, generator=generator) * 2 - 1,
                 torch.rand(2, 3, 128, 160, generator=generator) * 2 - 1)
+
+
+# --- detectors as a user builds them (issue 50, item 7) ---------------------------------------
+# torchvision's builders with random weights, nothing re-drawn or conditioned until it verifies:
+# batch norms calibrated on image-like inputs through the whole detector, the score threshold
+# tuned on the example (the median of its detections' scores). Their own knife edges, not the
+# ones the targets above were conditioned around.
+
+def image_like(generator: torch.Generator, height: int, width: int) -> torch.Tensor:
+    """A smooth random picture in [0, 1] (coarse colour patches upsampled, a little noise)."""
+    coarse = torch.rand(1, 3, max(height // 16, 2), max(width // 16, 2), generator=generator)
+    smooth = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)[0]
+    return (smooth + 0.05 * torch.randn(3, height, width, generator=generator)).clamp(0, 1)
+
+
+def user_built(builder: str, seed: int, **options) -> nn.Module:
+    """torchvision's ``builder`` with random weights (``seed``), its batch norms' statistics taken
+    from three pairs of image-like pictures through the whole detector."""
+    from torchvision.models import detection
+
+    torch.manual_seed(seed)
+    model = getattr(detection, builder)(weights=None, weights_backbone=None, **options).eval()
+    generator = torch.Generator().manual_seed(seed + 100)
+    for norm in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
+        norm.reset_running_stats()
+        norm.momentum = None
+        norm.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model([image_like(generator, 120, 144), image_like(generator, 136, 112)])
+    return model.eval()
+
+
+class _UserDetector(nn.Module):
+    """Two image-like pictures in, torchvision's per-image dicts out; threshold tuned on them."""
+
+    example_dynamic_shapes = IMAGE_DIMS
+    builder, threshold, options, seed = "", "score_thresh", {}, 11
+
+    def __init__(self):
+        super().__init__()
+        self.model = user_built(self.builder, self.seed, **{**self.options, self.threshold: 0.0})
+        with torch.no_grad():
+            scores = torch.cat([d["scores"] for d in self.model(list(self.example_inputs()))])
+        owner = getattr(self.model, "roi_heads", self.model)
+        owner.score_thresh = float(scores.quantile(0.5)) if scores.numel() else 0.0
+        self.eval()
+
+    def forward(self, image0, image1):
+        return self.model([image0, image1])
+
+    def example_inputs(self):
+        generator = torch.Generator().manual_seed(1)
+        return image_like(generator, 96, 128), image_like(generator, 128, 112)
+
+
+class UserRetinaNet(_UserDetector):
+    builder, options = "retinanet_resnet50_fpn", _ONE_STAGE
+
+
+class UserFCOS(_UserDetector):
+    builder, options = "fcos_resnet50_fpn", _ONE_STAGE
+
+
+class UserSSDlite(_UserDetector):
+    builder, options = "ssdlite320_mobilenet_v3_large", dict(detections_per_img=20, topk_candidates=50)
+
+
+class UserMaskRCNN(_UserDetector):
+    builder, threshold, options = "maskrcnn_resnet50_fpn", "box_score_thresh", _SMALL
+
+
+class UserKeypointRCNN(_UserDetector):
+    builder, threshold, options = "keypointrcnn_resnet50_fpn", "box_score_thresh", _SMALL

@@ -35,15 +35,19 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from fxport.eager_limits import SECONDS, EagerRunStopped, time_limit
+from fxport.eager_limits import SECONDS, EagerRunStopped, example_cost, time_limit
 from fxport.inputs import InputSet
 from fxport.verify.compare import Acceptance, Comparison, compare, flatten_outputs, same_specials
 from fxport.verify.judges.base import Bench, SetRun
 from fxport.verify.reference import Float64Reference, ReferenceRun
 
-#: The float64 reference (up to four runs, two of them with every result perturbed) may take this
-#: many times the eager run of the set before it is stopped.
+#: The float64 reference of a made-up set (up to four runs of a float64 copy, two of them with
+#: every result perturbed in Python) may take this many times the set's eager run before it is
+#: stopped ...
 REFERENCE_SLOWDOWN = 100
+#: ... and at least this many seconds while the conversion measured its example's run
+#: (:func:`reference_limit`); without one, at least :data:`~fxport.eager_limits.SECONDS`.
+REFERENCE_FLOOR = 10.0
 
 
 class Float64Noise:
@@ -77,7 +81,8 @@ class Float64Noise:
         distance to it is the noise: a file that passes there passes with any perturbed run, which
         only widens it), or ``earlier``'s with one more perturbed run. A reference that runs past its
         limit does not skip the set, whose fixed tolerances failed: the set stays failed."""
-        limit = max(SECONDS, REFERENCE_SLOWDOWN * run.eager_seconds)
+        limit = reference_limit(run) if run.bounded else None
+        self.reference.prepare()  # the float64 copy is made outside the limit
         try:
             with time_limit(limit) if run.bounded else contextlib.nullcontext():
                 if earlier is None:
@@ -85,6 +90,29 @@ class Float64Noise:
                 return self.reference.perturbed_again(earlier), ""
         except EagerRunStopped as stop:
             return None, stop.describe()
+
+
+def reference_limit(run: SetRun) -> float:
+    """Seconds the float64 reference of the made-up set ``run`` may take: proportional to its
+    eager run, as eager's own budget is to the example's (:mod:`fxport.eager_limits`):
+    :data:`REFERENCE_SLOWDOWN` × the set's eager seconds (or their estimate from the example's
+    run), at least :data:`REFERENCE_FLOOR`. No upper bound: a stopped reference leaves its set
+    failed, so a short one would refuse a correct file. Without a measured example (a direct
+    ``verify_model``), :data:`~fxport.eager_limits.SECONDS` or the multiple, whichever is longer.
+
+    >>> from fxport.eager_limits import ExampleCost, measured
+    >>> run = SetRun(InputSet((torch.ones(10),)), None, [], bounded=True, eager_seconds=0.5)
+    >>> with measured(ExampleCost(seconds=0.01, elements=10)):
+    ...     reference_limit(run), reference_limit(dataclasses.replace(run, eager_seconds=0.001))
+    (50.0, 10.0)
+    >>> reference_limit(run)
+    60.0
+    """
+    cost = example_cost()
+    if cost is None:
+        return max(SECONDS, REFERENCE_SLOWDOWN * run.eager_seconds)
+    elements = sum(t.numel() for t in run.inputs.tensors())
+    return max(REFERENCE_FLOOR, REFERENCE_SLOWDOWN * (run.eager_seconds or cost.estimate(elements)))
 
 
 def judged_by_noise(acceptance: Acceptance) -> bool:
