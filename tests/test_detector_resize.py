@@ -11,19 +11,18 @@ class scores 40% apart, detections 116 px apart). That is no decision on a knife
 replay must not excuse it, and verification refuses the file on such a size.
 
 About 1 in 5 sides from 32 to 512 px round differently for ``min_size`` 128 (a min side of 41,
-47, 49, 55, ... px), 11 for ``max_size`` 160. The fix belongs to the lowering (the symbolic float
-arithmetic in DOUBLE), not to verification: the first test is a strict xfail until it lands.
+47, 49, 55, ... px), 11 for ``max_size`` 160. The fix is in the lowering: the float arithmetic on
+sizes runs in DOUBLE in the file (fxport/lower/size_arithmetic.py).
 """
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
 
 import fxport
-from fxport.errors import VerificationError
+import fxport.testing
 
 
 class ScaledResize(torch.nn.Module):
@@ -51,10 +50,15 @@ def test_the_resize_verifies_where_float32_and_double_agree_on_the_size():
     assert all(row.passed for row in result.verification if not row.skipped)
 
 
-@pytest.mark.xfail(strict=True, raises=VerificationError,
-                   reason="the lowering computes SymFloat size arithmetic in float32: 303 px → 160 rows, eager 159")
 def test_the_resize_verifies_where_float32_and_double_round_the_size_otherwise():
     """303 × (160 / 303): 159.99999999999997 in double (eager: 159 rows), 160.0 in float32."""
     with torch.no_grad():
         assert ScaledResize()(torch.rand(3, 303, 134)).shape[1] == 159
-    _convert((303, 134))
+    result = _convert((303, 134))
+    assert all(row.passed for row in result.verification if not row.skipped)
+    casts = [n for n in result.model.graph.node if n.op_type == "Cast"]
+    assert any(a.name == "to" and a.i == 11 for n in casts for a in n.attribute)  # DOUBLE
+    generator = torch.Generator().manual_seed(3)
+    for height, width in [(303, 134), (41, 60), (47, 100), (49, 49), (55, 300), (512, 33)]:  # sides float32 rounds otherwise
+        fxport.testing.compare_with_eager(ScaledResize().eval(), result.model,
+                                          (torch.rand(3, height, width, generator=generator),), 1e-4, 1e-4)

@@ -36,6 +36,7 @@ from fxport.lower.exporter import export_program
 from fxport.lower.grown_loops import loop_translations
 from fxport.lower.loop_invariants import hoist_loop_invariants
 from fxport.lower.ort_workarounds import apply_ort_workarounds
+from fxport.lower.size_arithmetic import size_arithmetic_in_double
 from fxport.lower.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
 from fxport.lower.lowered import LoweredModel
 from fxport.choices import optimize_level
@@ -84,6 +85,7 @@ def lower_model(
     translation_table = {**translation_table, **loop_translations(program, _grown_loops(grown_loops), opset, translation_table)}
     onnx_program, counts = _exported(program, opset, translation_table, level)
     apply_ort_workarounds(onnx_program.model)  # shapes ONNX Runtime computes wrongly (fxport/lower/ort_workarounds.py)
+    size_arithmetic_in_double(onnx_program.model)  # Python floats of sizes in double, as eager (size_arithmetic.py)
     fusions: dict[str, int] = {}
     if level == "ort":
         onnx_program.model, fusions = fuse_ort(onnx_program.model, translation_table)
