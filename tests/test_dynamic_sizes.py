@@ -87,7 +87,25 @@ def test_map_lowers_to_one_scan():
     result = fxport.convert(module, (torch.randn(4, 3), torch.tensor(2.0)), dynamic_shapes={"x": {0: "rows"}})
     assert result.op_counts().get("Scan") == 1 and "Loop" not in result.op_counts()
     zero = next(row for row in result.verification if row.name.startswith("size[rows=0]"))
-    assert zero.note.startswith("skipped: eager rejects"), zero  # map refuses an empty leading dimension
+    # map refuses an empty leading dimension in eager: 0 rows are not the model's range
+    assert zero.note.startswith("skipped: excluded, rows narrowed to 1..inf at rows=0: eager rejects"), zero
+    assert any("'rows' is narrowed to 1..inf" in w and "eager rejects" in w for w in result.warnings), result.warnings
+
+
+class FlattensRows(torch.nn.Module):
+    """``x.reshape(x.shape[0], -1)``: eager raises at 0 rows ("cannot reshape tensor of 0 elements")."""
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], -1).sum(1)
+
+
+def test_a_made_up_size_eager_rejects_narrows_the_range_with_a_warning_and_the_metadata():
+    result = fxport.convert(FlattensRows().eval(), (torch.randn(3, 2, 2),), dynamic_shapes={"x": {0: "b"}})
+    assert result.verified
+    assert any("'b' is narrowed to 1..inf" in w and "b=0" in w and "eager rejects" in w for w in result.warnings), \
+        result.warnings
+    ranges = json.loads(dict((p.key, p.value) for p in result.model.metadata_props)["fxport.dynamic_ranges"])
+    assert ranges["b"]["valid"][0] == 1, ranges
 
 
 def test_unconverted_size_branch_is_an_error_at_size_one_naming_the_line(tmp_path):

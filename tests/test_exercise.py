@@ -94,3 +94,18 @@ def test_a_search_set_that_overflows_in_eager_is_not_used():
     assert op_counts(result.model).get("Where", 0) + op_counts(result.model).get("If", 0) >= 1
     x = torch.full((4, 3), 7.0)  # exp(70) = 2.5e30: the true side, finite
     torch.testing.assert_close(torch.from_numpy(run_onnx(result.model, x)[0]), ReachedOnlyByOverflow()(x))
+
+
+def test_a_loop_whose_zero_trips_need_a_size_eager_rejects_says_so():
+    """GPT-J's generator (issue 50, item 6): its ``while`` runs 0 times only at batch 0, where
+    eager itself raises; the warning says eager rejects that size rather than only "unverified"."""
+    from fxport.controlflow.operators.loops import LEFT_BY_TEST
+    from fxport.errors import SourceLocation
+    from fxport.verify.exercise import ConstructCoverage, ExerciseReport
+
+    where = SourceLocation("greedy.py", 36, "search")
+    loop = ConstructCoverage("while", where, {1, 3, LEFT_BY_TEST}, 0, False)
+    (warning,) = ExerciseReport([loop], rejected=["size[batch=0]"]).warnings()
+    assert "never reached its 0 iterations on any input set eager runs (eager itself raises on size[batch=0]" in warning
+    (plain,) = ExerciseReport([ConstructCoverage("while", where, {1, 3, LEFT_BY_TEST}, 0, False)]).warnings()
+    assert "eager itself raises" not in plain and "never reached its 0 iterations on any input set:" in plain

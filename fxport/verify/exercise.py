@@ -154,6 +154,7 @@ class ExerciseReport:
     found_sets: list[InputSet] = dataclasses.field(default_factory=list)
     overflowed: list[str] = dataclasses.field(default_factory=list)  # variations eager overflowed on
     stopped: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # bound hit → variations
+    rejected: list[str] = dataclasses.field(default_factory=list)  # made-up sets eager itself raises on
 
     def warnings(self) -> list[str]:
         """One line per variation whose eager run was stopped, then per construct with an
@@ -163,8 +164,15 @@ class ExerciseReport:
         stopped = [f"coverage: {bound} on {', '.join(names)} (the model may never finish on these "
                    "values); not used" for bound, names in self.stopped.items()]
         return stopped + [f"converted {c.kind} at {c.location} never reached its {' or '.join(c.missing())} on any "
-                f"input set{skipped}: that part of the ONNX model is unverified; add input sets that reach it "
-                "with --inputs-fn (or verify_inputs=)" for c in self.constructs if c.missing()]
+                f"input set{skipped}{self._rejected_clause(c)}: that part of the ONNX model is unverified; add input "
+                "sets that reach it with --inputs-fn (or verify_inputs=)" for c in self.constructs if c.missing()]
+
+    def _rejected_clause(self, construct: ConstructCoverage) -> str:
+        """Where a loop's 0 iterations may lie only at sizes eager itself raises on (a generator
+        at batch 0), say so: those sizes are outside the model's range (verified_ranges.py)."""
+        if not self.rejected or not construct.is_loop or not any(m.startswith("0 ") for m in construct.missing()):
+            return ""
+        return f" eager runs (eager itself raises on {', '.join(self.rejected)}, outside the model's range)"
 
 
 def exercise_control_flow(
@@ -199,7 +207,9 @@ def exercise_control_flow(
             try:
                 with _search_bounds() if bounded else contextlib.nullcontext():
                     outcomes, outputs = _observe_run(model, input_set)
-            except ConversionError:  # a generated size eager rejects: verification skipped it too
+            except ConversionError:  # a generated size eager rejects: verification left it out too
+                if bounded:
+                    report.rejected.append(input_set.name.split(" outside")[0])
                 continue
             except EagerRunStopped as stop:  # a generated set the model may never finish on (batch 0)
                 report.stopped.setdefault(stop.describe(), []).append(f"'{input_set.name}'")

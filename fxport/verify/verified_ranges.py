@@ -49,7 +49,9 @@ def exclude_failed_edges(rows, sets, user_sets, dynamic_axes, bounds) -> list | 
     ONNX Runtime failing (an error or a crash, never a wrong value) on an edge set fxport made up
     (``size[...]``, not a declared or exported bound: ``min``/``max``) and a dimension of it can
     start past the failing sizes without losing a size of the user's sets or the declared
-    minimum; None when any failure is not of that kind (verification refuses as before).
+    minimum; None when any failure is not of that kind (verification refuses as before). An
+    edge set eager itself rejects below every size of the user's sets (GPT-J's generator at batch
+    0: "cannot reshape tensor of 0 elements") is left out the same way: not the model's range.
 
     ``rows[i]`` is ``sets[i]``'s row; ``user_sets`` the caller's sets (the example first).
 
@@ -64,7 +66,10 @@ def exclude_failed_edges(rows, sets, user_sets, dynamic_axes, bounds) -> list | 
     """
     failed = [index for index, row in enumerate(rows) if not row.passed]
     user_ids = {id(s) for s in user_sets}
-    if not failed or not dynamic_axes:
+    rejected = [index for index, row in enumerate(rows) if (row.note or "").startswith(_EAGER_REJECTS)
+                and id(sets[index]) not in user_ids and sets[index].name.startswith("size[")
+                and not _bound_edge(sets[index].name) and "outside exported" not in sets[index].name]
+    if not (failed or rejected) or not dynamic_axes:
         return None
     for index in failed:
         if id(sets[index]) in user_ids or rows[index].mismatched_outputs != [ORT_FAILED] \
@@ -83,6 +88,14 @@ def exclude_failed_edges(rows, sets, user_sets, dynamic_axes, bounds) -> list | 
             if size >= smallest[name] or (size == declared_low.get(name, 0) and size > 0):
                 return None  # a size the user's sets or declared minimum ask for
             low[name] = max(low.get(name, 0), size + 1)
+    for index in rejected:  # eager itself raises at a size below every size the user gave: not the model's
+        sizes = example_dim_sizes(sets[index], dynamic_axes)
+        changed = [name for name in example if sizes[name] != example[name]]
+        if len(changed) == 1 and sizes[changed[0]] < smallest[changed[0]] \
+                and not (sizes[changed[0]] == declared_low.get(changed[0], 0) and sizes[changed[0]] > 0):
+            low[changed[0]] = max(low.get(changed[0], 0), sizes[changed[0]] + 1)
+    if not low:
+        return None
     for index in failed:  # every failed set must fall outside the narrowed ranges
         sizes = example_dim_sizes(sets[index], dynamic_axes)
         if not any(sizes[name] < start for name, start in low.items()):
@@ -91,13 +104,22 @@ def exclude_failed_edges(rows, sets, user_sets, dynamic_axes, bounds) -> list | 
     for index, row in enumerate(rows):
         sizes = example_dim_sizes(sets[index], dynamic_axes)
         outside = [name for name, start in low.items() if sizes[name] < start]
-        if not row.passed and outside:
+        if (not row.passed or index in rejected) and outside:
             name = outside[0]
             result[index] = dataclasses.replace(
                 row, passed=True, mismatched_outputs=[],
                 note=f"{EXCLUDED}{name} narrowed to {low[name]}..{_high(name, dynamic_axes, bounds)} "
-                     f"at {name}={sizes[name]}: {row.note}")
+                     f"at {name}={sizes[name]}: {_reason(row.note)}")
     return result
+
+
+_EAGER_REJECTS = "skipped: eager rejects"  # a generated set eager raises on (verification.py)
+
+
+def _reason(note: str | None) -> str:
+    """Why a left-out set failed: ONNX Runtime's words, or eager's rejection (``eager rejects ...``)."""
+    note = note or ""
+    return note[len("skipped: "):] if note.startswith(_EAGER_REJECTS) else note
 
 
 def _bound_edge(name: str) -> bool:
@@ -157,7 +179,8 @@ def widen_verified_ranges(program, rows, warnings: list[str], onnx_model=None) -
                 if start < stored["low"] and not all(_checked(rows, index, axis, size)
                                                      for size in range(start, stored["low"])):
                     continue  # below the exported range, and not every size there passed: as it was
-                stored.update(low=start, where=None, reason=f"{NARROWED_BY_VERIFICATION}: ONNX Runtime fails at "
+                side = "eager rejects these inputs" if why.startswith("eager rejects") else "ONNX Runtime fails"
+                stored.update(low=start, where=None, reason=f"{NARROWED_BY_VERIFICATION}: {side} at "
                                                             f"{where}, a size nobody asked for")
                 narrowed[stored["name"]] = (stored, where, why)
                 changed.append(stored["name"])
