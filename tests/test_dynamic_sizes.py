@@ -108,6 +108,17 @@ def test_a_made_up_size_eager_rejects_narrows_the_range_with_a_warning_and_the_m
     assert ranges["b"]["valid"][0] == 1, ranges
 
 
+def test_from_the_cli_a_made_up_size_eager_rejects_is_one_warning(tmp_path):
+    from tests.conftest import run_cli
+
+    out = tmp_path / "flat.onnx"
+    result = run_cli("convert", "tests/test_dynamic_sizes.py:FlattensRows", "-i", "x=3x2x2", "--dynamic", "x:0=b",
+                     "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("warning:")]
+    assert any("'b' is narrowed to 1..inf" in w and "eager rejects" in w for w in warnings), warnings
+
+
 def test_unconverted_size_branch_is_an_error_at_size_one_naming_the_line(tmp_path):
     """The headline bug without control-flow conversion: never a silently wrong file."""
     out = tmp_path / "center.onnx"
