@@ -402,7 +402,7 @@ def list_rules(
     as_json: bool = flag("print JSON", "--json"),
     debug: bool = flag("show tracebacks", "--debug"),
 ) -> None:
-    """List the rules fxport applies, by the names --disable takes: control-flow conversions, graph passes, built-ins, installed packages' and --rules files'."""
+    """List the rules fxport applies, by the names --disable takes: control-flow conversions, graph passes, built-ins (op rules and decision:<op> rules verification replays), installed packages' and --rules files'."""
     mode = OutputMode(False, as_json, debug)
 
     def action():
