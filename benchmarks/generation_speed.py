@@ -1,173 +1,342 @@
-"""Tokens/s of text generation: fxport's one-file generator on ONNX Runtime CPU vs eager
-``generate()`` vs a Python loop over fxport's one-step model (``--task text-generation-step``) in
-ONNX Runtime, the way optimum and onnxruntime-genai decode.
+"""Tokens/s of text generation on CPU: fxport's one-file generator vs eager ``generate()`` vs
+onnxruntime-genai (its model builder's fp32 and int4 files, decoded by its C++ loop) — the
+runtime a user picks today for generation from a transformers checkpoint (issue 49).
 
-GPT-2-small-shaped and Llama-shaped transformers models (12 layers, width 768, 12 heads; Llama
-with 4 key-value heads and a 2048-wide MLP; random weights; vocabulary 8192 by default) generate
-``--new`` tokens greedily after a ``--prompt``-token prompt at batch 1 and 4; no row stops early
-(no end token). Each variant runs in a subprocess of its own, one thread, so its peak RSS
-(``VmHWM``) is its own; tokens/s is batch × new ÷ the median of ``--repeats`` full generations
-after one warm-up; "same ids" compares the three outputs. Target (issue 27): the file ≥ 1.5×
-eager ``generate()`` at batch 1 and not slower than the Python loop.
+One random-weight Llama-shaped checkpoint (12 layers, width 768, 12 heads / 4 key-value heads,
+a 2048-wide MLP, vocabulary 8192; seeded) is written at run time with a ``tokenizers``
+WordLevel tokenizer (the builder needs one; nothing is downloaded). Then, each in a process of
+its own, one thread, same run:
 
-    python3 -m benchmarks.generation_speed                 # writes its table into docs/generation.md
-    python3 -m benchmarks.generation_speed --layers 2 --width 64 --heads 4 --new 8   # a quick check
+- **build**: ``fxport convert CKPT --task text-generation --no-verify --max-new-tokens N`` (one
+  file per ``N``: the loop's bound is in the file) and ``python3 -m
+  onnxruntime_genai.models.builder -i CKPT -o DIR -p fp32|int4 -e cpu``: wall time of the
+  command and its peak RSS;
+- **decode**, greedy, no row stopping early (the end token is outside the vocabulary), at batch
+  1 and 4, prompt 32 and 512, 64 and 256 new tokens: tokens/s = batch × new ÷ the median of
+  ``--repeats`` generations after one warm-up; time to first token (eager: ``generate()`` with
+  one new token; genai: the prompt appended and the first token generated; fxport's file has no
+  streaming, so its first token comes with its last: the whole call); the process's peak RSS;
+  whether the ids equal eager's (int4: the share of generated ids that do).
+
+    python3 -m benchmarks.generation_speed            # the reference run; writes docs/generation.md
+    python3 -m benchmarks.generation_speed --quick    # 2 layers, 2 rows, 1 repeat: minutes, prints only
+
+Needs ``onnxruntime-genai`` (``pip install onnxruntime-genai``); without it the genai columns
+say so and the rest runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-import torch
-
 from benchmarks.common import median_seconds, peak_rss_mb
 
-TITLE = "Tokens/s: one-file generator vs eager generate() vs a Python loop over the one-step model"
-CONFIG = dict(layers=12, width=768, heads=12, vocab=8192, prompt=32, new=64)
-MODELS = ("gpt2", "llama")
+TITLE = "Tokens/s: fxport's one-file generator vs eager generate() vs onnxruntime-genai"
+CONFIG = dict(layers=12, width=768, heads=12, kv_heads=4, vocab=8192)
+#: (batch, prompt, new tokens)
+ROWS = [(batch, prompt, new) for new in (64, 256) for prompt in (32, 512) for batch in (1, 4)]
+QUICK_CONFIG = dict(layers=2, width=128, heads=4, kv_heads=2, vocab=1024)
+QUICK_ROWS = [(1, 16, 16), (4, 16, 16)]
+VARIANTS = ("eager", "fxport", "genai_fp32", "genai_int4")
+#: the timed generations of one variant and row stop at ``repeats`` or at about this many seconds
+BUDGET_S = 40.0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(REPO, "docs", "generation.md")
 BEGIN, END = "<!-- generation speed: written by python3 -m benchmarks.generation_speed -->", "<!-- end of generation speed -->"
 
 
-def build(model: str, config: dict) -> torch.nn.Module:
-    """The model with random weights (seeded)."""
+def genai_available() -> str | None:
+    """None when onnxruntime-genai imports, else why not (one line)."""
+    try:
+        import onnxruntime_genai  # noqa: F401
+    except Exception as exc:  # ImportError, or a shared library that does not load
+        return f"onnxruntime-genai does not import ({type(exc).__name__}: {exc}); pip install onnxruntime-genai"
+    return None
+
+
+def write_checkpoint(folder: str, config: dict) -> str:
+    """A seeded random-weight Llama checkpoint with a WordLevel tokenizer (token ``t{i}`` is id
+    ``i`` from 3 on; ``<unk>``, ``<s>``, ``</s>`` are 0, 1, 2), as ``save_pretrained()`` writes
+    them; the end token is id 2."""
+    import torch
     import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
 
+    transformers.logging.disable_progress_bar()
     torch.manual_seed(0)
-    if model == "gpt2":
-        settings = transformers.GPT2Config(n_layer=config["layers"], n_embd=config["width"], n_head=config["heads"],
-                                           vocab_size=config["vocab"], n_positions=1024)
-        return transformers.GPT2LMHeadModel(settings).eval()
-    settings = transformers.LlamaConfig(num_hidden_layers=config["layers"], hidden_size=config["width"],
-                                        num_attention_heads=config["heads"], num_key_value_heads=max(1, config["heads"] // 3),
-                                        intermediate_size=config["width"] * 8 // 3, vocab_size=config["vocab"],
-                                        max_position_embeddings=1024)
-    return transformers.LlamaForCausalLM(settings).eval()
+    settings = transformers.LlamaConfig(
+        num_hidden_layers=config["layers"], hidden_size=config["width"], num_attention_heads=config["heads"],
+        num_key_value_heads=config["kv_heads"], intermediate_size=config["width"] * 8 // 3,
+        vocab_size=config["vocab"], max_position_embeddings=1024, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    transformers.LlamaForCausalLM(settings).eval().save_pretrained(folder)
+    specials = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2 (not t0..t2: a special token is matched inside words)
+    vocabulary = {token: i for i, token in enumerate(specials)} | {f"t{i}": i for i in range(3, config["vocab"])}
+    tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<unk>",
+                                         bos_token="<s>", eos_token="</s>").save_pretrained(folder)
+    return folder
 
 
-def export_files(model: str, config: dict, folder: str) -> dict:
-    """The one-file generator and the one-step model, converted by fxport (not verified here:
-    the measured runs compare their ids with eager generate())."""
-    import fxport
-    from fxport.generation.architectures import build_generator
-    from fxport.generation.decoder_step import DecoderStep, step_dynamic_shapes, step_inputs
-
-    lm = build(model, config)
-    prompt = torch.randint(0, config["vocab"], (2, 5)), torch.ones(2, 5, dtype=torch.int64)
-    times = {}
+def timed_command(args: list[str], **kwargs) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``args``: (wall seconds, the finished process); a failure raises with its stderr's end."""
     start = time.perf_counter()
-    generator = build_generator(lm, max_new_tokens=config["new"], eos_token_id=None)
-    fxport.convert(generator, prompt, dynamic_shapes=generator.dynamic_shapes, verify=False,
-                   output=os.path.join(folder, f"{model}-generate.onnx"))
-    times["generator"] = time.perf_counter() - start
-    start = time.perf_counter()
-    fxport.convert(DecoderStep(lm).eval(), step_inputs(lm, 2, 3, 1), dynamic_shapes=step_dynamic_shapes(lm),
-                   verify=False, output=os.path.join(folder, f"{model}-step.onnx"))
-    times["step"] = time.perf_counter() - start
-    return times
+    done = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args[:8])} ... failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return seconds, done
 
 
-def measure(model: str, variant: str, config: dict, folder: str, batch: int, repeats: int) -> dict:
-    """Tokens/s (median of ``repeats`` after a warm-up) and this process's peak RSS."""
-    torch.set_num_threads(1)
-    draw = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, config["vocab"], (batch, config["prompt"]), generator=draw)
-    mask = torch.ones_like(ids)
-    new = config["new"]
-    if variant == "eager":
-        lm = build(model, config)
-
-        def run():
-            with torch.no_grad():
-                return lm.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                                   do_sample=False, eos_token_id=None, pad_token_id=0).numpy()
+def build(kind: str, checkpoint: str, folder: str, new: int | None = None) -> dict:
+    """Build one file: ``kind`` "fxport" (the CLI, ``new`` tokens) or "genai_fp32" /
+    "genai_int4" (the builder). Wall time and peak RSS of the command; fxport adds its stage
+    times (``--json``)."""
+    rss_file = os.path.join(folder, f"{kind}-{new}.rss")
+    if kind == "fxport":
+        output = os.path.join(folder, f"fxport-{new}.onnx")
+        command = ["fxport", "convert", checkpoint, "--task", "text-generation", "--no-verify",
+                   "--max-new-tokens", str(new), "--eos-token-id", str(_outside_vocabulary(checkpoint)),
+                   "-o", output, "--json"]
     else:
+        output = os.path.join(folder, kind)
+        command = ["onnxruntime_genai.models.builder", "-i", checkpoint, "-o", output,
+                   "-p", kind.split("_")[1], "-e", "cpu", "-c", os.path.join(folder, "genai-cache")]
+    args = [sys.executable, "-m", "benchmarks.generation_speed", "--rss-file", rss_file, "--run-module", "--", *command]
+    seconds, done = timed_command(args, cwd=REPO)
+    result = {"seconds": seconds, "peak_rss_mb": float(open(rss_file).read()), "path": output}
+    if kind == "fxport":
+        report = json.loads(done.stdout[done.stdout.index("{"):])
+        result["stages"] = report.get("timings", {})
+    else:
+        _one_thread_genai(output)
+    return result
+
+
+def _outside_vocabulary(checkpoint: str) -> int:
+    """An end-token id no row produces (no row stops early): the vocabulary's size."""
+    with open(os.path.join(checkpoint, "config.json")) as handle:
+        return json.load(handle)["vocab_size"]
+
+
+def _one_thread_genai(folder: str) -> None:
+    """genai_config.json: one thread, as every variant here, and no end token (no row stops
+    early, as with eager's ``eos_token_id=None``)."""
+    path = os.path.join(folder, "genai_config.json")
+    with open(path) as handle:
+        config = json.load(handle)
+    config["model"]["eos_token_id"] = []
+    config["model"]["decoder"]["session_options"].update(intra_op_num_threads=1, inter_op_num_threads=1)
+    with open(path, "w") as handle:
+        json.dump(config, handle, indent=4)
+
+
+def run_module(argv: list[str], rss_file: str) -> None:
+    """``python3 -m MODULE ARGS`` in this process (``argv``: ``MODULE ARGS``), then its peak RSS
+    into ``rss_file``: a build measured as the user runs it, with its own peak memory."""
+    import runpy
+
+    module, *arguments = argv
+    sys.argv = [module, *arguments]
+    code = 0
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    with open(rss_file, "w") as handle:
+        handle.write(f"{peak_rss_mb():.1f}")
+    sys.stdout.flush()
+    os._exit(code)  # skip interpreter teardown (atexit of a module run above may print)
+
+
+def measure(variant: str, config: dict, folder: str, batch: int, prompt: int, new: int, repeats: int) -> dict:
+    """In this process (one thread): tokens/s (batch × new ÷ the median of ``repeats`` after a
+    warm-up), time to first token, peak RSS, and the ids of the warm-up."""
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    draw = torch.Generator().manual_seed(batch * 1000 + prompt)
+    ids = torch.randint(3, config["vocab"], (batch, prompt), generator=draw)
+    mask = torch.ones_like(ids)
+    checkpoint = os.path.join(folder, "checkpoint")
+    if variant == "eager":
+        import transformers
+
+        lm = transformers.LlamaForCausalLM.from_pretrained(checkpoint).eval()
+
+        def generate(tokens: int):
+            with torch.no_grad():
+                return lm.generate(input_ids=ids, attention_mask=mask, max_new_tokens=tokens, do_sample=False,
+                                   eos_token_id=None, pad_token_id=0).numpy()
+
+        run, first = (lambda: generate(new)), (lambda: generate(1))
+    elif variant == "fxport":
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads, options.log_severity_level = 1, 1, 3
-        name = f"{model}-generate.onnx" if variant == "onnx_loop" else f"{model}-step.onnx"
-        session = ort.InferenceSession(os.path.join(folder, name), options, providers=["CPUExecutionProvider"])
-        if variant == "onnx_loop":
-            def run():
-                return session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
-        else:
-            run = _python_loop(session, ids.numpy(), mask.numpy(), new)
-    first = run()  # the warm-up, and the ids compared across variants
-    seconds = median_seconds(run, repeats, warmup=0)
-    return {"tokens_per_s": batch * new / seconds, "peak_rss_mb": peak_rss_mb(), "ids": first.tolist()}
+        session = ort.InferenceSession(os.path.join(folder, f"fxport-{new}.onnx"), options,
+                                       providers=["CPUExecutionProvider"])
+        feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+        run = lambda: session.run(None, feed)[0]  # noqa: E731
+        first = None  # no streaming: the first token comes with the last (the whole call)
+    else:
+        import onnxruntime_genai as og
+
+        model = og.Model(os.path.join(folder, variant))
+        prompt_ids = ids.numpy()
+
+        def generator():
+            params = og.GeneratorParams(model)
+            params.set_search_options(max_length=prompt + new, batch_size=batch, do_sample=False)
+            made = og.Generator(model, params)
+            made.append_tokens(prompt_ids)
+            return made
+
+        def run():
+            made = generator()
+            while not made.is_done():
+                made.generate_next_token()
+            return np.stack([made.get_sequence(row) for row in range(batch)])
+
+        def first():
+            made = generator()
+            made.generate_next_token()
+            return made.get_next_tokens()
+
+    start = time.perf_counter()
+    out = np.asarray(run())  # the warm-up, and the ids compared with eager's
+    once = time.perf_counter() - start
+    timed = max(1, min(repeats, int(BUDGET_S / max(once, 1e-9))))  # fewer when a generation is long
+    seconds = median_seconds(run, timed, warmup=0)
+    first_token = median_seconds(first, repeats, warmup=1) if first is not None else seconds
+    return {"tokens_per_s": batch * new / seconds, "first_token_s": first_token, "peak_rss_mb": peak_rss_mb(),
+            "ids": out[:, prompt:].tolist(), "timed": timed}
 
 
-def _python_loop(session, ids, mask, new):
-    """Greedy decoding over the one-step file, the cache fed back from its ``present.*`` outputs."""
+def agreement(ids: list, reference: list) -> float:
+    """The share of generated ids equal to the reference's at the same place."""
     import numpy as np
 
-    inputs = session.get_inputs()
-    past_names = [i.name for i in inputs[3:]]
-    present_names = [o.name for o in session.get_outputs()[1:]]
-    kv_heads, head_size = inputs[3].shape[1], inputs[3].shape[3]
-
-    def run():
-        past = {name: np.zeros((ids.shape[0], kv_heads, 0, head_size), np.float32) for name in past_names}
-        step_mask = mask
-        positions = np.where(step_mask == 0, 0, step_mask.cumsum(-1) - 1)
-        step_ids, sequences = ids, ids
-        for _ in range(new):
-            logits, *present = session.run(None, {"input_ids": step_ids, "attention_mask": step_mask,
-                                                  "position_ids": positions, **past})
-            token = logits[:, -1].argmax(-1)[:, None]
-            sequences = np.concatenate([sequences, token], 1)
-            past = dict(zip(past_names, present))
-            step_mask = np.concatenate([step_mask, np.ones_like(step_mask[:, :1])], 1)
-            positions, step_ids = positions[:, -1:] + 1, token
-        return sequences
-
-    assert [name.replace("past_key_values", "present") for name in past_names] == present_names
-    return run
+    ids, reference = np.asarray(ids), np.asarray(reference)
+    return float((ids == reference).mean()) if ids.shape == reference.shape else 0.0
 
 
-def run(repeats: int = 3, config: dict | None = None, models=MODELS):
-    """Export each model once, then each variant at batch 1 and 4 in a subprocess."""
-    from benchmarks.common import Section
+def machine_load() -> str:
+    """The 1-, 5- and 15-minute load averages, and the cores."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
 
+
+def run(repeats: int = 3, config: dict | None = None, rows=None, variants=VARIANTS, log=print):
+    """Write the checkpoint, build every file, then measure each row and variant in a subprocess.
+    Returns the two sections (decoding, building)."""
     config = dict(CONFIG, **(config or {}))
-    rows, notes = [], []
-    with tempfile.TemporaryDirectory() as folder:
-        for model in models:
-            times = export_files(model, config, folder)
-            notes.append(f"{model}: generator {times['generator']:.0f} s, step model {times['step']:.0f} s")
-            for batch in (1, 4):
-                results = {}
-                for variant in ("eager", "onnx_loop", "python_loop"):
-                    args = [sys.executable, "-m", "benchmarks.generation_speed", "--measure", variant, "--model", model,
-                            "--folder", folder, "--batch", str(batch), "--repeats", str(repeats),
-                            "--config", json.dumps(config)]
-                    done = subprocess.run(args, capture_output=True, text=True, check=True)
-                    results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
-                eager, loop, python = (results[v] for v in ("eager", "onnx_loop", "python_loop"))
-                same = eager["ids"] == loop["ids"] == python["ids"]
-                rows.append([model, str(batch), f"{eager['tokens_per_s']:.1f}", f"{loop['tokens_per_s']:.1f}",
-                             f"{python['tokens_per_s']:.1f}", f"{loop['tokens_per_s'] / eager['tokens_per_s']:.2f}×",
-                             f"{loop['tokens_per_s'] / python['tokens_per_s']:.2f}×",
-                             f"{eager['peak_rss_mb']:.0f} / {loop['peak_rss_mb']:.0f} / {python['peak_rss_mb']:.0f}",
-                             "yes" if same else "NO"])
-    shape = ", ".join(f"{k} {v}" for k, v in config.items())
-    note = (f"{shape}; one thread each; tokens/s = batch × new ÷ median of {repeats} generations after a warm-up. "
-            f"Conversion (fxport.convert, not verified; the ids are compared here): {'; '.join(notes)}.")
-    header = ["model", "batch", "eager generate() tok/s", "one file (ONNX Loop) tok/s", "Python loop + step file tok/s",
-              "file ÷ eager", "file ÷ Python loop", "peak RSS MB (eager / file / Python loop)", "same ids"]
-    return Section(TITLE, note, header, rows)
+    rows = rows or ROWS
+    missing = genai_available()
+    if missing:
+        variants = tuple(v for v in variants if not v.startswith("genai"))
+        log(f"genai columns left out: {missing}")
+    load_before = machine_load()
+    folder = tempfile.mkdtemp(prefix="fxport-genai-")
+    try:
+        checkpoint = write_checkpoint(os.path.join(folder, "checkpoint"), config)
+        weights_mb = os.path.getsize(os.path.join(checkpoint, "model.safetensors")) / 2 ** 20
+        builds = {}
+        for new in sorted({new for _, _, new in rows}):
+            builds[f"fxport-{new}"] = build("fxport", checkpoint, folder, new)
+            log(f"fxport convert, {new} new tokens: {builds[f'fxport-{new}']['seconds']:.1f} s")
+        for kind in [v for v in variants if v.startswith("genai")]:
+            builds[kind] = build(kind, checkpoint, folder)
+            log(f"{kind} build: {builds[kind]['seconds']:.1f} s")
+        table = []
+        for batch, prompt, new in rows:
+            results = {}
+            for variant in variants:
+                args = [sys.executable, "-m", "benchmarks.generation_speed", "--measure", variant, "--folder", folder,
+                        "--batch", str(batch), "--prompt", str(prompt), "--new", str(new), "--repeats", str(repeats),
+                        "--config", json.dumps(config)]
+                done = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+                if done.returncode:
+                    raise RuntimeError(f"{variant} at batch {batch}, prompt {prompt}, new {new}:\n{done.stderr[-3000:]}")
+                results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
+            log(f"batch {batch}, prompt {prompt}, new {new}: "
+                + ", ".join(f"{v} {r['tokens_per_s']:.1f} tok/s" for v, r in results.items()))
+            table.append(_row(batch, prompt, new, results))
+        load_after = machine_load()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return _sections(config, rows, repeats, builds, table, weights_mb, load_before, load_after, variants)
 
 
-def write_doc(section) -> None:
+def _row(batch: int, prompt: int, new: int, results: dict) -> list[str]:
+    eager = results["eager"]
+    tps = {v: r["tokens_per_s"] for v, r in results.items()}
+
+    def cell(variant: str) -> str:
+        return f"{tps[variant]:.1f}" if variant in tps else "—"
+
+    def times(variant: str) -> str:
+        return f"{tps['fxport'] / tps[variant]:.2f}×" if variant in tps else "—"
+
+    def same(variant: str) -> str:
+        if variant not in results:
+            return "—"
+        share = agreement(results[variant]["ids"], eager["ids"])
+        return "yes" if share == 1.0 else ("NO" if variant != "genai_int4" else f"{share:.0%} of ids")
+
+    order = [v for v in VARIANTS if v in results]
+    return [str(batch), str(prompt), str(new), cell("eager"), cell("fxport"), cell("genai_fp32"), cell("genai_int4"),
+            times("eager"), times("genai_fp32"), times("genai_int4"),
+            " / ".join(f"{results[v]['first_token_s'] * 1e3:.0f}" for v in order),
+            " / ".join(f"{results[v]['peak_rss_mb']:.0f}" for v in order),
+            f"{same('fxport')} / {same('genai_fp32')} / {same('genai_int4')}"]
+
+
+def _sections(config, rows, repeats, builds, table, weights_mb, load_before, load_after, variants):
+    from benchmarks.common import Section, machine_info
+
+    shape = (f"{config['layers']} layers, width {config['width']}, {config['heads']} heads / {config['kv_heads']} "
+             f"key-value heads, vocabulary {config['vocab']}")
+    order = " / ".join(v.replace("_", " ") for v in VARIANTS if v in variants)
+    note = (f"Llama-shaped, random weights ({shape}; {weights_mb:.0f} MB of float32 weights); greedy, no row "
+            f"stopping early; one thread per process; tokens/s = batch × new ÷ the median of {repeats} generations "
+            f"after a warm-up (fewer when the warm-up took over {BUDGET_S / repeats:.0f} s; at least one); time to first token: eager `generate()` with one new token, genai the prompt appended "
+            f"and one token generated, fxport's file the whole call (it returns every id at once). "
+            f"{machine_info()}; {load_before} before the run, {load_after} after (other jobs were running: "
+            "ratios within one run are what to read, not absolute tokens/s).")
+    header = ["batch", "prompt", "new", "eager tok/s", "fxport tok/s", "genai fp32 tok/s", "genai int4 tok/s",
+              "fxport ÷ eager", "fxport ÷ genai fp32", "fxport ÷ genai int4", f"first token ms ({order})",
+              f"peak RSS MB ({order})", "same ids as eager (fxport / genai fp32 / genai int4)"]
+    decoding = Section(TITLE, note, header, table)
+    fp32 = builds.get("genai_fp32")
+    build_rows = []
+    for name, result in builds.items():
+        stages = ", ".join(f"{stage} {seconds:.1f}" for stage, seconds in result.get("stages", {}).items()
+                           if isinstance(seconds, (int, float)))
+        label = (f"`fxport convert CKPT --task text-generation --no-verify --max-new-tokens {name.split('-')[1]}`"
+                 if name.startswith("fxport") else f"genai builder `-p {name.split('_')[1]} -e cpu`")
+        build_rows.append([label, f"{result['seconds']:.1f}", f"{result['seconds'] / fp32['seconds']:.1f}×" if fp32 else "—",
+                           f"{result['peak_rss_mb']:.0f}", f"{result['peak_rss_mb'] / weights_mb:.1f}×", stages or "—"])
+    building = Section("Build time: fxport convert vs the onnxruntime-genai model builder",
+                       "Same checkpoint, same run; wall time of the command (Python start and imports included), "
+                       "its peak RSS, and fxport's stage times from `--json` (seconds).",
+                       ["command", "seconds", "÷ genai fp32 build", "peak RSS MB", "÷ weights", "fxport stages (s)"],
+                       build_rows)
+    return decoding, building
+
+
+def write_doc(sections, command: str) -> None:
     text = open(DOC, encoding="utf-8").read()
-    block = f"{BEGIN}\n\n{section.markdown()}\n{END}"
+    body = "\n".join(section.markdown() for section in sections)
+    block = f"{BEGIN}\n\n{body}\nCommand: `{command}`.\n\n{END}"
     if BEGIN in text:
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:
@@ -178,26 +347,43 @@ def write_doc(section) -> None:
 
 
 def main(argv=None) -> None:
-    from benchmarks.common import variant_arguments
+    import argparse
 
-    parser, config_of = variant_arguments(TITLE, CONFIG, ("eager", "onnx_loop", "python_loop"))
-    parser.add_argument("--model", choices=MODELS)
-    options = parser.parse_args(argv)
-    config = config_of(options)
-    if options.measure:
-        from benchmarks.run import _quiet_transformers
-
-        _quiet_transformers()
-        print(json.dumps(measure(options.model, options.measure, config, options.folder, options.batch, options.repeats)))
+    argv = sys.argv[1:] if argv is None else argv
+    if "--run-module" in argv:  # a build, measured: --rss-file PATH --run-module -- MODULE ARGS
+        rss_file = argv[argv.index("--rss-file") + 1]
+        run_module(argv[argv.index("--") + 1:], rss_file)
         return
-    from benchmarks.common import print_section
+    parser = argparse.ArgumentParser(description=TITLE)
+    parser.add_argument("--quick", action="store_true", help="2 layers, 2 rows, 1 repeat; prints, writes no doc")
+    parser.add_argument("--measure", choices=VARIANTS)
+    parser.add_argument("--folder")
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--prompt", type=int)
+    parser.add_argument("--new", type=int)
+    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--config", default="{}")
+    parser.add_argument("--no-doc", action="store_true", help="print only")
+    options = parser.parse_args(argv)
     from benchmarks.run import _quiet_transformers
 
     _quiet_transformers()
-    section = run(options.repeats, config, [options.model] if options.model else MODELS)
-    print_section(section)
-    if config == CONFIG and not options.model:
-        write_doc(section)
+    if options.measure:
+        config = dict(CONFIG, **json.loads(options.config))
+        print(json.dumps(measure(options.measure, config, options.folder, options.batch, options.prompt, options.new,
+                                 options.repeats or 3)))
+        return
+    from benchmarks.common import print_section
+
+    if options.quick:
+        sections = run(options.repeats or 1, QUICK_CONFIG, QUICK_ROWS)
+    else:
+        sections = run(options.repeats or 3)
+    for section in sections:
+        print_section(section)
+        print(section.markdown())
+    if not options.quick and not options.no_doc:
+        write_doc(sections, "python3 -m benchmarks.generation_speed" + (f" --repeats {options.repeats}" if options.repeats else ""))
 
 
 if __name__ == "__main__":

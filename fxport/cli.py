@@ -313,7 +313,8 @@ def convert(
     built: list[str] = []  # what --task built, said with the result
 
     def action():
-        loaded = _loaded(mode, target, task, generation, inputs, dynamic, inputs_fn, opset, (output, report))
+        loaded = _loaded(mode, target, task, generation, inputs, dynamic, inputs_fn, opset, (output, report),
+                         verify=not no_verify)
         built.append(loaded.description)
         from fxport.options import Options
         from fxport.pipeline import convert as convert_model
@@ -350,7 +351,7 @@ def convert(
 
 
 def _loaded(mode: OutputMode, target: str, task: Optional[str], flags: dict, inputs: List[str], dynamic: List[str],
-            inputs_fn: Optional[str], opset: Optional[int], outputs: tuple):
+            inputs_fn: Optional[str], opset: Optional[int], outputs: tuple, verify: bool = True):
     """The model to convert (:func:`_load`), after the imports (said on the status line) and the
     checks that cost nothing: the opset, the output paths, the generation flags."""
     mode.progress("load", "start")
@@ -367,14 +368,15 @@ def _loaded(mode: OutputMode, target: str, task: Optional[str], flags: dict, inp
     for path in outputs:  # before converting, not after minutes of it
         if path is not None:
             check_writable(path)
-    loaded = _load(target, task, settings_from_flags(flags), inputs, dynamic, inputs_fn)
+    loaded = _load(target, task, settings_from_flags(flags), inputs, dynamic, inputs_fn, verify)
     mode.progress("load", "done")
     return loaded
 
 
 def _load(target: str, task: Optional[str], generation: dict, inputs: List[str], dynamic: List[str],
-          inputs_fn: Optional[str]):
-    """The model to convert: TARGET as a module, or built by --task from a checkpoint directory."""
+          inputs_fn: Optional[str], verify: bool = True):
+    """The model to convert: TARGET as a module, or built by --task from a checkpoint directory
+    (``verify``: also the sets and the check against ``generate()`` only verification reads)."""
     from fxport.errors import UsageError
 
     given = [f"--{name.replace('_', '-')}" for name, value in generation.items() if value is not None]
@@ -390,7 +392,7 @@ def _load(target: str, task: Optional[str], generation: dict, inputs: List[str],
     from fxport.load import load_inputs_fn
     from fxport.tasks import load_task
 
-    loaded = load_task(target, task, generation)
+    loaded = load_task(target, task, generation, verify=verify)
     if inputs_fn:
         loaded.input_sets = load_inputs_fn(inputs_fn)
     return loaded

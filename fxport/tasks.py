@@ -36,12 +36,14 @@ DEFAULT_MAX_NEW_TOKENS = 20
 SEARCH_PROMPTS = 64
 
 
-def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
+def load_task(path: str, task: str, settings: dict[str, Any], *, verify: bool = True) -> LoadedModel:
     """The model ``task`` builds from the checkpoint directory ``path``, with its input sets.
 
     ``settings``: generation settings given on the command line (``None`` values are left to
     the checkpoint's ``generation_config``). A missing directory or config, or a model class
-    the task does not fit, is a usage error.
+    the task does not fit, is a usage error. ``verify=False`` (``--no-verify``) leaves out what
+    only verification reads: the searched prompts that stop early and the check against the
+    checkpoint's ``generate()`` (together 59% of a 12-layer conversion's time, docs/generation.md).
     """
     if task not in TASKS:
         raise UsageError(f"unknown task {task!r}", hint=f"use one of {', '.join(TASKS)}")
@@ -64,8 +66,9 @@ def load_task(path: str, task: str, settings: dict[str, Any]) -> LoadedModel:
     if "max_new_tokens" not in given and lm.generation_config.max_new_tokens is None:
         given["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
     generator = task_generator(lm, given)
-    input_sets = generation_inputs(generator)
-    check_against_generate(generator, input_sets)
+    input_sets = generation_inputs(generator, stopping=verify)
+    if verify:
+        check_against_generate(generator, input_sets)
     return LoadedModel(generator, input_sets, generator.dynamic_shapes, source=f"{path} --task {task}",
                        description=generator.settings.describe())
 
@@ -163,11 +166,11 @@ def left_padded_prompts(batch: int, length: int, vocab: int, seed: int, lowest_i
     return input_ids, attention_mask
 
 
-def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSet]:
+def generation_inputs(generator: torch.nn.Module, seed: int = 0, stopping: bool = True) -> list[InputSet]:
     """Prompts to export and verify a generator with: left-padded batches, prompt lengths 1, 2
-    and 9, batch 1 and 4, and prompts searched so that rows stop at different steps (one batch
-    where they stop at several steps, one where every row stops early) when the end tokens
-    are reachable at all.
+    and 9, batch 1 and 4, and (``stopping``) prompts searched so that rows stop at different
+    steps (one batch where they stop at several steps, one where every row stops early) when the
+    end tokens are reachable at all.
     """
     from fxport.generation.architectures import family_of
 
@@ -186,11 +189,11 @@ def generation_inputs(generator: torch.nn.Module, seed: int = 0) -> list[InputSe
             return InputSet(generator.example_arguments(torch.zeros(batch, 1), None, draw), name=name)
 
         sets = [windows(2, "example: 2 audio windows"), windows(1, "1 audio window"), windows(4, "4 audio windows")]
-        return sets + _stopping_sets(generator, vocab, draw)
+        return sets + (_stopping_sets(generator, vocab, draw) if stopping else [])
     sets = [prompts(2, 6, 1, "example: batch 2, length 6, one row left-padded"),
             prompts(1, 1, 0, "batch 1, length 1"), prompts(1, 2, 0, "batch 1, length 2"),
             prompts(4, 9, 2, "batch 4, length 9, two rows left-padded"), prompts(3, 2, 1, "batch 3, length 2")]
-    return sets + _stopping_sets(generator, vocab, draw)
+    return sets + (_stopping_sets(generator, vocab, draw) if stopping else [])
 
 
 def _stopping_sets(generator, vocab: int, draw: torch.Generator) -> list[InputSet]:

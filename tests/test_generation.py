@@ -623,3 +623,17 @@ def test_task_inputs_search_stopping_rows_with_several_returned_sequences():
         ids, mask = input_set.args
         with torch.no_grad():
             assert generator(ids, mask).shape[0] == 2 * ids.shape[0]
+
+
+def test_without_verification_the_task_skips_what_only_verification_reads(tmp_path, monkeypatch):
+    """--no-verify: no check against generate() and no searched stopping prompts (59% of a 12-layer
+    conversion's time, docs/generation.md); with verification both run as before."""
+    import fxport.tasks as tasks
+
+    path = save_checkpoint(tiny_llama(), tmp_path / "ckpt")
+    checked = []
+    monkeypatch.setattr(tasks, "check_against_generate", lambda generator, sets: checked.append(len(sets)))
+    quick = tasks.load_task(path, "text-generation", {"max_new_tokens": 4, "eos_token_id": 3}, verify=False)
+    assert checked == [] and len(quick.input_sets) == 5
+    full = tasks.load_task(path, "text-generation", {"max_new_tokens": 4, "eos_token_id": 3})
+    assert checked == [len(full.input_sets)] and len(full.input_sets) > 5

@@ -41,7 +41,8 @@ class Generator(torch.nn.Module):
     def __init__(self, lm: torch.nn.Module, settings: Any):
         super().__init__()
         self.lm, self.settings = lm, settings
-        self.cache_argument = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+        self.lm_arguments = frozenset(inspect.signature(lm.forward).parameters)  # what the model's forward takes
+        self.cache_argument = "cache" if "cache" in self.lm_arguments else "past_key_values"
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 random_draws: torch.Tensor | None = None) -> torch.Tensor:

@@ -74,7 +74,16 @@ class DecoderOnlyGenerator(Generator):
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
              cache: Any) -> tuple[Any, torch.Tensor]:
         """One call of the model: the grown cache and the last position's logits. transformers 5
-        names the cache argument ``cache`` (``past_key_values`` before, deprecated since)."""
+        names the cache argument ``cache`` (``past_key_values`` before, deprecated since).
+
+        A model that takes ``logits_to_keep`` is asked for the last position's logits only, as
+        ``generate()`` asks (the prefill then projects one position onto the vocabulary, not the
+        whole prompt: a 512-token prompt, vocabulary 8192, width 768 saves 3.2 G multiply-adds).
+        The position is a one-element tensor: the integer ``1`` slices ``[:, -1:]`` before the LM
+        head, where torch.export guards ``batch != 1`` and the size-oblivious capture fails (the
+        capture then runs twice)."""
+        keep = ({"logits_to_keep": torch.tensor([-1], device=input_ids.device)}
+                if "logits_to_keep" in self.lm_arguments else {})
         out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                      use_cache=True, **{self.cache_argument: cache})
+                      use_cache=True, **{self.cache_argument: cache}, **keep)
         return out[self.cache_argument], out.logits[:, -1]
