@@ -167,3 +167,16 @@ def peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def splice_block(path: str, begin: str, end: str, body: str, before: str) -> None:
+    """Write ``body`` between the markers ``begin`` and ``end`` of the document ``path``, or, the
+    first time, insert the marked block before the line starting ``before``."""
+    text = open(path, encoding="utf-8").read()
+    block = f"{begin}\n\n{body}\n\n{end}"
+    if begin in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.replace(before, block + "\n\n" + before, 1)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)

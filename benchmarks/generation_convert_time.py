@@ -254,15 +254,9 @@ def write_doc(section, command: str) -> None:
     """Splice the section into docs/generation.md (before the generation sweep's block)."""
     from benchmarks.generation_speed import DOC
 
-    text = open(DOC, encoding="utf-8").read()
-    block = f"{BEGIN}\n\n{section.markdown()}\nCommand: `{command}`.\n\n{END}"
-    if BEGIN in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        marker = "<!-- generation sweep"
-        text = text.replace(marker, block + "\n\n" + marker, 1)
-    with open(DOC, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    from benchmarks.common import splice_block
+
+    splice_block(DOC, BEGIN, END, f"{section.markdown()}\nCommand: `{command}`.", "<!-- generation sweep")
 
 
 def main(argv=None) -> None:

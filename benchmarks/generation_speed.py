@@ -334,16 +334,10 @@ def _sections(config, rows, repeats, builds, table, weights_mb, load_before, loa
 
 
 def write_doc(sections, command: str) -> None:
-    text = open(DOC, encoding="utf-8").read()
+    from benchmarks.common import splice_block
+
     body = "\n".join(section.markdown() for section in sections)
-    block = f"{BEGIN}\n\n{body}\nCommand: `{command}`.\n\n{END}"
-    if BEGIN in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        marker = "<!-- generation sweep"
-        text = text.replace(marker, block + "\n\n" + marker, 1)
-    with open(DOC, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    splice_block(DOC, BEGIN, END, f"{body}\nCommand: `{command}`.", "<!-- generation sweep")
 
 
 def main(argv=None) -> None:
