@@ -257,3 +257,25 @@ def test_a_slice_of_a_grown_list_by_a_traced_bound_iterated_backwards_equals_eag
               (torch.rand(1, 4, generator=generator), torch.tensor(2)), (torch.rand(3, 4, generator=generator), torch.tensor(1))]
     assert_matches_eager(model, exported, inputs)
     assert exported.ops.get("Loop")
+
+
+class ItemNotInOptions(nn.Module):
+    """icefall's transducer search: ``y = logits.argmax().item()``, ``if y not in (blank_id,
+    unk_id): hyp.append(y)`` on ``hyp = [blank_id] * context_size``, then
+    ``torch.tensor([hyp[-context_size:]])``."""
+
+    def forward(self, x):
+        hyp = [0] * 2
+        y = x.argmax().item()
+        if y not in (0, 1):
+            hyp.append(y)
+        return torch.tensor([hyp[-2:]]).reshape(1, 2), torch.tensor(hyp)
+
+
+def test_a_number_read_with_item_tested_with_in_appends_to_a_list_of_numbers():
+    model = ItemNotInOptions()
+    example = (torch.tensor([0.1, 0.2, 0.9, 0.3, 0.0, 0.5]),)
+    exported = export_to_ort(model, example, dynamic_shapes={"x": {0: "n"}})
+    inputs = [example, (torch.tensor([0.9, 0.2, 0.1]),), (torch.tensor([0.1, 0.9]),),
+              (torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.9]),), (torch.tensor([0.3]),)]
+    assert_matches_eager(model, exported, inputs)

@@ -35,7 +35,7 @@ from tests.wild_loops.harness import cases_with_xfails, check
 _XFAIL = {
     "bilstm_crf_tutorial_viterbi": "assert on a tensor's value after the loop (a sanity check): assert on a tensor's value cannot be kept in the ONNX file",
     "speechbrain_rnn_greedy_all_ended": 'state in attributes written inside the loop (attention cache set on the first step): self.precomputed_enc_h is a Python NoneType changed under a tensor condition or in a data-dependent loop',
-    "icefall_transducer_greedy_search": 'number read from a tensor used in a loop body (.item() tested with `in`): a Python number read from a tensor (.item(), float(), int()) is used as a number inside a converted branch or loop body, which torch.cond/while_loop cannot trace',
+    "icefall_transducer_greedy_search": "a list read inside a loop after appends under a tensor condition before it (hyp[-context_size:]): indexing of list 'hyp' inside a data-dependent loop, after appends under a tensor condition before the loop, is not supported",
     "fastspeech_length_regulator_alignment": 'in-place write by chained indexing in a data-dependent loop: for on a tensor condition has a side effect the converter cannot carry (in-place write to _fx_v_base_mat_i[count + k] at line 498)',
     "coqui_maximum_path_numpy": 'number read from a tensor used as an index in a loop body: a Python number read from a tensor (.item(), float(), int()) is used as a number inside a converted branch or loop body, which torch.cond/while_loop cannot trace',
     "wavernn_generate_raw": 'raise in a dead Python-constant branch of a size-dependent loop: for on a tensor condition has a side effect the converter cannot carry (raise at line 799)',

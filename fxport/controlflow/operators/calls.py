@@ -122,7 +122,8 @@ def tensor_(data, *args, **kwargs):
     if isinstance(data, Appender):  # a list grown in a loop or appended under a tensor condition
         rows = stack(data)
         return rows.to(kwargs["dtype"]) if kwargs.get("dtype") is not None else rows
-    leaves = pytree.tree_leaves(data)
+    leaves = pytree.tree_leaves(data, is_leaf=lambda v: isinstance(v, Appender))
+    leaves = [stack(v) if isinstance(v, Appender) else v for v in leaves]
     if args or not leaves or not any(is_traced(v) for v in leaves):
         return torch.tensor(data, *args, **kwargs)
     dtype = kwargs.pop("dtype", None) or _python_dtype(leaves)
@@ -151,6 +152,8 @@ def _python_dtype(leaves) -> torch.dtype:
 
 
 def _stacked(data, dtype):
+    if isinstance(data, Appender):  # torch.tensor([hyp[-2:]]): a grown list inside the data
+        return stack(data).to(dtype)
     if isinstance(data, (list, tuple)):
         return torch.stack([_stacked(item, dtype) for item in data]) if data else torch.zeros(0, dtype=dtype)
     if isinstance(data, torch.Tensor):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.controlflow.operators.values import as_bool_tensor, is_bool_like, is_symbolic, is_traced
 
@@ -54,6 +55,8 @@ def in_(value, options):
     >>> in_(torch.tensor(3), (0, 3)), in_(2, [0, 3])
     (tensor(True), False)
     """
+    if isinstance(value, (torch.SymInt, torch.SymFloat)) and free_unbacked_symbols(value):
+        value = torch.full((), value)  # a number read from a tensor (y = t.item()): compared as a tensor
     if isinstance(value, torch.Tensor) and value.numel() == 1 and options and not any(
             isinstance(o, torch.Tensor) and o.numel() != 1 for o in options):
         found = [torch.eq(value.reshape(()), o.reshape(()) if isinstance(o, torch.Tensor) else o) for o in options]

@@ -172,7 +172,7 @@ def selected_lists(args: tuple, info) -> tuple:
     converted = []
     for name, value in zip(info.params, args):
         if name in info.appended and name in outputs and isinstance(value, list):
-            value = SelectedList(name, list(value))
+            value = SelectedList(name, [scalar(v) if is_number(v) else v for v in value])  # [blank_id] * k
             value.location = info.location
         converted.append(value)
     return tuple(converted)
