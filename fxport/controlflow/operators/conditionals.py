@@ -3,8 +3,7 @@
 A condition that is a Python value runs the taken branch as Python. A traced condition runs
 both outlined branches and selects with ``torch.where`` when they are pure and cheap (the
 converter's facts say so) and give values of one dtype and shape; otherwise the ``if`` becomes
-``torch.cond``, inside a traced loop body as well (an ``If`` nested in the ``Loop``); where again
-when a branch holds a loop whose state grows (cond cannot trace it; sizes are padded to select).
+``torch.cond``, inside a traced loop body as well (an ``If`` nested in the ``Loop``).
 Disabled conversions (``convert_control_flow(disabled=...)``) are never produced: the statement
 gets what ``auto`` would give without them, or runs as written when nothing is left.
 
@@ -28,7 +27,6 @@ from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
-from fxport.controlflow.operators.growing import GROWN_IN_A_BODY
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.selected_list import aligned_outputs, selected_lists, truth_of_selected
 from fxport.controlflow.operators.size_one import specialised
@@ -42,7 +40,6 @@ from fxport.controlflow.operators.state import (
     record,
     strategy,
 )
-from fxport.errors import ControlFlowError
 from fxport.controlflow.operators.values import (
     Undefined,
     as_bool_tensor,
@@ -108,12 +105,7 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
         reason = outs
     if not cond_ok:
         return _as_written(pred, true_fn, false_fn, args)
-    try:
-        return _if_cond(pred, true_fn, false_fn, args, info, reason)
-    except ControlFlowError as err:  # a branch holds a loop whose state grows: only where can run it
-        if not where_ok or GROWN_IN_A_BODY not in str(err):
-            raise
-    return _if_where(pred, true_fn, false_fn, args, info, forced=_GROWN_IN_A_BRANCH)
+    return _if_cond(pred, true_fn, false_fn, args, info, reason)
 
 
 def _left_as_written(info, nested: bool, chosen: str, where_ok: bool, cond_ok: bool) -> bool:
@@ -204,7 +196,6 @@ def _fresh(args: tuple, info) -> list:
 
 
 _APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"  # a where no strategy asked for
-_GROWN_IN_A_BRANCH = "a branch holds a loop whose state grows, which torch.cond cannot trace"
 
 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
@@ -225,7 +216,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
         if shape_problem and name in info.dead_if_false:  # the false side ends the loop: b is never read
             selected.append(a)
             continue
-        if shape_problem and forced in (_APPENDER_READ, _GROWN_IN_A_BRANCH) and can_select_sized(a, b):
+        if shape_problem and forced == _APPENDER_READ and can_select_sized(a, b):
             selected.append(select_sized(mask, a, b))  # an append on one side; one box vs some
             continue
         if shape_problem:
