@@ -277,23 +277,23 @@ class Replay:
         return next(v for v in final if isinstance(v, Appender) and v.name == name).data
 
 
-class _Ref:
+class ByIdentity:
     """Compares by identity, so a pytree context holding a list of tensors stays comparable."""
 
     def __init__(self, value):
         self.value = value
 
     def __eq__(self, other):
-        return isinstance(other, _Ref) and other.value is self.value
+        return isinstance(other, ByIdentity) and other.value is self.value
 
     def __hash__(self):
         return id(self.value)
 
 
 def _appender_flatten(appender):
-    context = (appender.name, _Ref(appender.initial), appender.exact, appender.mode, appender.axis,
-               _Ref(appender.replay), appender.finished, _Ref(appender.tail) if appender.tail else None,
-               _Ref(appender.probe), appender.location)
+    context = (appender.name, ByIdentity(appender.initial), appender.exact, appender.mode, appender.axis,
+               ByIdentity(appender.replay), appender.finished, ByIdentity(appender.tail) if appender.tail else None,
+               ByIdentity(appender.probe), appender.location)
     return [appender.data, appender.length], context
 
 
@@ -384,7 +384,7 @@ def _check_prefix_known(grown: Appender, what: str) -> None:
     if isinstance(grown.initial, SelectedBefore):
         fail(f"{what} of list {grown.name!r} inside a data-dependent loop, after appends under a tensor condition "
              "before the loop, is not supported", grown,
-             f"count the elements in a tensor, or start a new list for the loop and join them after it")
+             "count the elements in a tensor, or start a new list for the loop and join them after it")
 
 
 def _element_rank(grown: Appender) -> int:

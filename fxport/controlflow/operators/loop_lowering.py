@@ -41,6 +41,7 @@ from fxport.controlflow.operators.values import (
     dense,
     dtype_name,
     is_number,
+    numbers_as_tensors,
     restore_size_relations,
     same_size,
     scalar,
@@ -56,7 +57,6 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     """
     kind = info.kind
     check_side_effects(info, kind)
-    names = info.names
     state, selected_before = lists_selected_before(state)
     free = tuple(as_int64(v) if _read_from_data(v) else v for v in free)  # while_loop takes no unbacked number
     values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
@@ -196,8 +196,7 @@ def _loop_entry_state(state, info, rng):
                 fail(f"{info.kind}: {name!r} is appended to but is not a list", info, "use a list")
             # numbers among the initial elements as 0-d tensors: an unbacked one (idx.item()) in
             # a list dynamo reads as a constant is refused ("Unbacked SymInt input")
-            value = Appender(name, value if isinstance(value, SelectedBefore) else
-                             [scalar(v) if is_number(v) else v for v in value])
+            value = Appender(name, value if isinstance(value, SelectedBefore) else numbers_as_tensors(value))
             value.location = info.location
         checked.append(value)
     return tuple(checked)

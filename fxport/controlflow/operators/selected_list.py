@@ -26,9 +26,10 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender, SelectedBefore, stack
+from fxport.controlflow.operators.appender import Appender, ByIdentity, SelectedBefore, stack
 from fxport.controlflow.operators.failures import fail
-from fxport.controlflow.operators.values import is_number, is_row_of_numbers, row_of_numbers, same_size, scalar
+from fxport.controlflow.operators.values import (is_number, is_row_of_numbers, numbers_as_tensors, row_of_numbers,
+                                                same_size, scalar)
 
 
 class SelectedList(Appender):
@@ -172,7 +173,7 @@ def selected_lists(args: tuple, info) -> tuple:
     converted = []
     for name, value in zip(info.params, args):
         if name in info.appended and name in outputs and isinstance(value, list):
-            value = SelectedList(name, [scalar(v) if is_number(v) else v for v in value])  # [blank_id] * k
+            value = SelectedList(name, numbers_as_tensors(value))
             value.location = info.location
         converted.append(value)
     return tuple(converted)
@@ -204,7 +205,7 @@ def joined_after(values: tuple, before: dict) -> tuple:
     for slot, selected in before.items():
         grown = values[slot]
         if isinstance(grown, Appender) and not isinstance(grown, SelectedList):
-            values[slot] = selected.extend_rows(stack(grown)) if _appended(grown) else selected
+            values[slot] = selected.extend_rows(stack(grown)) if grown.data is not None else selected
         elif isinstance(grown, SelectedBefore) and not grown:
             values[slot] = selected
         else:
@@ -213,33 +214,17 @@ def joined_after(values: tuple, before: dict) -> tuple:
     return tuple(values)
 
 
-def _appended(grown: Appender) -> bool:
-    return grown.data is not None
-
 
 def _flatten(selected: SelectedList):
-    return [selected.data, selected.length], (selected.name, _Items(selected.initial), selected.location)
+    return [selected.data, selected.length], (selected.name, ByIdentity(selected.initial), selected.location)
 
 
 def _unflatten(children, context):
     name, initial, location = context
-    result = SelectedList(name, initial.items, children[0], children[1])
+    result = SelectedList(name, initial.value, children[0], children[1])
     result.location = location
     return result
 
 
-class _Items:
-    """The initial elements in a pytree context: compared by identity."""
-
-    def __init__(self, items):
-        self.items = items
-
-    def __eq__(self, other):
-        return isinstance(other, _Items) and other.items is self.items
-
-    def __hash__(self):
-        return id(self.items)
-
 
 pytree.register_pytree_node(SelectedList, _flatten, _unflatten)
-__all__ = ["SelectedList", "aligned", "aligned_outputs", "selected_lists", "stack"]

@@ -242,3 +242,9 @@ def row_of_numbers(values) -> torch.Tensor:
     for part in parts[1:]:
         dtype = torch.promote_types(dtype, part.dtype)
     return torch.stack([p.to(dtype) for p in parts])
+
+
+def numbers_as_tensors(values) -> list:
+    """A list's elements with each Python or symbolic number as a 0-d tensor (``[blank_id] * k``,
+    an ``idx.item()``): how a list whose length becomes data holds its initial elements."""
+    return [scalar(v) if is_number(v) else v for v in values]
