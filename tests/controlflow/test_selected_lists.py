@@ -279,3 +279,4 @@ def test_a_number_read_with_item_tested_with_in_appends_to_a_list_of_numbers():
     inputs = [example, (torch.tensor([0.9, 0.2, 0.1]),), (torch.tensor([0.1, 0.9]),),
               (torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.9]),), (torch.tensor([0.3]),)]
     assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Where")  # the if on the number read with .item() was converted
