@@ -8,6 +8,7 @@ padding queries see no key at all (rows eager gives as 0) — and compared with 
 import json
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
@@ -205,3 +206,29 @@ def test_op_rule_whose_nodes_were_fused_is_still_reported():
                           if r.rule == "aten::scaled_dot_product_attention"]
     assert reports["generic"] and reports["ort"] == reports["generic"]
     assert all("ort_models.py" in location for _, location, _ in reports["ort"])
+
+
+def test_cli_generator_with_ort_fusions_inside_its_loop_matches_generate(tmp_path):
+    """``--task text-generation --optimize ort``: the fusions rewrite the prefill and the decoding
+    Loop's body, which the library names per graph; fxport gives a body's clashing names fresh ones
+    (the file was refused as invalid: "'val_499' has been used as output names multiple times").
+    The written file then generates ``generate()``'s ids on prompts the export never saw."""
+    from tests.test_generation import generate, left_padded_prompts, run_file, save_checkpoint, tiny_llama
+
+    lm = tiny_llama(eos_token_id=7)
+    out = tmp_path / "gen.onnx"
+    result = run_cli("convert", save_checkpoint(lm, tmp_path / "llama"), "--task", "text-generation",
+                     "--max-new-tokens", "5", "--eos-token-id", "7", "--optimize", "ort", "-o", str(out), "--json",
+                     timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["verified"] and data["optimize"] == "ort"
+    model = onnx.load(out)
+    loop = next(node for node in model.graph.node if node.op_type == "Loop")
+    body_ops = {node.op_type for node in loop.attribute[0].g.node}
+    main_ops = {node.op_type for node in model.graph.node}
+    assert "MultiHeadAttention" in main_ops | body_ops, (main_ops, body_ops)
+    for seed, (batch, length) in enumerate([(1, 1), (3, 4), (2, 9)], start=200):
+        ids, mask = left_padded_prompts(batch, length, seed)
+        expected = generate(lm, ids, mask, max_new_tokens=5, eos_token_id=7)
+        np.testing.assert_array_equal(run_file(out, ids, mask).numpy(), expected.numpy())
