@@ -124,8 +124,28 @@ def test_onnx_runtimes_run_of_a_made_up_set_is_stopped_at_the_examples_budget_no
         start = time.monotonic()
         with pytest.raises(SessionError, match=r"ONNX Runtime ran past 2 s") as info:
             session.run({"trips": np.array(10 ** 12), "x": x}, 60.0)
-        assert info.value.terminated and time.monotonic() - start < 10
+        assert info.value.terminated and info.value.limit == 2.0 and time.monotonic() - start < 10
         assert session.run({"trips": np.array(3), "x": x}, 60.0)[0].tolist() == [3.0] * 4  # the child lives on
+
+
+def test_verifications_message_names_the_budget_applied_not_the_callers_limit():
+    """The runner's one line names the seconds the run was given (the made-up set's 2 s budget),
+    not the caller's flat 60 s."""
+    import numpy as np
+    import onnx
+
+    from fxport.eager_limits import ExampleCost, measured
+    from fxport.errors import VerificationError
+    from fxport.inputs import InputSet
+    from fxport.verify.onnx_runner import OnnxRunner
+
+    runner = OnnxRunner(onnx.load_from_string(_counting_loop()), isolated=True)
+    try:
+        with measured(ExampleCost(seconds=0.001, elements=5)), pytest.raises(VerificationError) as info:
+            runner.run(InputSet((torch.tensor(10 ** 12), torch.zeros(4)), name="size[n=4]"), 60.0)
+    finally:
+        runner.close()
+    assert info.value.what.startswith("ONNX Runtime ran past 2 s on the size[n=4] inputs"), info.value.what
 
 
 class SlowInFloat64(torch.nn.Module):

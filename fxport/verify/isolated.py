@@ -49,11 +49,11 @@ class SessionCrashed(Exception):
 
 class SessionError(Exception):
     """ONNX Runtime raised in the child (the message is ORT's); ``terminated``: a run stopped
-    after its time limit (``RunOptions.terminate``)."""
+    after its time limit (``RunOptions.terminate``), ``limit`` the seconds it was given."""
 
-    def __init__(self, message: str, terminated: bool = False):
+    def __init__(self, message: str, terminated: bool = False, limit: float | None = None):
         super().__init__(message)
-        self.terminated = terminated
+        self.terminated, self.limit = terminated, limit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +148,8 @@ class ChildSession:
                 self._start()
             reply = self._ask(("run", feed, limit), None if limit is None else limit + KILL_GRACE)
         if reply[0] == "error":
-            raise SessionError(f"ONNX Runtime ran past {limit:g} s" if reply[2] else reply[1], terminated=reply[2])
+            raise SessionError(f"ONNX Runtime ran past {limit:g} s" if reply[2] else reply[1], terminated=reply[2],
+                               limit=limit)
         return reply[1]
 
     def end_profiling(self) -> list:

@@ -163,7 +163,8 @@ class OnnxRunner:
         try:
             return self._child.run(feed, limit)
         except SessionError as exc:
-            raise (_ran_past(limit, inputs) if exc.terminated else _failed(inputs, str(exc))) from None
+            ran_past = exc.terminated and _ran_past(exc.limit if exc.limit is not None else limit, inputs)
+            raise (ran_past or _failed(inputs, str(exc))) from None
         except SessionCrashed as exc:
             said = f" ({exc.stderr})" if exc.stderr else ""
             raise VerificationError(f"ONNX Runtime crashed ({exc.how}) on {inputs.name}{said}",
