@@ -8,7 +8,8 @@ WordLevel tokenizer (the builder needs one; nothing is downloaded). Then, each i
 its own, one thread, same run:
 
 - **build**: ``fxport convert CKPT --task text-generation --no-verify --max-new-tokens N`` (one
-  file per ``N``: the loop's bound is in the file) and ``python3 -m
+  file per ``N``: the loop's bound is in the file), the same with ``--precision int4`` (weight-only
+  int4, MatMulNBits, blocks of 32: docs/precision.md) and ``python3 -m
   onnxruntime_genai.models.builder -i CKPT -o DIR -p fp32|int4 -e cpu``: wall time of the
   command and its peak RSS;
 - **decode**, greedy, no row stopping early (the end token is outside the vocabulary), at batch
@@ -16,7 +17,8 @@ its own, one thread, same run:
   ``--repeats`` generations after one warm-up; time to first token (eager: ``generate()`` with
   one new token; genai: the prompt appended and the first token generated; fxport's file has no
   streaming, so its first token comes with its last: the whole call); the process's peak RSS;
-  whether the ids equal eager's (int4: the share of generated ids that do).
+  whether the ids equal eager's (int4: the share of generated ids that do); fxport's int4 file is
+  also compared with eager running the same int4 weights (dequantised), which it must equal.
 
     python3 -m benchmarks.generation_speed            # the reference run; writes docs/generation.md
     python3 -m benchmarks.generation_speed --quick    # 2 layers, 2 rows, 1 repeat: minutes, prints only
@@ -43,7 +45,7 @@ CONFIG = dict(layers=12, width=768, heads=12, kv_heads=4, vocab=8192)
 ROWS = [(batch, prompt, new) for new in (64, 256) for prompt in (32, 512) for batch in (1, 4)]
 QUICK_CONFIG = dict(layers=2, width=128, heads=4, kv_heads=2, vocab=1024)
 QUICK_ROWS = [(1, 16, 16), (4, 16, 16)]
-VARIANTS = ("eager", "fxport", "genai_fp32", "genai_int4")
+VARIANTS = ("eager", "fxport", "fxport_int4", "genai_fp32", "genai_int4")
 #: the timed generations of one variant and row stop at ``repeats`` or at about this many seconds
 BUDGET_S = 40.0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,11 +101,11 @@ def build(kind: str, checkpoint: str, folder: str, new: int | None = None) -> di
     "genai_int4" (the builder). Wall time and peak RSS of the command; fxport adds its stage
     times (``--json``)."""
     rss_file = os.path.join(folder, f"{kind}-{new}.rss")
-    if kind == "fxport":
-        output = os.path.join(folder, f"fxport-{new}.onnx")
+    if kind.startswith("fxport"):
+        output = os.path.join(folder, f"{kind}-{new}.onnx")
         command = ["fxport", "convert", checkpoint, "--task", "text-generation", "--no-verify",
                    "--max-new-tokens", str(new), "--eos-token-id", str(_outside_vocabulary(checkpoint)),
-                   "-o", output, "--json"]
+                   "-o", output, "--json"] + (["--precision", "int4"] if kind == "fxport_int4" else [])
     else:
         output = os.path.join(folder, kind)
         command = ["onnxruntime_genai.models.builder", "-i", checkpoint, "-o", output,
@@ -111,7 +113,7 @@ def build(kind: str, checkpoint: str, folder: str, new: int | None = None) -> di
     args = [sys.executable, "-m", "benchmarks.generation_speed", "--rss-file", rss_file, "--run-module", "--", *command]
     seconds, done = timed_command(args, cwd=REPO)
     result = {"seconds": seconds, "peak_rss_mb": float(open(rss_file).read()), "path": output}
-    if kind == "fxport":
+    if kind.startswith("fxport"):
         report = json.loads(done.stdout[done.stdout.index("{"):])
         result["stages"] = report.get("timings", {})
     else:
@@ -177,12 +179,12 @@ def measure(variant: str, config: dict, folder: str, batch: int, prompt: int, ne
                                    eos_token_id=None, pad_token_id=0).numpy()
 
         run, first = (lambda: generate(new)), (lambda: generate(1))
-    elif variant == "fxport":
+    elif variant.startswith("fxport"):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads, options.log_severity_level = 1, 1, 3
-        session = ort.InferenceSession(os.path.join(folder, f"fxport-{new}.onnx"), options,
+        session = ort.InferenceSession(os.path.join(folder, f"{variant}-{new}.onnx"), options,
                                        providers=["CPUExecutionProvider"])
         feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
         run = lambda: session.run(None, feed)[0]  # noqa: E731
@@ -217,8 +219,30 @@ def measure(variant: str, config: dict, folder: str, batch: int, prompt: int, ne
     timed = max(1, min(repeats, int(BUDGET_S / max(once, 1e-9))))  # fewer when a generation is long
     seconds = median_seconds(run, timed, warmup=0)
     first_token = median_seconds(first, repeats, warmup=1) if first is not None else seconds
-    return {"tokens_per_s": batch * new / seconds, "first_token_s": first_token, "peak_rss_mb": peak_rss_mb(),
-            "ids": out[:, prompt:].tolist(), "timed": timed}
+    result = {"tokens_per_s": batch * new / seconds, "first_token_s": first_token, "peak_rss_mb": peak_rss_mb(),
+              "ids": out[:, prompt:].tolist(), "timed": timed}
+    if variant == "fxport_int4":  # after the timing (and the peak RSS): the ids it must give
+        result["reference_ids"] = fake_quantized_ids(checkpoint, ids, mask, new)
+    return result
+
+
+def fake_quantized_ids(checkpoint: str, ids, mask, new: int) -> list:
+    """The generated ids of eager ``generate()`` with the checkpoint's Linear weights int4 in
+    blocks of 32, dequantised: what ``--precision int4`` puts in the file (fxport's verification
+    reference, fxport/lower/weight_quantization.py)."""
+    import torch
+    import transformers
+
+    from fxport.lower.weight_quantization import BlockwiseScheme, quantize_module_weights
+
+    lm = transformers.LlamaForCausalLM.from_pretrained(checkpoint).eval()
+    record = quantize_module_weights(lm, BlockwiseScheme.of("int4"))
+    for weight in record.weights.values():
+        weight.uses = 1
+    with torch.no_grad():
+        out = record.fake_quantized(lm).generate(input_ids=ids, attention_mask=mask, max_new_tokens=new,
+                                                 do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[:, ids.shape[1]:].tolist()
 
 
 def agreement(ids: list, reference: list) -> float:
@@ -251,8 +275,9 @@ def run(repeats: int = 3, config: dict | None = None, rows=None, variants=VARIAN
         weights_mb = os.path.getsize(os.path.join(checkpoint, "model.safetensors")) / 2 ** 20
         builds = {}
         for new in sorted({new for _, _, new in rows}):
-            builds[f"fxport-{new}"] = build("fxport", checkpoint, folder, new)
-            log(f"fxport convert, {new} new tokens: {builds[f'fxport-{new}']['seconds']:.1f} s")
+            for kind in [v for v in variants if v.startswith("fxport")]:
+                builds[f"{kind}-{new}"] = build(kind, checkpoint, folder, new)
+                log(f"{kind} convert, {new} new tokens: {builds[f'{kind}-{new}']['seconds']:.1f} s")
         for kind in [v for v in variants if v.startswith("genai")]:
             builds[kind] = build(kind, checkpoint, folder)
             log(f"{kind} build: {builds[kind]['seconds']:.1f} s")
@@ -283,8 +308,8 @@ def _row(batch: int, prompt: int, new: int, results: dict) -> list[str]:
     def cell(variant: str) -> str:
         return f"{tps[variant]:.1f}" if variant in tps else "—"
 
-    def times(variant: str) -> str:
-        return f"{tps['fxport'] / tps[variant]:.2f}×" if variant in tps else "—"
+    def times(variant: str, of: str = "fxport") -> str:
+        return f"{tps[of] / tps[variant]:.2f}×" if variant in tps and of in tps else "—"
 
     def same(variant: str) -> str:
         if variant not in results:
@@ -292,9 +317,17 @@ def _row(batch: int, prompt: int, new: int, results: dict) -> list[str]:
         share = agreement(results[variant]["ids"], eager["ids"])
         return "yes" if share == 1.0 else ("NO" if variant != "genai_int4" else f"{share:.0%} of ids")
 
+    def int4_ids() -> str:
+        if "fxport_int4" not in results:
+            return "—"
+        mine = results["fxport_int4"]
+        same = "yes" if agreement(mine["ids"], mine["reference_ids"]) == 1.0 else "NO"
+        return f"{same} / {agreement(mine['ids'], eager['ids']):.0%} of ids"
+
     order = [v for v in VARIANTS if v in results]
-    return [str(batch), str(prompt), str(new), cell("eager"), cell("fxport"), cell("genai_fp32"), cell("genai_int4"),
-            times("eager"), times("genai_fp32"), times("genai_int4"),
+    return [str(batch), str(prompt), str(new), cell("eager"), cell("fxport"), cell("fxport_int4"), cell("genai_fp32"),
+            cell("genai_int4"), times("eager"), times("genai_fp32"), times("genai_int4"),
+            times("genai_int4", of="fxport_int4"), int4_ids(),
             " / ".join(f"{results[v]['first_token_s'] * 1e3:.0f}" for v in order),
             " / ".join(f"{results[v]['peak_rss_mb']:.0f}" for v in order),
             f"{same('fxport')} / {same('genai_fp32')} / {same('genai_int4')}"]
@@ -312,8 +345,10 @@ def _sections(config, rows, repeats, builds, table, weights_mb, load_before, loa
             f"and one token generated, fxport's file the whole call (it returns every id at once). "
             f"{machine_info()}; {load_before} before the run, {load_after} after (other jobs were running: "
             "ratios within one run are what to read, not absolute tokens/s).")
-    header = ["batch", "prompt", "new", "eager tok/s", "fxport tok/s", "genai fp32 tok/s", "genai int4 tok/s",
-              "fxport ÷ eager", "fxport ÷ genai fp32", "fxport ÷ genai int4", f"first token ms ({order})",
+    header = ["batch", "prompt", "new", "eager tok/s", "fxport tok/s", "fxport int4 tok/s", "genai fp32 tok/s",
+              "genai int4 tok/s", "fxport ÷ eager", "fxport ÷ genai fp32", "fxport ÷ genai int4",
+              "fxport int4 ÷ genai int4", "fxport int4 ids: equal to eager with the int4 weights / agree with fp32 eager",
+              f"first token ms ({order})",
               f"peak RSS MB ({order})", "same ids as eager (fxport / genai fp32 / genai int4)"]
     decoding = Section(TITLE, note, header, table)
     fp32 = builds.get("genai_fp32")
@@ -321,7 +356,8 @@ def _sections(config, rows, repeats, builds, table, weights_mb, load_before, loa
     for name, result in builds.items():
         stages = ", ".join(f"{stage} {seconds:.1f}" for stage, seconds in result.get("stages", {}).items()
                            if isinstance(seconds, (int, float)))
-        label = (f"`fxport convert CKPT --task text-generation --no-verify --max-new-tokens {name.split('-')[1]}`"
+        int4 = " --precision int4" if name.startswith("fxport_int4") else ""
+        label = (f"`fxport convert CKPT --task text-generation --no-verify --max-new-tokens {name.split('-')[1]}{int4}`"
                  if name.startswith("fxport") else f"genai builder `-p {name.split('_')[1]} -e cpu`")
         build_rows.append([label, f"{result['seconds']:.1f}", f"{result['seconds'] / fp32['seconds']:.1f}×" if fp32 else "—",
                            f"{result['peak_rss_mb']:.0f}", f"{result['peak_rss_mb'] / weights_mb:.1f}×", stages or "—"])

@@ -7,15 +7,23 @@ Imports nothing but :mod:`fxport.errors` (when a check fails), so ``fxport --hel
 Example::
 
     >>> PRECISIONS, DEVICES
-    (('fp32', 'fp16', 'int8'), ('auto', 'cpu', 'cuda'))
+    (('fp32', 'fp16', 'int8', 'int4', 'int8-weights'), ('auto', 'cpu', 'cuda'))
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: ``precision=`` / ``--precision``: float32, half model, or int8 quantised (docs/precision.md).
-PRECISIONS = ("fp32", "fp16", "int8")
+#: ``precision=`` / ``--precision``: float32, half model, int8 quantised (weights and activations,
+#: onnxruntime's quantiser), or weight-only blockwise int4 / int8 of the Linear weights (docs/precision.md).
+PRECISIONS = ("fp32", "fp16", "int8", "int4", "int8-weights")
+#: The weight-only precisions: Linear weights quantised in blocks, activations float32.
+WEIGHT_ONLY = ("int4", "int8-weights")
+#: ``quant_format=`` / ``--quant-format``: how a weight-only file holds a quantised MatMul:
+#: com.microsoft.MatMulNBits, or the standard DequantizeLinear(block_size) → MatMul (opset 21).
+QUANT_FORMATS = ("matmulnbits", "qdq")
+#: ``block_size=`` / ``--block-size``: input features per scale of a weight-only precision.
+BLOCK_SIZES = (16, 32, 64, 128, 256)
 #: ``device=`` / ``--device``: where to verify; ``auto`` is CUDA when torch and ONNX Runtime have it.
 DEVICES = ("auto", "cpu", "cuda")
 #: ``optimize=`` / ``--optimize``: the ONNX graph optimisation level (docs/optimize.md).
@@ -59,10 +67,25 @@ def optimize_level(optimize: Any) -> str:
     raise _usage_error(f"unknown optimize level {optimize!r}", f"use {listed(OPTIMIZE_LEVELS)}")
 
 
-def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None) -> None:
-    """Raise UsageError for an unknown precision or options that do not apply to it."""
+def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None,
+                    block_size: int | None = None, quant_format: str | None = None) -> None:
+    """Raise UsageError for an unknown precision or options that do not apply to it.
+
+    >>> check_precision("int8", block_size=32)
+    Traceback (most recent call last):
+    fxport.errors.UsageError: --block-size only applies to the weight-only precisions int4 and int8-weights; use --precision int4, or drop --block-size
+    """
     if precision not in PRECISIONS:
         raise _usage_error(f"unknown precision {precision!r}", f"use {listed(PRECISIONS)}")
+    for flag, value in (("--block-size", block_size), ("--quant-format", quant_format)):
+        if value is not None and precision not in WEIGHT_ONLY:
+            raise _usage_error(f"{flag} only applies to the weight-only precisions {' and '.join(WEIGHT_ONLY)}",
+                               f"use --precision int4, or drop {flag}")
+    if block_size is not None and block_size not in BLOCK_SIZES:
+        raise _usage_error(f"--block-size {block_size} is not one MatMulNBits takes",
+                           f"use {listed(tuple(str(size) for size in BLOCK_SIZES))}")
+    if quant_format is not None and quant_format not in QUANT_FORMATS:
+        raise _usage_error(f"unknown --quant-format {quant_format!r}", f"use {listed(QUANT_FORMATS)}")
     if calibration is not None and precision != "int8":
         raise _usage_error("calibration inputs only apply to --precision int8",
                            "add --precision int8 or drop --calibrate")

@@ -64,6 +64,7 @@ Device = _choice("Device", choices.DEVICES)
 IfStrategy = _choice("IfStrategy", choices.IF_STRATEGIES)
 Optimize = _choice("Optimize", choices.OPTIMIZE_LEVELS)
 Precision = _choice("Precision", choices.PRECISIONS)
+QuantFormat = _choice("QuantFormat", choices.QUANT_FORMATS)
 
 
 def flag(help: str, *names: str) -> bool:
@@ -292,7 +293,9 @@ def convert(
     if_strategy: IfStrategy = typer.Option(IfStrategy.auto, "--if-strategy", metavar="HOW", help="tensor-conditioned if → where, cond, or auto (per statement)"),
     no_control_flow: bool = flag("do not convert data-dependent control flow (shows the stock capture failure)", "--no-control-flow"),
     no_convert_libraries: bool = flag("do not convert installed packages' functions where capture stops on data-dependent control flow (refuse instead)", "--no-convert-libraries"),
-    precision: Precision = typer.Option(Precision.fp32, "--precision", metavar="TYPE", help="fp32, fp16 (half model) or int8 (quantised); see docs/precision.md"),
+    precision: Precision = typer.Option(Precision.fp32, "--precision", metavar="TYPE", help="fp32, fp16 (half model), int8 (weights and activations, onnxruntime's quantiser; not inside Loop/If bodies), or weight-only int4 / int8-weights (Linear weights in blocks, every graph, verified against eager with the same weights: for --task text-generation); see docs/precision.md"),
+    block_size: Optional[int] = typer.Option(None, "--block-size", metavar="N", help="int4 / int8-weights: input features per scale: 16, 32 (default), 64, 128 or 256"),
+    quant_format: Optional[QuantFormat] = typer.Option(None, "--quant-format", metavar="FORM", help="int4 / int8-weights: matmulnbits (com.microsoft.MatMulNBits, default) or qdq (DequantizeLinear with block_size → MatMul, opset 21)"),
     calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
     min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
     external_data: bool = flag("weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)", "--external-data"),
@@ -324,7 +327,8 @@ def convert(
             optimize=optimize_choice(optimize, no_optimize), if_strategy=if_strategy.value, control_flow=not no_control_flow,
             convert_libraries=not no_convert_libraries,
             rules=[str(path) for path in rules] or None, disable_rules=tuple(disable), precision=precision.value,
-            calibration=calibrate, min_cosine=min_cosine,
+            calibration=calibrate, min_cosine=min_cosine, block_size=block_size,
+            quant_format=quant_format.value if quant_format is not None else None,
             external_data=either(external_data, no_external_data, "--external-data", "--no-external-data"),
             atol=atol, rtol=rtol, strict_coverage=strict_coverage,
         )
@@ -539,6 +543,12 @@ def print_summary(result) -> None:
     if result.node_counts:
         stages = " → ".join(f"{count} {stage}" for stage, count in result.node_counts.items())
         stdout.print(f"Nodes ({result.precision}): {stages}", highlight=False)
+    if getattr(result, "quantization", None):
+        from fxport.verify.weight_agreement import describe as describe_agreement
+        from fxport.lower.weight_quantization import describe_summary
+
+        stdout.print(f"{describe_summary(result.quantization)}; "
+                     f"{describe_agreement(result.quantization.get('agreement_with_fp32'))}", highlight=False)
     if getattr(result, "optimize", None) == "ort":
         fired = ", ".join(f"{name}×{count}" for name, count in result.fusions.items()) or "none fired"
         stdout.print(f"ONNX Runtime fusions: {escape(fired)}", highlight=False)

@@ -166,6 +166,7 @@ class Conversion:
             node_counts=dict(lowered.node_counts),
             optimize=self.options.optimize,
             fusions=dict(lowered.fusions),
+            quantization=lowered.weight_quantization.summary() if lowered.weight_quantization is not None else {},
             tolerances={"atol": atol, "rtol": rtol} if atol is not None or rtol is not None else {},
             coverage=self.coverage,
         )

@@ -49,9 +49,14 @@ class Options:
             fusions (``com.microsoft`` ops), counted in ``result.fusions`` (docs/optimize.md).
         keep_artifacts: also return the captured program before and after graph rules in
             ``result.artifacts`` (``fxport diff`` uses them).
-        precision: ``"fp32"``, ``"fp16"`` or ``"int8"`` (docs/precision.md).
+        precision: ``"fp32"``, ``"fp16"``, ``"int8"`` (onnxruntime's quantiser), or the weight-only
+            ``"int4"`` / ``"int8-weights"`` (Linear weights in blocks, verified against eager with the
+            same quantised weights; docs/precision.md).
         calibration: int8 only: ``"FILE.py:FUNC"`` or a list of input sets (static quantisation).
         min_cosine: int8 only: fail below this cosine similarity to eager float32 (default 0.99).
+        block_size: int4 / int8-weights only: input features per scale (default 32).
+        quant_format: int4 / int8-weights only: ``"matmulnbits"`` (com.microsoft.MatMulNBits, the
+            default) or ``"qdq"`` (DequantizeLinear with ``block_size`` → MatMul, opset 21).
         external_data: weights in ``OUTPUT.data`` beside the output: None (when over 1.5 GiB),
             True (always), False (never; an error over 2 GiB).
         atol, rtol: element tolerances for float outputs, replacing the dtype's defaults;
@@ -76,6 +81,8 @@ class Options:
     precision: str = "fp32"
     calibration: Any = None
     min_cosine: float | None = None
+    block_size: int | None = None
+    quant_format: str | None = None
     external_data: bool | None = None
     atol: float | None = None
     rtol: float | None = None
@@ -85,7 +92,7 @@ class Options:
     def __post_init__(self) -> None:
         object.__setattr__(self, "disable_rules", tuple(self.disable_rules or ()))
         object.__setattr__(self, "optimize", optimize_level(self.optimize))
-        check_precision(self.precision, self.calibration, self.min_cosine)
+        check_precision(self.precision, self.calibration, self.min_cosine, self.block_size, self.quant_format)
         check_tolerances(self.atol, self.rtol)
         check_opset(self.opset)
 

@@ -98,7 +98,7 @@ class ConversionResult:
         opset: the ONNX default-domain opset of ``model``.
         warnings: one-line notices the user should see (e.g. train mode switched to eval).
         artifacts: intermediate products, filled only with ``convert(..., keep_artifacts=True)``.
-        precision: ``"fp32"``, ``"fp16"`` or ``"int8"`` (see docs/precision.md).
+        precision: ``"fp32"``, ``"fp16"``, ``"int8"``, ``"int4"`` or ``"int8-weights"`` (docs/precision.md).
         node_counts: ONNX node count (subgraphs included) after each graph stage, in order:
             ``exported``, ``optimized`` (unless ``optimize=False``), ``ort`` (``optimize="ort"``:
             after the ONNX Runtime fusions), then ``fp16`` (float32 islands added)
@@ -109,6 +109,9 @@ class ConversionResult:
         optimize: the optimisation level: ``"none"``, ``"generic"`` or ``"ort"`` (docs/optimize.md).
         fusions: with ``optimize="ort"``, the ONNX Runtime fusions that fired and how often
             (onnxscript's names: ``{"sdpa": 2, "mha2": 2, "skip_layer_normalization": 4}``).
+        quantization: int4 / int8-weights: the scheme, the weights and MatMuls quantised (by
+            graph: ``main``, ``body``), and ``agreement_with_fp32`` (the file's ids against the
+            float32 model's; verification compares it with the same quantised weights).
     """
 
     model: onnx.ModelProto
@@ -125,6 +128,7 @@ class ConversionResult:
     coverage: list[dict] = dataclasses.field(default_factory=list)
     optimize: str = "generic"
     fusions: dict[str, int] = dataclasses.field(default_factory=dict)
+    quantization: dict = dataclasses.field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -152,6 +156,7 @@ class ConversionResult:
             "coverage": list(self.coverage),
             "optimize": self.optimize,
             "fusions": dict(self.fusions),
+            **({"quantization": _jsonable(self.quantization)} if self.quantization else {}),
         }
 
     def to_json(self) -> str:

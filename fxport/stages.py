@@ -56,7 +56,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("lower", lower_to_onnx, reads=("program", "ruleset", "grown_loops", "signature", "example", "dynamic_shapes",
                                           "staging"),
           adds=("lowered", "axis_names")),
-    Stage("precision", convert_precision, reads=("lowered", "calibration_sets", "staging"),
+    Stage("precision", convert_precision, reads=("lowered", "calibration_sets", "staging", "model"),
           adds=("lowered",), applies=lambda job: job.options.precision != "fp32",
           timing_name=lambda job: job.options.precision),
     Stage("verify", verify_outputs, reads=("model", "program", "lowered", "example", "extra_sets", "axis_names",

@@ -50,9 +50,11 @@ def test_quick_benchmark_end_to_end():
         same = row[-1].split(" / ")
         assert same[:2] == ["yes", "yes"], row  # fxport's file and genai fp32 give eager's ids
         assert same[2] == "yes" or same[2].endswith("of ids"), row  # int4: a share of them
-        assert all(float(cell) > 0 for cell in row[3:7]), row  # four tokens/s
+        assert all(float(cell) > 0 for cell in row[3:8]), row  # five tokens/s
+        assert row[12].startswith("yes / ") and row[12].endswith("of ids"), row  # fxport int4: its eager reference's ids
     commands = [row[0] for row in building.rows]
-    assert len(commands) == 3 and "fxport convert" in commands[0] and "-p fp32" in commands[1] and "-p int4" in commands[2]
+    assert len(commands) == 4 and "fxport convert" in commands[0] and "--precision int4" in commands[1]
+    assert "-p fp32" in commands[2] and "-p int4" in commands[3]
     assert all(float(row[1]) > 0 and float(row[3]) > 0 for row in building.rows)  # seconds, peak RSS
 
 

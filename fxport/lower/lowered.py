@@ -47,6 +47,8 @@ class LoweredModel:
             ``exported``, ``optimized``, ``ort``, then ``fp16`` / ``int8``.
         fusions: the ONNX Runtime fusions that fired (``--optimize ort``), by name.
         float32: the float32 model this one was made from (fp16, int8); None for that model itself.
+        weight_quantization: int4 / int8-weights: the record of the quantised weights
+            (:class:`~fxport.lower.weight_quantization.WeightQuantization`); None otherwise.
     """
 
     proto: "onnx.ModelProto"
@@ -56,6 +58,7 @@ class LoweredModel:
     node_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     fusions: dict[str, int] = dataclasses.field(default_factory=dict)
     float32: "LoweredModel | None" = None
+    weight_quantization: Any = None
 
     @property
     def staged(self) -> bool:

@@ -166,17 +166,22 @@ class CalibrationReader:
 
 
 def apply_precision(lowered: LoweredModel, precision: str, calibration: list[InputSet] | None = None,
-                    *, staging: "Staging | None" = None) -> LoweredModel:
+                    *, staging: "Staging | None" = None, module: Any = None, block_size: int | None = None,
+                    quant_format: str | None = None) -> LoweredModel:
     """The graph-level step of ``precision`` on a lowered float32 model, checked by the ONNX checker.
 
-    fp16: float32 islands for :data:`FLOAT32_OPS`; int8: :func:`quantize_int8`; fp32: unchanged.
+    fp16: float32 islands for :data:`FLOAT32_OPS`; int8: :func:`quantize_int8`; int4 /
+    int8-weights: :func:`quantize_weights_only` of ``module``'s Linear weights (the record is the
+    result's ``weight_quantization``); fp32: unchanged.
     A model whose weights are staged as external data (``lowered.home``, in ``staging``:
     fxport/lower/external.py) stays so: fp16 edits only the graph and shares the data file; int8
     writes its own pair into the stage. The result keeps ``lowered`` as its ``float32`` model and
     adds its node count.
     """
-    model, home = lowered.proto, lowered.home
-    if precision == "fp16":
+    model, home, record = lowered.proto, lowered.home, None
+    if precision in choices.WEIGHT_ONLY:
+        model, record = quantize_weights_only(lowered, module, precision, block_size, quant_format)
+    elif precision == "fp16":
         model = keep_ops_in_float32(model)
     elif precision == "int8":
         model, home = (quantize_staged_int8(model, home, staging, calibration) if home is not None
@@ -190,7 +195,36 @@ def apply_precision(lowered: LoweredModel, precision: str, calibration: list[Inp
                               hint="report this with --debug output; --precision fp32 works meanwhile") from exc
     return LoweredModel(model, home=home, translated_program=lowered.translated_program,
                         node_counts={**lowered.node_counts, precision: sum(1 for _ in iter_nodes(model.graph))},
-                        fusions=lowered.fusions, float32=lowered)
+                        fusions=lowered.fusions, float32=lowered, weight_quantization=record)
+
+
+def quantize_weights_only(lowered: LoweredModel, module: Any, precision: str, block_size: int | None = None,
+                          quant_format: str | None = None):
+    """``(model, record)``: the lowered float32 model with ``module``'s Linear weights quantised in
+    blocks (:mod:`fxport.lower.weight_quantization`), and the record verification's eager
+    reference is made from (the same integers and scales).
+
+    Example::
+
+        >>> model, record = quantize_weights_only(lowered, module, "int4")   # doctest: +SKIP
+        >>> record.describe()                                                 # doctest: +SKIP
+        'Weights int4, blocks of 32, MatMulNBits: 15 Linear weights, 30 MatMuls (15 inside Loop/If bodies)'
+    """
+    from fxport.lower.quantized_matmuls import rewrite_quantized_matmuls
+    from fxport.lower.weight_quantization import BlockwiseScheme, quantize_module_weights
+
+    if lowered.home is not None:
+        raise UsageError(f"--precision {precision} does not handle weights staged as external data yet",
+                         hint="use --no-external-data (under 2 GB), or --precision fp32")
+    scheme = BlockwiseScheme.of(precision, block_size, quant_format)
+    record = quantize_module_weights(module, scheme)
+    weights = {name: parameter for name, parameter in module.named_parameters(remove_duplicate=False)}
+    model = rewrite_quantized_matmuls(lowered.proto, record, weights)
+    if not record.applied:
+        raise ConversionError(f"--precision {precision}: no MatMul of the file multiplies by a Linear weight "
+                              f"({len(record.weights)} Linear weights in the model)",
+                              hint="weight-only quantisation applies to nn.Linear layers; use --precision int8 or fp16")
+    return model, record
 
 
 

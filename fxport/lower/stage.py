@@ -47,5 +47,8 @@ def serialized_once(lowered: LoweredModel, job: Conversion) -> LoweredModel:
 
 
 def convert_precision(job: Conversion) -> None:
-    """fp16 islands or int8 quantisation of the lowered float model."""
-    job.lowered = apply_precision(job.lowered, job.options.precision, job.calibration_sets, staging=job.staging)
+    """fp16 islands, int8 quantisation, or weight-only int4/int8 of the lowered float model (the
+    verify stage measures a weight-only file's agreement with the float32 model)."""
+    options = job.options
+    job.lowered = apply_precision(job.lowered, options.precision, job.calibration_sets, staging=job.staging,
+                                  module=job.model, block_size=options.block_size, quant_format=options.quant_format)

@@ -61,7 +61,7 @@ class OnnxRunner:
             # Verification runs each set once: threads that spin between runs only take CPU from
             # the eager reference (and from other processes) without making a run faster.
             ("session.intra_op.allow_spinning", "0")]
-        if isinstance(model, onnx.ModelProto) and not _has_loops(model):
+        if isinstance(model, onnx.ModelProto) and not _has_loops(model) and not _has_blockwise_weights(model):
             # Prepacking reorders every constant weight at load for repeated products; outside a
             # Loop each set uses a weight once (VGG's 500 MB: a third of a 1.4 s load, no run slower)
             config.append(("session.disable_prepacking", "1"))
@@ -242,6 +242,14 @@ def _as_input_dtype(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Te
     if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
         return tensor.to(dtype)
     return tensor
+
+
+def _has_blockwise_weights(model: onnx.ModelProto) -> bool:
+    """Whether ``model`` holds weight-only quantised MatMuls: with prepacking ONNX Runtime fuses
+    DequantizeLinear → MatMul into MatMulNBits with int8 activations (its default
+    ``session.qdq_matmulnbits_accuracy_level``), without it computes in float32 — verification
+    runs them as a default session does."""
+    return any(node.op_type in ("MatMulNBits", "DequantizeLinear") for node in iter_nodes(model.graph))
 
 
 def _has_loops(model: onnx.ModelProto) -> bool:

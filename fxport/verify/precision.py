@@ -10,6 +10,10 @@ pass; :func:`precision_passes` gives the others:
 - int8: the float32 export (the plan's ``float_model``) with float32 tolerances first, so
   exporter and quantiser errors stay apart; then the int8 file against eager float32, passing on
   cosine similarity ≥ ``min_cosine`` (default 0.99).
+- int4 / int8-weights: the file against eager running the *same* quantised weights (a copy of
+  the module with its Linear weights dequantised from the file's integers and scales, ``weights``:
+  the precision stage's record), with the normal criteria: ids equal, floats within float32
+  tolerances. The agreement with float32 is reported apart (fxport/verify/weight_agreement.py).
 
 Example::
 
@@ -56,8 +60,11 @@ class Pass:
     replay: bool = True
 
 
-def precision_passes(precision: str = "fp32", min_cosine: float | None = None) -> tuple[Pass, ...]:
-    """The passes ``precision`` calls for (module docstring)."""
+def precision_passes(precision: str = "fp32", min_cosine: float | None = None, weights=None) -> tuple[Pass, ...]:
+    """The passes ``precision`` calls for (module docstring); ``weights``: a weight-only precision's
+    record (:class:`~fxport.lower.weight_quantization.WeightQuantization`)."""
+    if weights is not None:
+        return (Pass(label=f" vs eager {precision}", eager=weights.fake_quantized),)
     if precision == "fp16":
         return (Pass(tolerance_dtype=torch.float16, replay=False),
                 Pass(label=" vs eager fp16", eager=half_copy, inputs=half_inputs, optional_reference=True,

@@ -34,6 +34,20 @@ def verify_outputs(job: Conversion) -> None:
             raise
     if widen_verified_ranges(job.program, job.verification, job.warnings, job.lowered.proto):
         job.bounds = dynamic_dim_bounds(job.program)
+    measure_weight_agreement(job)
+
+
+def measure_weight_agreement(job: Conversion) -> None:
+    """A weight-only quantised file (int4, int8-weights) against the float32 model on the input
+    sets: reported beside the verdict, which compares it with the same quantised weights."""
+    record = job.lowered.weight_quantization
+    if record is None:
+        return
+    from fxport.verify.weight_agreement import agreement_with_float32
+
+    known = {id(job.example): job.example_outputs} if job.example_outputs is not None else {}
+    with eager_limits.measured(job.example_cost):
+        record.agreement = agreement_with_float32(job.lowered.proto, job.model, job.input_sets, known)
 
 
 def _point_at_user_rules(exc: VerificationError, job: Conversion) -> None:
@@ -90,7 +104,7 @@ def verification_plan(job: Conversion) -> VerificationPlan:
     options, lowered = job.options, job.lowered
     return VerificationPlan(
         device=job.device,
-        passes=precision_passes(options.precision, options.min_cosine),
+        passes=precision_passes(options.precision, options.min_cosine, lowered.weight_quantization),
         acceptance=Acceptance(atol=options.atol, rtol=options.rtol,
                               sort_keys=sorted_output_indices(job.program) if job.program is not None else None),
         generated_sets=job.generated, dynamic_axes=job.axis_names, bounds=job.bounds, domains=job.domains,

@@ -1,0 +1,275 @@
+"""Weight-only blockwise quantisation (issue 49, item 3): ``--precision int4`` / ``int8-weights``
+write the Linear weights as MatMulNBits or DequantizeLinear(block_size) → MatMul — inside the
+generation ``Loop``'s body too — and verification compares the file with eager running the same
+quantised weights, token for token; the agreement with the float32 model is reported apart."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import fxport
+import fxport.tasks
+from fxport.errors import UsageError, VerificationError
+from fxport.verify.weight_agreement import describe, share_of_equal_ids
+from fxport.lower.quantized_matmuls import pack_matmulnbits
+from fxport.lower.weight_quantization import (BlockwiseScheme, WeightQuantization, quantize_blockwise,
+                                              quantize_module_weights)
+from fxport.report import iter_graphs
+from tests.conftest import op_counts, run_cli
+
+VOCAB = 64
+
+
+class Dense(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 48)
+        self.fc2 = torch.nn.Linear(48, 8, bias=False)   # 48 inputs: one full block of 32 and a partial one
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def ops_by_graph(model):
+    """{graph name: op counts} for the main graph and every Loop/If body."""
+    counts = {}
+    for graph in iter_graphs(model.graph):
+        ops = counts.setdefault(graph.name, {})
+        for node in graph.node:
+            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            ops[key] = ops.get(key, 0) + 1
+    return counts
+
+
+# --- the scheme ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("columns", [64, 48, 7])
+def test_blockwise_quantisation_is_on_its_grid_and_exact(bits, columns):
+    torch.manual_seed(bits * 100 + columns)
+    weight = torch.randn(5, columns) * torch.logspace(-3, 2, 5)[:, None]   # rows of very different scale
+    weight[2, :3] = 0.0
+    weight[3] = 0.0                                                      # an all-zero row: scale 0, integers 0
+    scheme = BlockwiseScheme(bits=bits, block_size=32)
+    integers, scales, dequantized = quantize_blockwise(weight, scheme)
+    assert integers.dtype == np.int8 and integers.shape == (5, columns)
+    assert scales.shape == (5, -(-columns // 32))
+    assert integers.min() >= scheme.lowest and integers.max() <= scheme.highest
+    expanded = np.repeat(scales, 32, axis=1)[:, :columns]
+    np.testing.assert_array_equal(integers.astype(np.float32) * expanded, dequantized.numpy())
+    assert not dequantized[3].any()
+    # each block's largest magnitude is exactly its lowest level: the error is at most half a step,
+    # one step where the opposite extreme is clipped to the highest level
+    step, error = np.abs(expanded), np.abs(dequantized.numpy() - weight.numpy())
+    clipped = integers == scheme.highest
+    assert np.all(error[~clipped] <= step[~clipped] * (0.5 + 1e-6)) and np.all(error <= step * (1 + 1e-6))
+    assert not torch.equal(dequantized, weight)
+
+
+def unpack_matmulnbits(packed, scheme, columns):
+    if scheme.bits == 4:
+        low, high = packed & 0x0F, packed >> 4
+        stored = np.stack([low, high], axis=-1).reshape(packed.shape[0], -1)
+    else:
+        stored = packed.reshape(packed.shape[0], -1)
+    return stored[:, :columns].astype(np.int16) + scheme.lowest
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_matmulnbits_packing_round_trips(bits):
+    scheme = BlockwiseScheme(bits=bits, block_size=16)
+    integers = np.random.default_rng(bits).integers(scheme.lowest, scheme.highest + 1, (3, 40)).astype(np.int8)
+    packed = pack_matmulnbits(integers, scheme)
+    assert packed.shape == (3, 3, 16 * bits // 8) and packed.dtype == np.uint8
+    np.testing.assert_array_equal(unpack_matmulnbits(packed, scheme, 40), integers)
+
+
+def test_the_record_untied_a_weight_shared_with_an_embedding():
+    """A tied LM head is quantised in the eager reference; the embedding stays float32, as in the file."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(40, 32)
+            self.head = torch.nn.Linear(32, 40, bias=False)
+            self.head.weight = self.embed.weight
+
+    model = Tied()
+    record = quantize_module_weights(model, BlockwiseScheme())
+    assert list(record.weights) == ["head.weight"]
+    record.weights["head.weight"].uses = 1
+    fake = record.fake_quantized(model)
+    assert torch.equal(fake.embed.weight, model.embed.weight)
+    assert torch.equal(fake.head.weight, record.weights["head.weight"].dequantized)
+    assert model.head.weight is model.embed.weight, "the caller's module is not changed"
+
+
+def test_agreement_counts_generated_ids_and_rows_of_other_lengths():
+    assert share_of_equal_ids([np.array([[9, 1, 2, 3], [9, 4, 5, 6]])],
+                              [np.array([[9, 1, 2, 3], [9, 4, 0, 6]])], prefix=1) == (5, 6)
+    assert share_of_equal_ids([np.array([[9, 1, 2]])], [np.array([[9, 1, 2, 3]])], prefix=1) == (2, 3)
+    assert "83% of generated ids" in describe({"sets": 1, "equal_ids": 5, "compared_ids": 6, "ids_share": 5 / 6,
+                                               "cosine": None})
+
+
+# --- a model that is not a generator: the API ---------------------------------------------------
+
+@pytest.mark.parametrize("form, opset, quantized_op", [("matmulnbits", None, "com.microsoft::MatMulNBits"),
+                                                       ("qdq", 21, "DequantizeLinear")])
+def test_api_int4_writes_the_form_and_verifies_against_the_same_quantised_weights(form, opset, quantized_op):
+    torch.manual_seed(0)
+    model = Dense().eval()
+    x = torch.randn(4, 64)
+    if form == "qdq":  # ONNX Runtime's default session computes the standard form with int8 activations
+        result = fxport.convert(model, (x,), dynamic_shapes={"x": {0: "batch"}}, precision="int4", quant_format=form,
+                                opset=opset, verify=False)
+    else:
+        result = fxport.convert(model, (x,), dynamic_shapes={"x": {0: "batch"}}, precision="int4", quant_format=form,
+                                opset=opset)
+    assert form == "qdq" or result.verified and all(row.name.endswith(" vs eager int4") for row in result.verification)
+    counts = op_counts(result.model)
+    assert counts.get(quantized_op) == 2, counts
+    assert "Gemm" not in counts and counts.get("MatMul", 0) == (2 if form == "qdq" else 0), counts
+    assert result.quantization["weights"] == 2 and result.quantization["form"] == form
+    agreement = result.quantization["agreement_with_fp32"]
+    if form == "qdq":  # not verified: nothing ran, so the agreement is not measured either
+        assert agreement is None
+    else:
+        assert 0.9 < agreement["cosine"] < 1.0
+    # on a batch the export never saw: equal to eager with the dequantised weights, not to fp32 eager
+    record = quantize_module_weights(model, BlockwiseScheme.of("int4", form=form))
+    for weight in record.weights.values():
+        weight.uses = 1
+    unseen = torch.randn(7, 64)
+    options = ort.SessionOptions()
+    if form == "qdq":  # float32 activations, as eager: ORT's fusion asked for accuracy level 1
+        options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
+    session = ort.InferenceSession(result.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    (onnx_out,) = session.run(None, {session.get_inputs()[0].name: unseen.numpy()})
+    with torch.no_grad():
+        fake, fp32 = record.fake_quantized(model)(unseen).numpy(), model(unseen).numpy()
+    np.testing.assert_allclose(onnx_out, fake, rtol=1e-4, atol=1e-5)
+    assert np.abs(onnx_out - fp32).max() > 1e-3, "the weights were quantised"
+
+
+def test_the_standard_form_is_verified_as_onnx_runtime_runs_it_by_default():
+    """ONNX Runtime's CPU provider fuses DequantizeLinear → MatMul into MatMulNBits computing with
+    int8 activations (session.qdq_matmulnbits_accuracy_level 4): not what eager computes, and
+    verification, running a default session, says so."""
+    torch.manual_seed(0)
+    with pytest.raises(VerificationError, match="vs eager int4"):
+        fxport.convert(Dense().eval(), (torch.randn(4, 64),), precision="int4", quant_format="qdq", opset=21)
+
+
+def test_int8_weights_keeps_more_of_the_float32_model_than_int4():
+    torch.manual_seed(0)
+    model = Dense().eval()
+    x = torch.randn(4, 64)
+    cosines = {}
+    for precision in ("int4", "int8-weights"):
+        result = fxport.convert(model, (x,), precision=precision)
+        assert result.verified and op_counts(result.model).get("com.microsoft::MatMulNBits") == 2
+        assert result.quantization["bits"] == (4 if precision == "int4" else 8)
+        cosines[precision] = result.quantization["agreement_with_fp32"]["cosine"]
+    assert cosines["int4"] < cosines["int8-weights"] < 1.0
+
+
+def test_a_file_whose_weights_differ_from_its_reference_fails_verification(monkeypatch):
+    """The verdict can fail: an eager reference with the float32 weights (what a rewrite that
+    ignored the record would be compared with) does not match the int4 file."""
+    torch.manual_seed(0)
+    monkeypatch.setattr(WeightQuantization, "fake_quantized", lambda self, module: module)
+    with pytest.raises(VerificationError):
+        fxport.convert(Dense().eval(), (torch.randn(4, 64),), precision="int4")
+
+
+def test_int8_keeps_its_meaning_and_weight_options_are_usage_errors():
+    torch.manual_seed(0)
+    result = fxport.convert(Dense().eval(), (torch.randn(4, 64),), precision="int8")
+    counts = op_counts(result.model)
+    assert counts.get("MatMulInteger") == 2 and "com.microsoft::MatMulNBits" not in counts
+    assert result.quantization == {} and "quantization" not in result.to_dict()
+    with pytest.raises(UsageError, match="--block-size only applies to the weight-only precisions"):
+        fxport.convert(Dense(), (torch.randn(2, 64),), precision="int8", block_size=32)
+    with pytest.raises(UsageError, match="--block-size 48 is not one MatMulNBits takes"):
+        fxport.convert(Dense(), (torch.randn(2, 64),), precision="int4", block_size=48)
+    with pytest.raises(UsageError, match="needs opset 21"):
+        fxport.convert(Dense(), (torch.randn(2, 64),), precision="int4", quant_format="qdq", opset=18)
+
+
+# --- generation: the CLI and the API ---------------------------------------------------------
+
+def tiny_llama(seed=0, **config):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(seed)
+    settings = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**{**settings, **config})).eval()
+
+
+def fake_quantized_lm(lm, scheme):
+    record = quantize_module_weights(lm, scheme)
+    for weight in record.weights.values():
+        weight.uses = 1
+    return record.fake_quantized(lm)
+
+
+def generate(lm, ids, mask, **settings):
+    with torch.no_grad():
+        return lm.generate(input_ids=ids, attention_mask=mask, do_sample=False, **settings)
+
+
+def run_file(path, ids, mask):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+
+
+@pytest.mark.slow
+def test_cli_int4_generation_file_quantises_the_loop_body_and_equals_eager_with_the_same_weights(tmp_path):
+    lm = tiny_llama(seed=1)
+    checkpoint = tmp_path / "llama"
+    lm.save_pretrained(checkpoint)
+    out = tmp_path / "gen4.onnx"
+    done = run_cli("convert", str(checkpoint), "--task", "text-generation", "--max-new-tokens", "6",
+                   "--precision", "int4", "-o", str(out), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = next(line for line in done.stdout.splitlines() if line.startswith("Weights int4"))
+    assert "15 Linear weights, 30 MatMuls (15 inside Loop/If bodies)" in said, said
+    assert "ids agree with the fp32 model on" in said and "of generated ids" in said, said
+    model = onnx.load(out)
+    by_graph = ops_by_graph(model)
+    body = next(counts for name, counts in by_graph.items() if name != model.graph.name)
+    # every Linear of the decode step is MatMulNBits; the MatMuls left are attention's (2 per layer)
+    assert body.get("com.microsoft::MatMulNBits") == 15 and body.get("MatMul") == 4, body
+    assert by_graph[model.graph.name].get("com.microsoft::MatMulNBits") == 15
+    fake = fake_quantized_lm(lm, BlockwiseScheme.of("int4"))
+    agree = total = 0
+    for seed, (batch, length) in enumerate([(1, 1), (5, 3), (1, 11), (3, 7)], start=50):
+        ids, mask = fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed)
+        produced = run_file(out, ids, mask)
+        np.testing.assert_array_equal(produced, generate(fake, ids, mask, max_new_tokens=6).numpy())
+        fp32 = generate(lm, ids, mask, max_new_tokens=6).numpy()
+        agree, total = agree + (produced[:, length:] == fp32[:, length:]).sum(), total + fp32[:, length:].size
+    assert agree < total, "int4 weights changed some ids of this random model"
+
+
+def test_api_int4_generator_in_the_standard_form_holds_dequantize_linear_in_the_loop_body():
+    from fxport.generation.architectures import build_generator
+
+    lm = tiny_llama(seed=2)
+    generator = build_generator(lm, max_new_tokens=4, eos_token_id=None)
+    sets = [fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed)
+            for seed, (batch, length) in enumerate([(2, 5), (1, 3)])]
+    result = fxport.convert(generator, sets[0], dynamic_shapes=generator.dynamic_shapes, verify_inputs=sets[1:],
+                            precision="int4", quant_format="qdq", block_size=16)
+    assert result.verified
+    body = next(counts for name, counts in ops_by_graph(result.model).items() if name != result.model.graph.name)
+    assert body.get("DequantizeLinear") == 15 and body.get("MatMul", 0) >= 15, body
+    quantization = result.quantization
+    assert quantization["block_size"] == 16 and quantization["replaced_nodes"] == {"main": 15, "body": 15}
+    share = quantization["agreement_with_fp32"]["ids_share"]
+    assert 0.0 <= share <= 1.0
+    assert json.loads(result.to_json())["quantization"]["agreement_with_fp32"]["sets"] == 2
