@@ -29,12 +29,13 @@ import traceback
 
 import torch
 
-from tests.wild_loops import decoding_models, fresh_models, search_models
+from tests.wild_loops import decoding_models, fresh2_models, fresh_models, search_models
 from tests.wild_loops.harness import _copy, judge
 
-GROUPS = {"search": search_models.CASES, "decoding": decoding_models.CASES, "fresh": fresh_models.CASES}
+GROUPS = {"search": search_models.CASES, "decoding": decoding_models.CASES, "fresh": fresh_models.CASES,
+          "fresh2": fresh2_models.CASES}
 #: the columns of the class table: the loops ported first, and those ported out of sample
-SAMPLES = {"original": ("search", "decoding"), "fresh": ("fresh",)}
+SAMPLES = {"original": ("search", "decoding"), "fresh": ("fresh",), "fresh2": ("fresh2",)}
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "control-flow.md")
 BEGIN = "<!-- wild loops: written by python3 -m tests.wild_loops.measure --doc -->"
 END = "<!-- end of wild loops -->"
@@ -81,10 +82,11 @@ def measure(group: str, case) -> tuple[str, str, float]:
 
 def refusal_classes() -> dict[str, str]:
     """Loop name → the class its strict xfail names (tests/wild_loops/test_*.py ``XFAIL``)."""
-    from tests.wild_loops import test_decoding, test_fresh, test_search
+    import importlib
 
     reasons = {}
-    for module in (test_search, test_decoding, test_fresh):
+    for group in GROUPS:
+        module = importlib.import_module(f"tests.wild_loops.test_{group}")
         reasons.update(getattr(module, "XFAIL", None) or module._XFAIL)
     return {name: _class_of(reason) for name, reason in reasons.items()}
 
