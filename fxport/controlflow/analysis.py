@@ -35,9 +35,16 @@ RUNTIME = "_fx"  # the name converted code calls fxport's operators by (astutil.
 
 
 def writes(node: ast.AST | Sequence[ast.AST]) -> set[str]:
-    """Names bound by ``node`` (or a list of statements) in the current scope."""
+    """Names bound by ``node`` (or a list of statements) in the current scope: a nested ``def`` or
+    ``class`` binds its name only (what its body assigns is its own scope's).
+
+    >>> sorted(writes(ast.parse("def phi(s):\\n    g0_new = s\\n    return g0_new").body))
+    ['phi']
+    """
     if isinstance(node, (list, tuple)):
         return set().union(*(writes(n) for n in node)) if node else set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
     found: set[str] = set()
     comprehension_targets = _comprehension_targets(node)
     for sub in _walk_same_scope(node):
