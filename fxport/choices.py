@@ -22,6 +22,10 @@ WEIGHT_ONLY = ("int4", "int8-weights")
 #: ``quant_format=`` / ``--quant-format``: how a weight-only file holds a quantised MatMul:
 #: com.microsoft.MatMulNBits, or the standard DequantizeLinear(block_size) → MatMul (opset 21).
 QUANT_FORMATS = ("matmulnbits", "qdq")
+#: ``quant_activations=`` / ``--quant-activations``: what a weight-only file's quantised MatMuls
+#: multiply the weights with: float32 activations (MatMulNBits accuracy_level 0), or int8 ones
+#: quantised per block at run time (accuracy_level 4; ONNX Runtime's default for the standard form).
+QUANT_ACTIVATIONS = ("float32", "int8")
 #: ``block_size=`` / ``--block-size``: input features per scale of a weight-only precision.
 BLOCK_SIZES = (16, 32, 64, 128, 256)
 #: ``device=`` / ``--device``: where to verify; ``auto`` is CUDA when torch and ONNX Runtime have it.
@@ -68,7 +72,8 @@ def optimize_level(optimize: Any) -> str:
 
 
 def check_precision(precision: str, calibration: Any = None, min_cosine: float | None = None,
-                    block_size: int | None = None, quant_format: str | None = None) -> None:
+                    block_size: int | None = None, quant_format: str | None = None,
+                    quant_activations: str | None = None) -> None:
     """Raise UsageError for an unknown precision or options that do not apply to it.
 
     >>> check_precision("int8", block_size=32)
@@ -77,7 +82,8 @@ def check_precision(precision: str, calibration: Any = None, min_cosine: float |
     """
     if precision not in PRECISIONS:
         raise _usage_error(f"unknown precision {precision!r}", f"use {listed(PRECISIONS)}")
-    for flag, value in (("--block-size", block_size), ("--quant-format", quant_format)):
+    for flag, value in (("--block-size", block_size), ("--quant-format", quant_format),
+                        ("--quant-activations", quant_activations)):
         if value is not None and precision not in WEIGHT_ONLY:
             raise _usage_error(f"{flag} only applies to the weight-only precisions {' and '.join(WEIGHT_ONLY)}",
                                f"use --precision int4, or drop {flag}")
@@ -86,6 +92,12 @@ def check_precision(precision: str, calibration: Any = None, min_cosine: float |
                            f"use {listed(tuple(str(size) for size in BLOCK_SIZES))}")
     if quant_format is not None and quant_format not in QUANT_FORMATS:
         raise _usage_error(f"unknown --quant-format {quant_format!r}", f"use {listed(QUANT_FORMATS)}")
+    if quant_activations is not None and quant_activations not in QUANT_ACTIVATIONS:
+        raise _usage_error(f"unknown --quant-activations {quant_activations!r}", f"use {listed(QUANT_ACTIVATIONS)}")
+    if quant_format == "qdq" and quant_activations == "float32":
+        raise _usage_error("--quant-format qdq computes with int8 activations: ONNX Runtime fuses DequantizeLinear → "
+                           "MatMul into MatMulNBits at accuracy level 4 by default",
+                           "use --quant-format matmulnbits for float32 activations, or drop --quant-activations")
     if calibration is not None and precision != "int8":
         raise _usage_error("calibration inputs only apply to --precision int8",
                            "add --precision int8 or drop --calibrate")

@@ -65,6 +65,7 @@ IfStrategy = _choice("IfStrategy", choices.IF_STRATEGIES)
 Optimize = _choice("Optimize", choices.OPTIMIZE_LEVELS)
 Precision = _choice("Precision", choices.PRECISIONS)
 QuantFormat = _choice("QuantFormat", choices.QUANT_FORMATS)
+QuantActivations = _choice("QuantActivations", choices.QUANT_ACTIVATIONS)
 
 
 def flag(help: str, *names: str) -> bool:
@@ -296,6 +297,7 @@ def convert(
     precision: Precision = typer.Option(Precision.fp32, "--precision", metavar="TYPE", help="fp32, fp16 (half model), int8 (weights and activations, onnxruntime's quantiser; not inside Loop/If bodies), or weight-only int4 / int8-weights (Linear weights in blocks, every graph, verified against eager with the same weights: for --task text-generation); see docs/precision.md"),
     block_size: Optional[int] = typer.Option(None, "--block-size", metavar="N", help="int4 / int8-weights: input features per scale: 16, 32 (default), 64, 128 or 256"),
     quant_format: Optional[QuantFormat] = typer.Option(None, "--quant-format", metavar="FORM", help="int4 / int8-weights: matmulnbits (com.microsoft.MatMulNBits, default) or qdq (DequantizeLinear with block_size → MatMul, opset 21)"),
+    quant_activations: Optional[QuantActivations] = typer.Option(None, "--quant-activations", metavar="TYPE", help="int4 / int8-weights: float32 (MatMulNBits accuracy level 0, default for matmulnbits) or int8 (quantised per block at run time: accuracy level 4, ONNX Runtime's fast CPU path; verified against eager quantising them the same way; always for qdq)"),
     calibrate: Optional[str] = typer.Option(None, "--calibrate", metavar="FILE.py:FUNC", help="int8: FILE.py:FUNC returning calibration input sets (static quantisation)"),
     min_cosine: Optional[float] = typer.Option(None, "--min-cosine", metavar="X", help="int8: fail below this cosine similarity to eager fp32 (default 0.99)"),
     external_data: bool = flag("weights in OUTPUT.data beside the model (default: when over 1.5 GiB; protobuf holds 2 GiB)", "--external-data"),
@@ -329,6 +331,7 @@ def convert(
             rules=[str(path) for path in rules] or None, disable_rules=tuple(disable), precision=precision.value,
             calibration=calibrate, min_cosine=min_cosine, block_size=block_size,
             quant_format=quant_format.value if quant_format is not None else None,
+            quant_activations=quant_activations.value if quant_activations is not None else None,
             external_data=either(external_data, no_external_data, "--external-data", "--no-external-data"),
             atol=atol, rtol=rtol, strict_coverage=strict_coverage,
         )

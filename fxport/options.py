@@ -57,6 +57,10 @@ class Options:
         block_size: int4 / int8-weights only: input features per scale (default 32).
         quant_format: int4 / int8-weights only: ``"matmulnbits"`` (com.microsoft.MatMulNBits, the
             default) or ``"qdq"`` (DequantizeLinear with ``block_size`` → MatMul, opset 21).
+        quant_activations: int4 / int8-weights only: ``"float32"`` (MatMulNBits accuracy level 0, the
+            default for matmulnbits) or ``"int8"`` (activations quantised per block at run time:
+            accuracy level 4, the fast CPU path; verified against an eager reference that quantises
+            them the same way; the only choice for qdq).
         external_data: weights in ``OUTPUT.data`` beside the output: None (when over 1.5 GiB),
             True (always), False (never; an error over 2 GiB).
         atol, rtol: element tolerances for float outputs, replacing the dtype's defaults;
@@ -83,6 +87,7 @@ class Options:
     min_cosine: float | None = None
     block_size: int | None = None
     quant_format: str | None = None
+    quant_activations: str | None = None
     external_data: bool | None = None
     atol: float | None = None
     rtol: float | None = None
@@ -92,7 +97,8 @@ class Options:
     def __post_init__(self) -> None:
         object.__setattr__(self, "disable_rules", tuple(self.disable_rules or ()))
         object.__setattr__(self, "optimize", optimize_level(self.optimize))
-        check_precision(self.precision, self.calibration, self.min_cosine, self.block_size, self.quant_format)
+        check_precision(self.precision, self.calibration, self.min_cosine, self.block_size, self.quant_format,
+                        self.quant_activations)
         check_tolerances(self.atol, self.rtol)
         check_opset(self.opset)
 

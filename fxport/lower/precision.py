@@ -167,7 +167,7 @@ class CalibrationReader:
 
 def apply_precision(lowered: LoweredModel, precision: str, calibration: list[InputSet] | None = None,
                     *, staging: "Staging | None" = None, module: Any = None, block_size: int | None = None,
-                    quant_format: str | None = None) -> LoweredModel:
+                    quant_format: str | None = None, quant_activations: str | None = None) -> LoweredModel:
     """The graph-level step of ``precision`` on a lowered float32 model, checked by the ONNX checker.
 
     fp16: float32 islands for :data:`FLOAT32_OPS`; int8: :func:`quantize_int8`; int4 /
@@ -180,7 +180,7 @@ def apply_precision(lowered: LoweredModel, precision: str, calibration: list[Inp
     """
     model, home, record = lowered.proto, lowered.home, None
     if precision in choices.WEIGHT_ONLY:
-        model, record = quantize_weights_only(lowered, module, precision, block_size, quant_format)
+        model, record = quantize_weights_only(lowered, module, precision, block_size, quant_format, quant_activations)
     elif precision == "fp16":
         model = keep_ops_in_float32(model)
     elif precision == "int8":
@@ -199,7 +199,7 @@ def apply_precision(lowered: LoweredModel, precision: str, calibration: list[Inp
 
 
 def quantize_weights_only(lowered: LoweredModel, module: Any, precision: str, block_size: int | None = None,
-                          quant_format: str | None = None):
+                          quant_format: str | None = None, quant_activations: str | None = None):
     """``(model, record)``: the lowered float32 model with ``module``'s Linear weights quantised in
     blocks (:mod:`fxport.lower.weight_quantization`), and the record verification's eager
     reference is made from (the same integers and scales).
@@ -216,7 +216,7 @@ def quantize_weights_only(lowered: LoweredModel, module: Any, precision: str, bl
     if lowered.home is not None:
         raise UsageError(f"--precision {precision} does not handle weights staged as external data yet",
                          hint="use --no-external-data (under 2 GB), or --precision fp32")
-    scheme = BlockwiseScheme.of(precision, block_size, quant_format)
+    scheme = BlockwiseScheme.of(precision, block_size, quant_format, quant_activations)
     record = quantize_module_weights(module, scheme)
     weights = {name: parameter for name, parameter in module.named_parameters(remove_duplicate=False)}
     model = rewrite_quantized_matmuls(lowered.proto, record, weights)

@@ -51,4 +51,5 @@ def convert_precision(job: Conversion) -> None:
     verify stage measures a weight-only file's agreement with the float32 model)."""
     options = job.options
     job.lowered = apply_precision(job.lowered, options.precision, job.calibration_sets, staging=job.staging,
-                                  module=job.model, block_size=options.block_size, quant_format=options.quant_format)
+                                  module=job.model, block_size=options.block_size, quant_format=options.quant_format,
+                                  quant_activations=options.quant_activations)

@@ -12,8 +12,10 @@ pass; :func:`precision_passes` gives the others:
   cosine similarity ≥ ``min_cosine`` (default 0.99).
 - int4 / int8-weights: the file against eager running the *same* quantised weights (a copy of
   the module with its Linear weights dequantised from the file's integers and scales, ``weights``:
-  the precision stage's record), with the normal criteria: ids equal, floats within float32
-  tolerances. The agreement with float32 is reported apart (fxport/verify/weight_agreement.py).
+  the precision stage's record; with ``--quant-activations int8`` its quantised Linears also
+  quantise their activations per block as ONNX Runtime's MatMulNBits at accuracy level 4 does),
+  with the normal criteria: ids equal, floats within float32 tolerances. The agreement with
+  float32 is reported apart (fxport/verify/weight_agreement.py).
 
 Example::
 
