@@ -27,6 +27,7 @@ from fxport.choices import IF_STRATEGIES
 from fxport.controlflow import operators
 from fxport.controlflow.operators.containers import register_library_containers
 from fxport.controlflow.operators.list_lowering import check_not_returned
+from fxport.controlflow.operators.optional import check_no_maybe_none
 from fxport.controlflow.engine import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError
 from fxport.frames import is_user_file
@@ -169,6 +170,7 @@ def _outputs_checked(converted: Callable) -> Callable:
     def forward(*args, **kwargs):
         outputs = converted(*args, **kwargs)
         check_not_returned(outputs)
+        check_no_maybe_none(outputs, converted)
         return outputs
 
     return forward

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from fxport.capture.loop_bodies import capture_loop_bodies
+from fxport.controlflow.libraries import installed_for as library_functions_installed_for
 from fxport.conversion import Conversion
+from fxport.report import AppliedRewrite
 
 
 def rewrite_graphs(job: Conversion) -> None:
     """Graph passes (``.item()`` predicates made tensors among them), then graph rules, on every
-    graph of the captured aten program: top level, cond branches, loop and scan bodies."""
+    graph of the captured aten program: top level, cond branches, loop and scan bodies.
+
+    The bodies of loops whose state grows are captured here, with the capture's patch rules and
+    converted library functions installed again (a GRU or an ``nn.Transformer`` called in such a
+    body is traced as in the program)."""
     job.program = job.ruleset.apply_graph_rules(job.program, job.rewrites,
                                                 control_flow=job.options.converts_control_flow is not None)
-    capture_loop_bodies(job.program, job.grown_loops, lambda body: job.ruleset.apply_graph_rules(body, job.rewrites))
+    body_patches: list[AppliedRewrite] = []
+    with library_functions_installed_for(job.rewrites), job.ruleset.patches_applied(body_patches):
+        capture_loop_bodies(job.program, job.grown_loops, lambda body: job.ruleset.apply_graph_rules(body, job.rewrites))
+    fired = {record.rule for record in job.rewrites if record.tier == "patch"}
+    job.rewrites += [record for record in body_patches if record.rule not in fired]
     if job.options.keep_artifacts:
         job.artifacts["exported_program_after"] = job.program

@@ -170,3 +170,86 @@ class FloatOfItemAtTopLevel(nn.Module):
     def forward(self, x, s):
         f = float(s.item())
         return x * f + 1
+
+
+class IndexWriteBesideIndexTensors(nn.Module):
+    """``path[rows, idx, j] = 1`` and ``direction[rows, idx, j]`` with a traced counter ``j``
+    beside index tensors, counting down (coqui-ai/TTS ``maximum_path_numpy``'s backtrack)."""
+
+    def forward(self, direction, n):
+        b, t_x, t_y = direction.shape
+        path = torch.zeros(direction.shape)
+        idx = torch.full((b,), t_x - 1, dtype=torch.long)
+        rows = torch.arange(b)
+        for j in reversed(range(int(n))):
+            path[rows, idx, j] = 1
+            idx = (idx + direction[rows, idx, j] - 1).clamp(min=0)
+        return path, idx
+
+
+class DataOfTensorInLoop(nn.Module):
+    """``t.data`` of a tensor from outside a loop body whose state grows, as the PyTorch tutorial's
+    greedy decoder writes ``torch.ones(1, 1).type_as(src.data).fill_(next_word)``."""
+
+    def forward(self, src, table):
+        ys = torch.ones(1, 1).fill_(2).type(torch.long)
+        for i in range(src.shape[0] + 2):
+            _, next_word = torch.max(table[ys[-1]] + src.data.sum(), dim=1)
+            next_word = next_word.item()
+            ys = torch.cat([ys, torch.ones(1, 1).type_as(src.data).fill_(next_word)], dim=0)
+            if next_word == 3:
+                break
+        return ys
+
+
+class IntOfNumpyInLoop(nn.Module):
+    """``int(t.numpy())`` in a loop body: the number is read from ``t`` itself (AllenNLP's
+    ``int(best_path.numpy())``)."""
+
+    def forward(self, x, steps):
+        acc = torch.zeros_like(x[0])
+        i = torch.zeros((), dtype=torch.long)
+        while i < steps:
+            k = int(x[:, 0].argmax().numpy())
+            acc = acc + x[k] * (i + 1)
+            x = x.roll(1, 0)
+            i = i + 1
+        return acc
+
+
+class NumpyArrayInLoop(nn.Module):
+    """``.numpy()`` kept as an array in a loop body: nothing in an ONNX file can hold it."""
+
+    def forward(self, x, steps):
+        i = torch.zeros((), dtype=torch.long)
+        while i < steps:
+            x = torch.from_numpy(x.numpy() * 2)
+            i = i + 1
+        return x
+
+
+class AllcloseOfBroadcastShapesInLoop(nn.Module):
+    """``torch.allclose(a, b)`` of a 0-d and a (1,) tensor ends a loop (cockpit's power
+    iteration compares ``torch.Tensor([inf])`` with a norm): allclose broadcasts them."""
+
+    def forward(self, x, target, steps):
+        i = torch.zeros((), dtype=torch.long)
+        while i < steps:
+            x = x * 0.5
+            if torch.allclose(x.abs().max(), target, atol=1e-3):
+                break
+            i = i + 1
+        return x, i
+
+
+class ListIndexedByCounter(nn.Module):
+    """A Python list of numbers (``t.tolist()``) indexed by a loop's traced counter."""
+
+    def forward(self, x, steps):
+        values = x.tolist()
+        acc = torch.zeros(())
+        i = torch.zeros((), dtype=torch.long)
+        while i < steps:
+            acc = acc + values[i]
+            i = i + 1
+        return acc

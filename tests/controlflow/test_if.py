@@ -159,7 +159,8 @@ def test_error_points_at_user_line():
 
 ERRORS = {
     "defined_in_one_branch": (m.DefinedInOneBranch, r"if: variable 'y' is defined only in the true branch and used afterwards at .*if_models.py:(\d+); give 'y' a value"),
-    "none_in_one_branch": (m.NoneInOneBranch, r"if: 'y' is None in the false branch but a value in the other at .*if_models.py:(\d+);"),
+    # y is None on one side: a value None on some paths, refused where the model returns it
+    "none_in_one_branch": (m.NoneInOneBranch, r"the model returns a value that this statement leaves None on some inputs and a tensor on others at .*if_models.py:(\d+);"),
     "dtypes_differ": (m.DtypesDiffer, r"if: 'y' is int64 in the true branch but float32 in the false branch at .*if_models.py:(\d+); cast"),
     "refusal_inside_cond_branch": (m.RefusalInsideCondBranch, r"if: 'y' is int64 in the true branch but float32 in the false branch at .*if_models.py:(\d+); cast"),
     "mutates_self": (m.MutatesSelf, r"if on a tensor condition has a side effect the converter cannot carry \(assignment to self.seen at line \d+\) at .*if_models.py:(\d+);"),

@@ -16,7 +16,7 @@ import fxport
 from fxport.controlflow import converted_source
 from tests.conftest import line_of
 from tests.controlflow import number_models as m
-from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, trip_counts
+from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, loop_exits, trip_counts
 
 MODELS = os.path.join(os.path.dirname(__file__), "number_models.py")
 BATCH = torch.export.Dim("batch", min=1, max=64)
@@ -123,4 +123,73 @@ def test_a_number_no_tensor_op_can_stand_for_is_refused_at_its_line():
     message = str(info.value)
     assert line_of(MODELS, "acc = acc + len([0] * k)") in message
     assert "inside a converted branch or loop body" in message
+    assert "\n" not in message
+
+
+def _directions(seed: int, b: int, t_x: int, t_y: int) -> torch.Tensor:
+    return torch.randint(0, 2, (b, t_x, t_y), generator=torch.Generator().manual_seed(seed))
+
+
+def test_index_write_by_a_counter_beside_index_tensors():
+    """``path[rows, idx, j] = 1`` counting down: the counter a one-element index (ScatterND)."""
+    model = m.IndexWriteBesideIndexTensors()
+    inputs = [(_directions(s, b, 3, t), torch.tensor(k)) for s, b, t, k in ((0, 2, 4, 0), (1, 1, 4, 1), (2, 3, 5, 2), (3, 2, 6, 6))]
+    assert _loop_trips(model, inputs) == {0, 1, 2, 6}
+    steps = torch.export.Dim("steps", min=1, max=64)
+    exported = export_to_ort(model, (_directions(9, 2, 3, 5), torch.tensor(4)), dynamic_shapes=({0: BATCH, 2: steps}, None))
+    assert exported.ops.get("Loop") == 1 and exported.ops.get("ScatterND", 0) >= 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def _table(*moves) -> torch.Tensor:
+    table = torch.zeros(6, 6)
+    for row, col in moves:
+        table[row, col] = 5.0
+    return table
+
+
+def test_data_of_an_outer_tensor_in_a_grown_loop_body():
+    """``type_as(src.data)`` in a body: ``detach()`` (``.data`` became a constant export refused)."""
+    model = m.DataOfTensorInLoop()
+    every_row_eos = _table(*[(r, 3) for r in range(6)])
+    inputs = [(torch.zeros(1, dtype=torch.long), every_row_eos), (torch.zeros(2, dtype=torch.long), _table((2, 4), (4, 3))),
+              (torch.zeros(3, dtype=torch.long), _table((2, 5), (5, 1), (1, 5))), (torch.zeros(5, dtype=torch.long), torch.randn(6, 6))]
+    assert {1, 2, 5} <= _loop_trips(model, inputs)
+    assert {"left by a break", "left at its trip bound"} <= set().union(*loop_exits(model, inputs).values())
+    exported = export_to_ort(model, (torch.zeros(3, dtype=torch.long), torch.randn(6, 6)), dynamic_shapes=({0: BATCH}, None))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_int_of_numpy_in_a_loop_body_reads_the_tensor():
+    model = m.IntOfNumpyInLoop()
+    inputs = [(torch.randn(b, 3), torch.tensor(k)) for b, k in ((5, 0), (1, 1), (4, 2), (6, 5))]
+    assert _loop_trips(model, inputs) == {0, 1, 2, 5}
+    exported = export_to_ort(model, (torch.randn(5, 3), torch.tensor(3)), dynamic_shapes=({0: BATCH}, None))
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_allclose_of_broadcast_shapes_ends_a_loop():
+    """A 0-d value against a (1,) target: allclose broadcasts, the break converts."""
+    model = m.AllcloseOfBroadcastShapesInLoop()
+    one = torch.tensor([1.0])
+    inputs = [(torch.tensor([8.0, -2.0]), one, torch.tensor(k)) for k in (0, 1, 2, 10)] + \
+             [(torch.tensor([2.0, 1.0]), one, torch.tensor(10)), (torch.tensor([4.0, 1.0]), one, torch.tensor(10))]
+    assert {0, 1, 2, 3} <= _loop_trips(model, inputs)
+    assert {"left by a break", "left by its test"} <= set().union(*loop_exits(model, inputs).values())
+    exported = export_to_ort(model, inputs[1])
+    assert exported.ops.get("Loop") == 1
+    assert_matches_eager(model, exported, inputs)
+
+
+@pytest.mark.parametrize("make, line, words", [
+    (m.NumpyArrayInLoop, "x = torch.from_numpy(x.numpy() * 2)", ".numpy() of a tensor being exported"),
+    (m.ListIndexedByCounter, "acc = acc + values[i]", "a Python list indexed by a value computed at run time"),
+])
+def test_numpy_arrays_and_lists_indexed_by_a_counter_are_refused_at_their_line(make, line, words):
+    with pytest.raises(fxport.ControlFlowError) as info:
+        fxport.convert(make(), (torch.rand(3), torch.tensor(2)))
+    message = str(info.value)
+    assert words in message and line_of(MODELS, line) in message
     assert "\n" not in message

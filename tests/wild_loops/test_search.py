@@ -21,13 +21,13 @@ _XFAIL = {
     "union_find_path_halving": 'in-place write by a nested function called in a converted loop: torch could not trace a converted loop or branch body (Higher order ops do not support input mutation.',
     "ssd_nms_keep_count": 'size read from a tensor inside a branch of a loop body: a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
     "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape): if: a list grown by a data-dependent loop is read in a branch, so both branches run and are selected with where, but '_fx_retval' has shape (Max(0, u0), 3, 8, 8) in the true branch",
-    "power_iteration_return_raise": 'data-dependent control flow fxport does not convert (library or .numpy/.tolist): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
+    "power_iteration_return_raise": 'carried value changes rank (torch.Tensor([inf]) of shape (1,), then 0-d): torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch.cat) inside a converted branch, or in the rest of the function after a loop that returns',
     "yolov3_or_nms_per_class": "list appended in nested data-dependent loops: while: list 'det_max' is appended to in nested data-dependent loops",
     "yolov3_merge_nms": "list appended in nested data-dependent loops: while: list 'det_max' is appended to in nested data-dependent loops",
     "dfs_list_stack_pop": "a list as while-loop state (a stack popped and pushed): if: list 'stack' gets a data-dependent number of elements in a branch",
     "minbpe_encode_merge": 'a loop test on a size the capture assumes >= 2: ONNX Runtime failed on the user-1 inputs (len 1; the range is narrowed to 2..inf with a warning)',
     "bisection_return_in_while": 'return inside a data-dependent loop of a tuple: while: return inside a data-dependent loop returns a tuple, not a tensor',
-    "wordpiece_greedy_longest_match": "None before the loop: while: loop variable 'cur_substr' is None before a data-dependent loop",
+    "wordpiece_greedy_longest_match": "a position of a data-sized tensor read under its size test (cur_substr = found[0] under if found.numel() > 0; cur_substr None before the loop is carried): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace",
     "ode_bosh3_adaptive_steps": 'assert inside a data-dependent loop: while on a tensor condition has a side effect the converter cannot carry (assert at line 678)',
 }
 

@@ -22,6 +22,7 @@ from fxport.controlflow.converters.if_statements import IfConverter
 from fxport.controlflow.converters.list_extensions import ListExtensions
 from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import LoopExits
+from fxport.controlflow.converters.none_checks import NoneChecks
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
 from fxport.controlflow.converters.size_comparisons import SizeComparisons
 from fxport.controlflow.converters.slices import SliceConverter
@@ -40,6 +41,7 @@ CONVERTERS: list[type] = [
     ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
     Aliases,  # x = y, then a statement rebinding one on some paths, then an in-place write → a carried flag
     StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
+    NoneChecks,  # x is None → _fx.optional.is_none(x), a tensor for a value None on some paths
     IfExpConverter,  # a if c else b → _fx.ifexp
     LogicalConverter,  # and/or/not, chained comparisons → _fx.and_/or_/not_
     SizeComparisons,  # x.shape[0] > 0 in an if/while test → _fx.sizes.compare (open over the range: a tensor)

@@ -3,6 +3,8 @@ converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)
 ``_fx.len_(xs)`` (lists grown in a data-dependent loop); ``int(t)`` → ``_fx.int_(t)``;
 ``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
 ``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
+``t.data`` → ``_fx.data_(t, nested)`` and ``t.numpy()`` → ``_fx.numpy_(t)`` (``int(t.numpy())`` →
+``int(_fx.without_numpy(t))``);
 ``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` and the builtins
 ``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (and ``map(int, box)`` → ``map(_fx.int_, box)``; ``torch.tensor(data)`` and ``torch.Tensor([..])``
 → ``_fx.tensor_``: built from traced values without reading them) (0-d bool tensors while exporting, so a loop
@@ -72,9 +74,30 @@ class CallConverter(ExpressionConverter):
             self.depth -= 1
         return node
 
+    def visit_Attribute(self, node):
+        """``t.data`` read as a value → ``_fx.data_(t, nested)``; ``t.data.fill_(v)``,
+        ``t.data[i] = v`` (the tensor changed in place through it) are left as written."""
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "data" and _is_in_place_method(node.attr):
+            node.value.value = self.visit(node.value.value)
+            return node
+        self.generic_visit(node)
+        if node.attr == "data" and isinstance(node.ctx, ast.Load):
+            return located(ast.copy_location(call(rt("data_"), node.value, ast.Constant(self.depth > 0)), node), node)
+        return node
+
+    def visit_Subscript(self, node):
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "data" and not isinstance(node.ctx, ast.Load):
+            node.value.value = self.visit(node.value.value)
+            node.slice = self.visit(node.slice)
+            return node
+        return self.generic_visit(node)
+
     def visit_Call(self, node):
         self.generic_visit(node)
+        _number_of_numpy(node)
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "numpy" and not node.args and not node.keywords:
+            return located(ast.copy_location(call(rt("numpy_"), func.value), node), node)
         number_read = self._number_read(node)
         if number_read is not None:
             return number_read
@@ -152,6 +175,25 @@ class CallConverter(ExpressionConverter):
 #: legacy constructors given one list (torch.Tensor([to, d[to]]), torch.LongTensor(keep)) → their dtype
 _LEGACY_TENSORS = {"Tensor": None, "FloatTensor": "float32", "DoubleTensor": "float64", "LongTensor": "int64",
                    "IntTensor": "int32", "BoolTensor": "bool"}
+
+
+def _is_in_place_method(attr: str) -> bool:
+    return attr.endswith("_") and not attr.startswith("__")
+
+
+def _number_of_numpy(node: ast.Call) -> None:
+    """``int(t.numpy())``, ``float(..)``, ``t.numpy().item()``, ``t.numpy().tolist()``: the number is
+    read from ``t`` itself while exporting (``_fx.numpy_(t)`` → ``_fx.without_numpy(t)``)."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in ("int", "float") and len(node.args) == 1 and _is_numpy_call(node.args[0]):
+        node.args[0].func = ast.copy_location(rt("without_numpy"), node.args[0].func)
+    elif isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and not node.args and _is_numpy_call(func.value):
+        func.value.func = ast.copy_location(rt("without_numpy"), func.value.func)
+
+
+def _is_numpy_call(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy_"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == RUNTIME)
 
 
 def _is_torch_attr(func: ast.expr, attrs: tuple[str, ...]) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from fxport.controlflow.astutil import call, name, rt, tuple_
+from fxport.controlflow.astutil import call, located, name, rt, tuple_
 from fxport.controlflow.converters.base import ExpressionConverter
 from fxport.controlflow.facts import is_static_index
 
@@ -30,7 +30,8 @@ class SliceConverter(ExpressionConverter):
     def visit_Subscript(self, node):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load) and not is_static_index(node.slice):
-            return ast.copy_location(call(rt("getitem"), node.value, _index_expr(node.slice)), node)
+            read = ast.copy_location(call(rt("getitem"), node.value, _index_expr(node.slice)), node)
+            return located(read, node) if getattr(node, "lineno", None) is not None else read  # errors at its line
         return node
 
     def visit_Assign(self, node):

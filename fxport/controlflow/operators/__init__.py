@@ -28,7 +28,7 @@ module             what it does
 ``appender``       lists grown in a data-dependent loop; ``stack``/``cat``
 ``calls``          ``call``: the converted version of a user function
 ``indexing``       ``getitem``/``setitem`` with a traced index
-``numbers``        ``float_``/``tolist``: numbers read from tensors in converted code
+``numbers``        ``float_``/``tolist``/``data_``/``numpy_``: numbers read from tensors in converted code
 ``contexts``       ``context``: a context manager in a body that may be traced
 ``info``           :class:`StatementInfo`, what the converter says about a statement
 ``containers``     library objects (a model's cache) carried as their tensors; the hook for them
@@ -81,7 +81,7 @@ from fxport.controlflow.operators.loops import (
     trip_limit,
     while_stmt,
 )
-from fxport.controlflow.operators.numbers import float_, tolist
+from fxport.controlflow.operators.numbers import data_, float_, numpy_, tolist, without_numpy
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
 from fxport.controlflow.operators.values import Undefined, undefined
@@ -108,6 +108,7 @@ __all__ = [
     "cat",
     "context",
     "coverage",
+    "data_",
     "equal",
     "equal_method",
     "find_error",
@@ -121,6 +122,7 @@ __all__ = [
     "len_",
     "in_",
     "not_",
+    "numpy_",
     "or_",
     "print_",
     "probing",
@@ -137,6 +139,7 @@ __all__ = [
     "stack",
     "statement",
     "tolist",
+    "without_numpy",
     "trip_limit",
     "undefined",
     "use_converter",

@@ -35,6 +35,7 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.controlflow.operators.failures import fail
+from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 from fxport.errors import ControlFlowError
 from fxport.frames import here
@@ -93,6 +94,7 @@ class Appender:
         return self.data
 
     def append(self, value):
+        value = known_set(value)  # None on some paths: the list is read back as tensors, where None would raise
         if is_row_of_numbers(value):
             value = row_of_numbers(value)  # xs.append([i, j]): what torch.tensor(xs) reads back as a row
         if not isinstance(value, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):

@@ -23,6 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.appender import Appender, stack
+from fxport.controlflow.operators.optional import call_with_optionals, has_optional
 from fxport.controlflow.operators.values import as_int64, is_traced
 
 #: original function → converted function (None: not user code, left alone)
@@ -36,18 +37,34 @@ def use_converter(converter: Callable[[Callable], Callable | None]) -> None:
 
 
 def call(f):
-    """The converted version of a user function/method ``f`` (lazily), else ``f`` itself."""
+    """The converted version of a user function/method ``f`` (lazily), else ``f`` itself (a
+    module or a library function: called through :func:`none_aware`)."""
     if isinstance(f, types.MethodType):
         converted = _lookup(f.__func__)
         # functools.partial rather than MethodType: dynamo traces partial, not method construction
-        return functools.partial(converted, f.__self__) if converted is not None else f
+        return functools.partial(converted, f.__self__) if converted is not None else none_aware(f)
     if isinstance(f, types.FunctionType):
         converted = _lookup(f)
-        return converted if converted is not None else f
+        return converted if converted is not None else none_aware(f)
     if isinstance(f, functools.partial) and isinstance(f.func, (types.FunctionType, types.MethodType)):
         inner = call(f.func)
         return f if inner is f.func else functools.partial(inner, *f.args, **f.keywords)
+    if isinstance(f, torch.nn.Module) and "forward" not in f.__dict__:  # not a user module converted in place
+        return none_aware(f)
     return f
+
+
+def none_aware(f):
+    """``f`` (code fxport does not convert: a module, a library function), run with and without
+    an argument that is None on some paths and selected by its flag when one is passed
+    (:func:`~fxport.controlflow.operators.optional.call_with_optionals`)."""
+
+    def run(*args, **kwargs):
+        if has_optional(args, kwargs):
+            return call_with_optionals(f, args, kwargs)
+        return f(*args, **kwargs)
+
+    return run
 
 
 def _lookup(fn):
@@ -93,8 +110,9 @@ def _equal_at_run_time(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """``torch.allclose(a, b, ...)`` in converted code: a 0-d bool tensor while exporting."""
-    if not (is_traced(a) and is_traced(b)) or _same_shape(a, b) is not True:
+    """``torch.allclose(a, b, ...)`` in converted code: a 0-d bool tensor while exporting. Shapes
+    broadcast as ``allclose`` broadcasts them (``(1,)`` against ``()``)."""
+    if not (is_traced(a) and is_traced(b)):
         return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
     return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
 

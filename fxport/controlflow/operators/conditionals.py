@@ -7,6 +7,10 @@ converter's facts say so) and give values of one dtype and shape; otherwise the 
 Disabled conversions (``convert_control_flow(disabled=...)``) are never produced: the statement
 gets what ``auto`` would give without them, or runs as written when nothing is left.
 
+Size: one strategy choice over several kinds of branch state (tensors, selected lists, values
+None on some paths, containers); each kind's merge lives in its own module (selected_list.py,
+optional.py, containers.py) and this one only dispatches, so splitting it would split the choice.
+
 Example::
 
     >>> from fxport.controlflow.operators.conditionals import if_stmt, ifexp
@@ -27,6 +31,7 @@ from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.optional import as_optional, is_optional, merged, one_side_none, truth, unset
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.selected_list import aligned_outputs, selected_lists, truth_of_selected
 from fxport.controlflow.operators.size_one import specialised
@@ -37,6 +42,7 @@ from fxport.controlflow.operators.state import (
     in_traced_body,
     is_disabled,
     note,
+    probing,
     record,
     strategy,
 )
@@ -59,7 +65,7 @@ from fxport.controlflow.operators.values import (
 
 def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
     """``a if c else b``."""
-    pred = truth_of_selected(pred)
+    pred = truth(truth_of_selected(pred))
     if not is_traced(pred):
         note(info, bool(pred))
         return true_thunk() if pred else false_thunk()
@@ -69,7 +75,7 @@ def ifexp(pred, true_thunk: Callable, false_thunk: Callable, info):
 
 def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     """Run an outlined ``if``: plain Python, ``torch.where`` or ``torch.cond`` (see module doc)."""
-    pred = truth_of_selected(pred)
+    pred = truth(truth_of_selected(pred))
     if not is_traced(pred):
         note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
@@ -202,6 +208,12 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
     true_out, false_out = _return_value_on_both_paths(run_branch(true_fn, _fresh(args, info), info, "true"),
                                                       run_branch(false_fn, _fresh(args, info), info, "false"), info)
     true_out, false_out = aligned_outputs(true_out, false_out)
+    outs = _none_on_one_side_merged(pred, true_out, false_out, info)
+    if isinstance(outs, str):
+        if forced:
+            fail(f"if: strategy='where' is impossible: {outs}", info, "use strategy='auto' or 'cond'")
+        return outs
+    true_out, false_out = outs
     leaves_t, spec_t = pytree.tree_flatten(true_out)
     leaves_f, spec_f = pytree.tree_flatten(false_out)
     names = _leaf_names(true_out, info)
@@ -234,6 +246,37 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
                         else "where: pure cheap branches, same dtype and shape")
     record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
+
+
+def _none_on_one_side_merged(pred, true_out, false_out, info):
+    """Variables None on one side (or possibly None) and a value on the other become one
+    :class:`~fxport.controlflow.operators.optional.MaybeNone` on both sides, set where the side
+    taken set them (a return value is left to :func:`_return_value_on_both_paths`). A reason
+    string where a pair of values cannot be selected (shapes differ: a ``cond`` must carry it)."""
+    true_out, false_out = list(true_out), list(false_out)
+    for slot, (name, a, b) in enumerate(zip(info.names, true_out, false_out)):
+        if name == info.retval or not one_side_none(a, b):
+            continue
+        problem = _optional_mismatch(a, b)
+        if problem:
+            return f"{name!r} is None on some paths and {problem}"
+        true_out[slot] = false_out[slot] = merged(as_bool_tensor(pred), a, b, select=_select,
+                                                  origin=info.location)
+    return tuple(true_out), tuple(false_out)
+
+
+def _optional_mismatch(a, b) -> str | None:
+    """Why the values two sides give a variable that is None on some paths cannot be selected."""
+    if a is None or b is None:
+        return None
+    leaves_a, spec_a = pytree.tree_flatten(a.value if is_optional(a) else a)
+    leaves_b, spec_b = pytree.tree_flatten(b.value if is_optional(b) else b)
+    if spec_a != spec_b:
+        return "holds values of different structures on the two sides"
+    for x, y in zip(leaves_a, leaves_b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and (x.dtype != y.dtype or _shape_mismatch(x, y)):
+            return f"has {dtype_name(x)} {tuple(x.shape)} in the true branch but {dtype_name(y)} {tuple(y.shape)} in the false branch"
+    return None
 
 
 def _return_value_on_both_paths(true_out, false_out, info):
@@ -329,7 +372,10 @@ def _select(mask, a, b):
 def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
     """``torch.cond`` over the tensors among ``args``; a library object (a transformers cache,
     :mod:`fxport.controlflow.operators.containers`) goes in as its leaves and is rebuilt inside each
-    branch, so a branch that updates it changes its own copy, never an object outside the cond."""
+    branch, so a branch that updates it changes its own copy, never an object outside the cond.
+    A variable None before the ``if`` that a branch assigns goes in as a
+    :class:`~fxport.controlflow.operators.optional.MaybeNone` and leaves each branch as one."""
+    args = _none_inputs_as_optional(true_fn, false_fn, args, info)
     slots = [(i, operand_spec(a)) for i, a in enumerate(args) if isinstance(a, torch.Tensor) or is_container(a)]
     operands = tuple(dense(leaf) for i, _ in slots for leaf in pytree.tree_leaves(args[i]))
     relations = size_relations(operands)
@@ -346,7 +392,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
                 else:
                     full[slot] = pytree.tree_unflatten(tensors[: spec.num_leaves], spec)
                     del tensors[: spec.num_leaves]
-            outs = run_branch(fn, full, info, side)
+            outs = _as_optional_where_it_was(run_branch(fn, full, info, side), full, info)
             return tuple(
                 pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side),
                                 leaves_out(name, value, out_specs, info, side), is_leaf=lambda leaf: leaf is None)
@@ -368,6 +414,33 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
     bound_merged_sizes(outs)
     outs = tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
     return rebuilt(outs, out_specs, info)
+
+
+def _none_inputs_as_optional(true_fn, false_fn, args, info) -> tuple:
+    """``args`` with each variable that is None before the ``if`` and assigned a value by a branch
+    replaced by an unset :class:`~fxport.controlflow.operators.optional.MaybeNone` whose
+    placeholder has that value's type (learned by running the branches once outside the cond;
+    their ops are dead code, as a loop probe's)."""
+    incoming = dict(zip(info.params, args))
+    candidates = [n for n in info.names if n in incoming and incoming[n] is None and n != info.retval]
+    if not candidates:
+        return args
+    with probing():
+        sides = (true_fn(*_fresh(args, info)), false_fn(*_fresh(args, info)))
+    args = list(args)
+    for name in candidates:
+        assigned = [outs[info.names.index(name)] for outs in sides]
+        value = next((v for v in assigned if v is not None), None)
+        if value is not None:
+            args[info.params.index(name)] = unset(value, info.location)
+    return tuple(args)
+
+
+def _as_optional_where_it_was(outs, full, info) -> tuple:
+    """A branch's outputs, each variable that came in as a MaybeNone leaving as one."""
+    incoming = dict(zip(info.params, full))
+    return tuple(as_optional(value, incoming[name]) if is_optional(incoming.get(name)) and name != info.retval
+                 else value for name, value in zip(info.names, outs))
 
 
 def _cond_leaf(name, leaf, info, side):

@@ -36,6 +36,16 @@ def fail(what: str, info, hint: str):
     raise ControlFlowError(what, where=where, hint=hint)
 
 
+def refuse_here(what: str, hint: str):
+    """Raise the ControlFlowError ``what`` at the innermost user line: read from the stack, or,
+    inside a body dynamo traces (no frame can be read there), from torch's report of it."""
+    if torch.compiler.is_dynamo_compiling():
+        fail(what, None, hint)
+    from fxport.frames import here
+
+    raise ControlFlowError(what, where=here(), hint=hint)
+
+
 def check_side_effects(info, construct: str) -> None:
     """Refuse a traced statement whose body has an effect the converter cannot carry."""
     if info is not None and info.side_effects:
@@ -65,7 +75,17 @@ def _error_from_parts(what: str, filename, lineno, function, hint) -> ControlFlo
 
 
 def find_error(exc: BaseException) -> ControlFlowError | None:
-    """The operators' own error inside what torch raised while tracing a body, if any."""
+    """The operators' own error inside what torch raised while tracing a body, if any; one
+    raised without a statement is located at the innermost user line torch's report names."""
+    error = _own_error(exc)
+    if error is not None and error.where is None:
+        from fxport.frames import user_location_in
+
+        error.where = user_location_in(str(exc))
+    return error
+
+
+def _own_error(exc: BaseException) -> ControlFlowError | None:
     seen = set()
     todo = [exc]
     while todo:

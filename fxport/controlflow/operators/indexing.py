@@ -17,6 +17,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fxport.controlflow.operators.appender import Appender, stack
+from fxport.controlflow.operators.failures import refuse_here
 from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
 from fxport.errors import ControlFlowError
 from fxport.frames import here
@@ -81,6 +82,11 @@ def getitem(value, index):
     parts = index if isinstance(index, tuple) else (index,)
     if isinstance(value, Appender) and value.finished and isinstance(index, (slice, TensorSlice)):
         return value.sliced(getitem(stack(value), index))  # history[:seq_ends[i]]: a list of those rows
+    if isinstance(value, (list, tuple)) and any(_is_traced_index(p) for p in parts):
+        refuse_here(f"a Python {type(value).__name__} indexed by a value computed at run time (a loop counter or a "
+                    "number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one "
+                    "of its items",
+                    "index a tensor instead (keep t rather than t.tolist(), or torch.stack the list before the loop)")
     if not isinstance(value, torch.Tensor) or any(isinstance(p, TensorSlice) and not _has_traced_bound(p) for p in parts):
         parts = _as_slices(parts)
         return value[parts if isinstance(index, tuple) else parts[0]]
@@ -201,6 +207,8 @@ def setitem(target, index, value):
     axis = _traced_axis_among_basic_parts(target, index)
     if axis is not None:  # buf[t + 1, 1:] = v: the row at t, written as eager would, put back at t
         return _set_row(target, index, axis, value)
+    if _traced_beside_index_tensors(target, index):  # path[rows, idx, j] = 1 with a traced j
+        return _set_advanced(target, index, value)
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
         raise ControlFlowError(
             f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
@@ -222,6 +230,26 @@ def _traced_axis_among_basic_parts(target, index) -> int | None:
     basic = all(isinstance(part, (int, slice)) and not isinstance(part, bool)
                 for i, part in enumerate(index) if i not in traced)
     return traced[0] if len(traced) == 1 and basic else None
+
+
+def _traced_beside_index_tensors(target, index) -> bool:
+    """``target[rows, idx, j]``: a traced 0-d index beside an integer index tensor, every part
+    an int, an integer tensor or a traced 0-d index (one part per dimension at most)."""
+    if not isinstance(target, torch.Tensor) or not isinstance(index, tuple) or len(index) > target.dim():
+        return False
+    return (any(_is_traced_index(p) for p in index)
+            and any(isinstance(p, torch.Tensor) and p.dim() >= 1 for p in index)
+            and all(_is_plain_part(p) and not isinstance(p, slice) for p in index))
+
+
+def _set_advanced(target: torch.Tensor, index: tuple, value):
+    """``target[index] = value`` for :func:`_traced_beside_index_tensors`: the traced index as a
+    one-element index tensor (it broadcasts with the others as eager's int does), written with
+    ``index_put``; the result is the new target."""
+    parts = tuple(_position(p if isinstance(p, torch.Tensor) else scalar(p, torch.int64), target.shape[d])
+                  if _is_traced_index(p) or isinstance(p, int) else p.to(torch.int64) for d, p in enumerate(index))
+    value = value.to(target.dtype) if isinstance(value, torch.Tensor) else scalar(value, target.dtype)
+    return torch.index_put(target, parts, value)
 
 
 def _set_row(target: torch.Tensor, index: tuple, axis: int, value):

@@ -7,6 +7,10 @@ of the loop writes when the list is stacked: :class:`_Loop` runs it), carried Py
 become 0-d tensors of the dtype the body gives them. The body is run once outside the loop
 (a *probe*) to learn those types; its ops are dead code and get removed.
 
+Size: the probe, the carried-state preparation and the loop's two runs share their state
+(``_Loop``); the kinds of state have their own modules (appender.py, growing.py, peeling.py,
+optional.py), what stays here is the one lowering that sequences them.
+
 Example::
 
     >>> import torch
@@ -32,6 +36,8 @@ from fxport.controlflow.operators.growing import grown_loop, loops_made_so_far
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.list_lowering import allocate, allocate_growing, finish, finish_grown
 from fxport.controlflow.operators.logical import not_
+from fxport.controlflow.operators.peeling import peeled_loop
+from fxport.controlflow.operators.optional import as_optional, is_optional, placeholder, unset
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import probing, record
 from fxport.controlflow.operators.values import (
@@ -59,8 +65,15 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     check_side_effects(info, kind)
     state, selected_before = lists_selected_before(state)
     free = tuple(as_int64(v) if _read_from_data(v) else v for v in free)  # while_loop takes no unbacked number
-    values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
+    values = peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows, _rest_of_loop)
+    if values is None:
+        values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
     return joined_after(values, selected_before)
+
+
+def _rest_of_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
+    """The loop after its peeled first trip (:mod:`~fxport.controlflow.operators.peeling`)."""
+    return _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
 
 
 def _read_from_data(value) -> bool:
@@ -70,9 +83,10 @@ def _read_from_data(value) -> bool:
 
 def _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
     kind, names = info.kind, info.names
+    none_before = frozenset(n for n, v in zip(info.names, state) if v is None)
     state = _loop_entry_state(state, info, rng)
     growing, made = {}, loops_made_so_far()
-    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing, made)
+    state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing, made, none_before)
     if growing or loops_made_so_far() > made:  # carried shapes change, here or in a loop of the body
         return finish_grown(grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
                                        item_from_rows=item_from_rows, growing=growing))
@@ -155,7 +169,7 @@ class _Loop:
             new_state = self.body_fn(item, *params)
         else:
             new_state = self.body_fn(*params)
-        packed = layout.pack(tuple(new_state) + tuple(values[count:]), info)
+        packed = layout.pack(tuple(new_state) + tuple(values[count:]), info, previous=values)
         if self.rng is not None:
             packed = (counter + self.rng.step, stop) + packed
         return tuple(dense(t) for t in packed)
@@ -182,12 +196,9 @@ def _loop_entry_state(state, info, rng):
             fail(f"{info.kind}: variable {name!r} is first defined inside a data-dependent loop and read "
                  f"after it or in the next iteration, with no value before the loop", info,
                  f"give {name!r} an initial value before the loop")
-        if value is None:
-            if name == info.retval:  # a return inside the loop: the probe learns the value's type
-                checked.append(value)
-                continue
-            fail(f"{info.kind}: loop variable {name!r} is None before a data-dependent loop", info,
-                 f"initialise {name!r} with a tensor of the shape and dtype the loop produces")
+        if value is None:  # a return value, or a variable None until an iteration sets it: the probe
+            checked.append(value)  # learns the value's type (a MaybeNone placeholder, _promote_numbers)
+            continue
         if name in info.appended:
             if isinstance(value, Appender):
                 fail(f"{info.kind}: list {name!r} is appended to in nested data-dependent loops", info,
@@ -202,11 +213,13 @@ def _loop_entry_state(state, info, rng):
     return tuple(checked)
 
 
-def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=None, made=None):
+def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=None, made=None, none_before=frozenset()):
     """Carried Python numbers → 0-d tensors of the dtype the body gives them; size appenders.
 
     Runs the body once outside the loop (a probe; its ops are dead code and get removed) to
-    learn the dtypes, shapes and list elements the loop produces, and to check them. A tensor
+    learn the dtypes, shapes and list elements the loop produces, and to check them. A variable
+    in ``none_before`` (None, not unbound, before the loop) that the body sets becomes a MaybeNone
+    (zeros after no trip would not be None). A tensor
     that grows (same rank, other sizes) is noted in ``growing`` (state index → axes) instead of
     refused when ``growing`` is given; the lists of such a loop, or of one whose body made a
     grown loop (more than ``made`` so far), grow too.
@@ -233,8 +246,14 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
             continue
         if before is None and name == info.retval:
             before = _return_placeholder(after, info)
+        elif before is None and name in none_before and after is not None:
+            before = _none_placeholder(name, after, info)
         elif before is None and name in info.written_first:
             before = _unbound_placeholder(name, after, info)
+        if is_optional(before):
+            _check_optional_carry(name, before, as_optional(after, before), info)
+            final.append(before)
+            continue
         if isinstance(before, torch.Tensor) and is_number(original):
             after_t = after if isinstance(after, torch.Tensor) else scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
@@ -275,6 +294,31 @@ def _unbound_placeholder(name: str, assigned, info):
              f"{type(assigned).__name__}, not a tensor or number", info,
              f"give {name!r} an initial value before the loop")
     return torch.zeros_like(assigned, memory_format=torch.contiguous_format)
+
+
+def _none_placeholder(name: str, assigned, info):
+    """A variable None before the loop that an iteration sets: an unset
+    :class:`~fxport.controlflow.operators.optional.MaybeNone` whose placeholder has the type the
+    body gives it; ``x is None`` in the body and after the loop is its flag."""
+    if is_number(assigned):
+        fail(f"{info.kind}: loop variable {name!r} is None before a data-dependent loop that sets it to a number",
+             info, f"initialise {name!r} with a number before the loop")
+    leaves = pytree.tree_leaves(placeholder(assigned))
+    if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        fail(f"{info.kind}: loop variable {name!r} is None before a data-dependent loop that sets it to a "
+             f"{type(assigned).__name__}", info, f"initialise {name!r} with a tensor of the shape and dtype the loop produces")
+    return unset(assigned, info.location)
+
+
+def _check_optional_carry(name, before, after, info) -> None:
+    """A variable None on some paths keeps one structure, dtypes and shapes from one iteration to the next."""
+    leaves_b, spec_b = pytree.tree_flatten(before.value)
+    leaves_a, spec_a = pytree.tree_flatten(after.value)
+    if spec_a != spec_b:
+        fail(f"{info.kind}: loop variable {name!r}, None before the loop, holds values of different structures in "
+             "the loop", info, f"initialise {name!r} before the loop with the value the loop gives it")
+    for leaf_b, leaf_a in zip(leaves_b, leaves_a):
+        _check_carry(name, leaf_b, leaf_a, info)
 
 
 def _number_to_tensor(value):
@@ -347,17 +391,34 @@ class _Layout:
         for i, value in enumerate(state):
             if isinstance(value, Appender):
                 self.kinds.append(("appender", value))
+            elif is_optional(value):
+                self.kinds.append(("optional", pytree.tree_flatten(value)[1]))
             elif isinstance(value, torch.Tensor):
                 self.kinds.append(("tensor", value.dtype, value.dim()))
             else:
                 self.kinds.append(("constant",))
                 self.constants[i] = value
 
-    def pack(self, values, info) -> tuple:
+    def pack(self, values, info, previous=None) -> tuple:
+        """The carried tensors of ``values``; ``previous``: the values an iteration started from
+        (a variable None on some paths that the iteration set to None keeps its placeholder)."""
         flat = []
         for i, (kind, value) in enumerate(zip(self.kinds, values)):
             name = self.names[i]
-            if kind[0] == "appender":
+            if kind[0] == "optional":
+                if value is not None and not is_optional(value) and not _leaves_are_tensors(value):
+                    fail(f"{info.kind}: loop variable {name!r}, None on some paths, gets a {type(value).__name__}",
+                         info, f"give {name!r} tensors only")
+                template = previous[i] if previous is not None else None
+                if value is None and template is None:
+                    fail(f"{info.kind}: loop variable {name!r} has no value after an iteration", info,
+                         f"assign {name!r} on every path of the loop body")
+                leaves = pytree.tree_leaves(as_optional(value, template))
+                if len(leaves) != kind[1].num_leaves:
+                    fail(f"{info.kind}: loop variable {name!r}, None before the loop, holds values of different "
+                         "structures in the loop", info, f"initialise {name!r} before the loop with the value the loop gives it")
+                flat.extend(leaves)
+            elif kind[0] == "appender":
                 if not isinstance(value, Appender):
                     fail(f"{info.kind}: list {name!r} is replaced inside a data-dependent loop", info, "only append to it")
                 flat.extend([value.data, value.length])
@@ -378,12 +439,20 @@ class _Layout:
         for i, kind in enumerate(self.kinds):
             if kind[0] == "appender":
                 values.append(kind[1].rebuilt(carried.pop(0), carried.pop(0)))
+            elif kind[0] == "optional":
+                leaves = [carried.pop(0) for _ in range(kind[1].num_leaves)]
+                values.append(pytree.tree_unflatten(leaves, kind[1]))
             elif kind[0] == "tensor":
                 tensor = carried.pop(0)
                 values.append(tensor.clone() if fresh and self.names[i] in mutated else tensor)
             else:
                 values.append(self.constants[i])
         return values
+
+
+def _leaves_are_tensors(value) -> bool:
+    leaves = pytree.tree_leaves(value)
+    return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
 
 
 def _number_tensor(name, value, dtype, info):

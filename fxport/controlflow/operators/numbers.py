@@ -8,6 +8,12 @@ become tensor ops), ``float`` of an integer tensor is ``sym_float`` of its ``.it
 top level of a function (``nested=False``, outside any traced body) ``float(t)`` runs as written,
 so top-level behaviour does not change. ``int(t)`` is :func:`~fxport.controlflow.operators.loops.int_`.
 
+``t.data`` inside converted code is ``t.detach()`` while exporting (the same values; ``.data`` of a
+tensor traced into a loop body is a tensor the body's tracer does not know, which export then
+fails on as a "fake tensor in the constants"). ``t.numpy()`` of a tensor being exported is
+refused in one line at the user's line; ``int(t.numpy())``, ``float(t.numpy())``,
+``t.numpy().item()`` and ``t.numpy().tolist()`` read the number from ``t`` itself.
+
 Example::
 
     >>> import torch
@@ -23,6 +29,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.values import is_symbolic, is_traced
+from fxport.controlflow.operators.failures import refuse_here
 
 
 def float_(value, nested: bool = True):
@@ -52,3 +59,28 @@ def _reads_symbolically(value) -> bool:
         and statically_known_true(value.numel() == 1)
         and not value.is_complex()
     )
+
+
+def data_(value, nested: bool = True):
+    """``value.data``; a traced tensor in converted code gives ``value.detach()`` (same values)."""
+    if isinstance(value, torch.Tensor) and is_traced(value) and (nested or in_traced_body()):
+        return value.detach()
+    return value.data
+
+
+def numpy_(value):
+    """``value.numpy()``: refused in one line for a tensor being exported (the file cannot hold a
+    numpy array); as written otherwise."""
+    if isinstance(value, torch.Tensor) and is_traced(value):
+        refuse_here(".numpy() of a tensor being exported: an ONNX file computes with tensors only, and the numpy "
+                    "array would be read once, while exporting",
+                    "compute with the tensor (drop .numpy(); int(t.numpy()) reads the number from t itself)")
+    return value.numpy()
+
+
+def without_numpy(value):
+    """The tensor under ``t.numpy()`` read as a number (``int(t.numpy())``): ``t`` itself while
+    exporting, where Python reads the same number from either; the array otherwise."""
+    if isinstance(value, torch.Tensor) and is_traced(value):
+        return value
+    return value.numpy()
