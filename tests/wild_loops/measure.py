@@ -114,14 +114,14 @@ def corpus_tables(results: list[dict], classes: dict[str, str]) -> str:
         counts = collections.Counter(r["outcome"] for r in rows)
         lines.append(f"- {sample} ({', '.join(groups)}): **{counts['converted']}/{len(rows)}** converted and equal "
                      f"to eager on every held-out set; {counts['refused']} refused in one line, "
-                     f"{counts['wrong']} wrong files, {counts['error']} internal errors")
+                     f"{counts['wrong']} wrong files, {counts['error']} exceptions other than fxport's one-line error")
     lines += ["", "| class of refusal | " + " | ".join(SAMPLES) + " | all |",
               "| --- | " + " | ".join("---" for _ in SAMPLES) + " | --- |"]
     by_class = collections.defaultdict(collections.Counter)
     for r in results:
         if r["outcome"] != "converted":
             sample = next(name for name, groups in SAMPLES.items() if r["group"] in groups)
-            by_class[_verdict_text(r, classes)][sample] += 1
+            by_class[_without_detail(_verdict_text(r, classes))][sample] += 1
     for name, counts in sorted(by_class.items(), key=lambda item: (-sum(item[1].values()), item[0])):
         lines.append(f"| {name} | " + " | ".join(str(counts[s]) for s in SAMPLES) + f" | {sum(counts.values())} |")
     lines += ["", "| group | loop | origin | verdict |", "| --- | --- | --- | --- |"]
@@ -129,6 +129,22 @@ def corpus_tables(results: list[dict], classes: dict[str, str]) -> str:
         verdict = "converted" if r["outcome"] == "converted" else f"{r['outcome']} — {_verdict_text(r, classes)}"
         lines.append(f"| {r['group']} | `{r['name']}` | {origins.get(r['name'], '')} | {verdict} |")
     return "\n".join(lines)
+
+
+def _without_detail(name: str) -> str:
+    """A class without the loop's own detail in its closing parentheses, so loops of one class count together.
+
+    >>> _without_detail("carried value changes rank (torch.Tensor([inf]) of shape (1,), then 0-d)")
+    'carried value changes rank'
+    """
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for at in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[at], 0)
+        if depth == 0:
+            return name[:at].rstrip() or name
+    return name
 
 
 def _verdict_text(result: dict, classes: dict[str, str]) -> str:
