@@ -27,6 +27,21 @@ from fxport.controlflow.facts import is_static_index
 
 
 class SliceConverter(ExpressionConverter):
+    def visit_Call(self, node):
+        """``x.narrow(dim, start, length)`` / ``torch.narrow(x, ...)`` → ``_fx.narrow(x, ...)``: a start
+        that is a traced counter selects rows without reading it as a number (NeMo's RNN-T
+        ``x.narrow(dim=0, start=time_idx, length=1)``); any other start runs as written."""
+        self.generic_visit(node)
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "narrow"):
+            return node
+        if isinstance(func.value, ast.Name) and func.value.id == "torch":
+            args = list(node.args)
+        else:
+            args = [func.value, *node.args]
+        read = ast.Call(func=rt("narrow"), args=args, keywords=list(node.keywords))
+        return located(ast.copy_location(read, node), node) if getattr(node, "lineno", None) is not None else read
+
     def visit_Subscript(self, node):
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load) and not is_static_index(node.slice):

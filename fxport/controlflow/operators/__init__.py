@@ -67,7 +67,7 @@ from fxport.controlflow.operators.calls import (
 from fxport.controlflow.operators.conditionals import if_stmt, ifexp
 from fxport.controlflow.operators.contexts import context
 from fxport.controlflow.operators.failures import find_error
-from fxport.controlflow.operators.indexing import getitem, setitem, slice_
+from fxport.controlflow.operators.indexing import getitem, narrow, setitem, slice_
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
 from fxport.controlflow.operators.logical import and_, in_, not_, or_
 from fxport.controlflow.operators.loops import (
@@ -115,6 +115,7 @@ __all__ = [
     "float_",
     "for_stmt",
     "getitem",
+    "narrow",
     "if_stmt",
     "ifexp",
     "int_",

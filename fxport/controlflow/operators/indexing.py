@@ -55,6 +55,24 @@ def _as_slices(parts: tuple) -> tuple:
     return tuple(p.as_slice() if isinstance(p, TensorSlice) else p for p in parts)
 
 
+def narrow(input, dim, start, length):
+    """``input.narrow(dim, start, length)``; a traced 0-d integer ``start`` (a loop counter)
+    selects ``length`` rows from it with ``index_select``, as ``x[t:t + 1]`` does, instead of
+    reading it as a number (an unbacked size a loop body cannot return).
+
+    >>> narrow(torch.arange(6).reshape(3, 2), dim=0, start=1, length=2).tolist()
+    [[2, 3], [4, 5]]
+    """
+    if not (isinstance(input, torch.Tensor) and _is_traced_index(start)):
+        return input.narrow(dim, start, length)
+    dim = dim % input.dim() if isinstance(dim, int) else dim
+    if isinstance(length, int) and not is_symbolic(length):
+        size = input.shape[dim]
+        rows = torch.arange(length, dtype=torch.int64) + start.to(torch.int64)
+        return torch.index_select(input, dim, rows.clamp(max=size - 1).clamp(min=0))  # clamped: see _position
+    return getitem(input, (slice(None),) * dim + (TensorSlice(start, start + length, None),))
+
+
 def _is_traced_index(index) -> bool:
     return (
         isinstance(index, torch.Tensor)
