@@ -171,6 +171,22 @@ class TruthOfGrownList(nn.Module):
         return x
 
 
+class LastOfListGrownInItsLoop(nn.Module):
+    """NeMo's RNN-T greedy decoder: ``last = SOS if label == [] else label[-1]`` inside the loop
+    that appends to ``label`` under a tensor condition."""
+
+    def forward(self, x):
+        label = []
+        total = x.sum() * 0
+        while x.sum() > 1.0:
+            x = x - 1
+            last = 0 if label == [] else label[-1]  # error-line
+            total = total + last
+            if x[0] > 0:
+                label.append(x.sum())
+        return total
+
+
 class LoopInBranch(nn.Module):
     """A grown list inside a converted if (ONNX If holding both passes' Loops)."""
 

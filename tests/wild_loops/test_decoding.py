@@ -24,7 +24,7 @@ EXPECT_OPS = {
 XFAIL = {
     "crf_viterbi": "a list of lists of different lengths grown in a data-dependent loop: list 'best_tags_list' grown in a data-dependent loop gets a Appender, not a tensor or number",
     "allennlp_viterbi_decode": "a Python list sized by a dynamic dimension ([-1 for _ in range(sequence_length)]): the model specialises dynamic dimension 'time' to 4",
-    "nemo_rnnt_greedy": "internal error leaks (label == [] / label[-1] read inside the loop that appends to label under a tensor condition; x.narrow at the frame counter and hidden None before the loop convert): torch.export failed: IndexError: list index out of range",
+    "nemo_rnnt_greedy": "a list read by position inside the loop that grows it (label == [] / label[-1]; x.narrow at the frame counter and hidden None before the loop convert): list 'label' grown in a data-dependent loop is read at position -1 inside the loop where it may hold fewer elements",
     "tacotron2_nvidia_inference": "state in attributes written by a callee inside the loop: an attribute or outer object written inside a converted loop or branch body, here through a function it calls, which torch's while_loop/cond cannot trace",
     "coqui_tacotron2_inference": 'a value changing size inside a converted branch: torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch',
     "tacotron2_torchaudio_infer": 'in-place update of loop state in a called function: torch could not trace a converted loop or branch body (Higher order ops do not support input mutation. Found in <bound method HigherOrderOperator.name of torch._higher_order_ops.wh',

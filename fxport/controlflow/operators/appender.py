@@ -34,7 +34,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from fxport.controlflow.operators.failures import fail
+from fxport.controlflow.operators.failures import fail, refuse_here
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 from fxport.errors import ControlFlowError
@@ -155,6 +155,12 @@ class Appender:
             _check_prefix_known(self, "indexing")
             self.read_inside = True
             items = list(self.initial) + list(self.probe)
+            if isinstance(index, int) and not -len(items) <= index < len(items):
+                refuse_here(f"list {self.name!r} grown in a data-dependent loop is read at position {index} inside the "
+                            f"loop where it may hold fewer elements (a test such as {self.name} == [] before it is a "
+                            "Python comparison of the list object here, not of its length)",
+                            "keep the value you need in a variable of its own (last = k where you append k), "
+                            "or test len() of a tensor")
             return items[index] if isinstance(index, int) else torch.stack(items)[index]
         problem = self._unreadable("inside the loop") or (
             None if isinstance(index, int) else f"with a {type(index).__name__} index")
