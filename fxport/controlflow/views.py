@@ -38,7 +38,7 @@ _FUNCTION_ROOTS = frozenset({"torch", "F", "functional"})
 
 def view_base(value: ast.AST) -> str | None:
     """The name ``value`` may be a view of (``g`` for ``g``, ``g[:, 1:3]``, ``g.t()[0]``,
-    ``torch.narrow(g, 0, 0, 1)``, ``_fx.getitem(g, i)``); None for anything that makes a new tensor."""
+    ``torch.narrow(g, 0, 0, 1)``, ``_fx.getitem(g, i)``, ``_fx.narrow(g, 0, t, 1)``); None for anything that makes a new tensor."""
     while True:
         if isinstance(value, ast.Name):
             return value.id
@@ -46,7 +46,7 @@ def view_base(value: ast.AST) -> str | None:
             value = value.value
         elif isinstance(value, ast.Attribute) and value.attr in VIEW_METHODS:
             value = value.value
-        elif isinstance(value, ast.Call) and value.args and ast.unparse(value.func) == "_fx.getitem":
+        elif isinstance(value, ast.Call) and value.args and ast.unparse(value.func) in ("_fx.getitem", "_fx.narrow"):
             value = value.args[0]
         elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in VIEW_METHODS:
             function_form = isinstance(value.func.value, ast.Name) and value.func.value.id in _FUNCTION_ROOTS
