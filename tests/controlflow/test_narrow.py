@@ -39,6 +39,19 @@ class TorchNarrowWindow(torch.nn.Module):
         return acc, torch.tensor(t)
 
 
+class NarrowFromTheEnd(torch.nn.Module):
+    """A negative traced start counts from the end, as ``torch.narrow`` does: the last two rows
+    before the counter's position from the end."""
+
+    def forward(self, x):
+        t = 2
+        acc = torch.zeros(x.shape[1])
+        while t <= x.shape[0] and acc.sum() < 10:
+            acc = acc + x.narrow(0, -t, 2).sum(0)
+            t += 1
+        return acc, torch.tensor(t)
+
+
 def _frames(signs, width=4):
     rows = [torch.full((width,), 0.5 if sign > 0 else -0.5) for sign in signs]
     return (torch.stack(rows) if rows else torch.zeros(0, width),)
@@ -59,6 +72,16 @@ def test_torch_narrow_at_a_counter_of_a_while_loop():
     model = TorchNarrowWindow()
     inputs = [(torch.full((6, 3), 0.5),), (torch.full((1, 3), 0.5),), (torch.full((2, 3), 0.5),),
               (torch.full((9, 3), 3.0),), (torch.full((4, 3), 0.1),), (torch.full((3, 3), 0.5),)]
+    assert {0, 1, 2} <= set().union(*trip_counts(model, inputs).values())
+    exported = export_to_ort(model, inputs[0], dynamic_shapes={"x": {0: "T"}})
+    assert exported.ops.get("Loop"), exported.ops
+    assert_matches_eager(model, exported, inputs)
+
+
+def test_narrow_at_a_negative_traced_start_counts_from_the_end():
+    model = NarrowFromTheEnd()
+    rows = torch.arange(1.0, 8.0).reshape(7, 1) * torch.tensor([[0.3, -0.1]])
+    inputs = [(rows,), (rows[:2],), (rows[:3],), (rows[:1],), (rows * 10,)]
     assert {0, 1, 2} <= set().union(*trip_counts(model, inputs).values())
     exported = export_to_ort(model, inputs[0], dynamic_shapes={"x": {0: "T"}})
     assert exported.ops.get("Loop"), exported.ops

@@ -68,8 +68,8 @@ def narrow(input, dim, start, length):
     dim = dim % input.dim() if isinstance(dim, int) else dim
     if isinstance(length, int) and not is_symbolic(length):
         size = input.shape[dim]
-        rows = torch.arange(length, dtype=torch.int64) + start.to(torch.int64)
-        return torch.index_select(input, dim, rows.clamp(max=size - 1).clamp(min=0))  # clamped: see _position
+        rows = torch.arange(length, dtype=torch.int64) + _position(start, size)  # a negative start counts from the end
+        return torch.index_select(input, dim, rows.clamp(max=size - 1))  # clamped as _position clamps
     return getitem(input, (slice(None),) * dim + (TensorSlice(start, start + length, None),))
 
 
