@@ -32,19 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tests.wild_loops.harness import LoopCase
+from tests.wild_loops.harness import LoopCase, generator as _g, ints as _ints, randn as _randn, seeded as _seeded
+from tests.wild_loops.harness import tensor_of as _t
 
 
-def _g(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
-
-def _randn(seed: int, *shape, scale: float = 1.0) -> Tensor:
-    return torch.randn(*shape, generator=_g(seed)) * scale
-
-
-def _t(rows, dtype=torch.float32) -> Tensor:
-    return torch.tensor(rows, dtype=dtype)
 
 
 def _L(rows) -> Tensor:
@@ -1346,16 +1338,6 @@ class PytorchSsdPredict(nn.Module):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _seeded(cls, seed: int = 0):
-    def make():
-        torch.manual_seed(seed)
-        return cls()
-    make.__name__ = f"make_{cls.__name__}"
-    return make
-
-
-def _ints(seed: int, high: int, *shape, low: int = 0) -> Tensor:
-    return torch.randint(low, high, shape, generator=_g(seed))
 
 
 def _chat(seed: int, n: int = 4) -> tuple:

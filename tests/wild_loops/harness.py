@@ -32,6 +32,32 @@ logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 logging.getLogger("onnxscript").setLevel(logging.ERROR)
 
 
+def generator(seed: int) -> torch.Generator:
+    """A torch generator seeded with ``seed`` (input sets drawn the same on every run)."""
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(seed: int, *shape, scale: float = 1.0) -> torch.Tensor:
+    return torch.randn(*shape, generator=generator(seed)) * scale
+
+
+def ints(seed: int, high: int, *shape, low: int = 0) -> torch.Tensor:
+    return torch.randint(low, high, shape, generator=generator(seed))
+
+
+def tensor_of(rows, dtype=torch.float32) -> torch.Tensor:
+    return torch.tensor(rows, dtype=dtype)
+
+
+def seeded(cls, seed: int = 0):
+    """``make()`` for a case: ``cls()`` built after seeding torch with ``seed``."""
+    def make():
+        torch.manual_seed(seed)
+        return cls()
+    make.__name__ = f"make_{cls.__name__}"
+    return make
+
+
 @dataclasses.dataclass
 class LoopCase:
     """One ported loop: ``make()`` builds the module (seeded inside), ``example`` is the capture
