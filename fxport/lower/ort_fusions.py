@@ -105,43 +105,13 @@ def _unique_value_names(model) -> None:
     The library names a fused node's outputs per graph, so a fusion inside a Loop or If body
     can reuse a name of the main graph (or of another body), which breaks ONNX's single
     assignment (a generator's decoding loop: ``'val_499' has been used as output names multiple
-    times``). The main graph's names are kept; a body's value whose name is already taken gets a
-    fresh one (values are objects in onnx_ir: their uses follow).
+    times``). onnx_ir's ``NameFixPass`` keeps graph inputs, outputs and every first use of a name
+    and renames the rest (subgraphs included); it runs last, after the reshape resolution, whose
+    constants are named too.
     """
-    import onnx_ir as ir
+    from onnx_ir.passes.common import NameFixPass
 
-    graphs = [model.graph] + [graph for node in ir.traversal.RecursiveGraphIterator(model.graph)
-                              for attribute in node.attributes.values()
-                              for graph in _subgraphs(attribute)]
-    taken: set[str] = set()
-    for graph in graphs:
-        for value in _values_defined_in(graph):
-            if value.name in taken:
-                value.name = _fresh_name(value.name, taken)
-            taken.add(value.name)
-
-
-def _subgraphs(attribute) -> list:
-    import onnx_ir as ir
-
-    if attribute.type == ir.AttributeType.GRAPH:
-        return [attribute.value]
-    if attribute.type == ir.AttributeType.GRAPHS:
-        return list(attribute.value)
-    return []
-
-
-def _values_defined_in(graph) -> list:
-    """The values ``graph`` itself defines: its inputs, initializers and its nodes' outputs."""
-    values = list(graph.inputs) + list(graph.initializers.values())
-    return values + [value for node in graph for value in node.outputs if value.name]
-
-
-def _fresh_name(name: str, taken: set[str]) -> str:
-    count = 1
-    while f"{name}_{count}" in taken:
-        count += 1
-    return f"{name}_{count}"
+    NameFixPass()(model)
 
 
 def _stack_traces(model) -> dict[str, str]:
