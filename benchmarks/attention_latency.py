@@ -21,8 +21,8 @@ from torch import nn
 import fxport
 from benchmarks.common import Section, adaptive_rounds, ms, ort_runner, ort_session, paired_medians, ratio
 from fxport.capture.dynamic_dims import normalize_dynamic_shapes
-from fxport.inputs import InputSet
-from fxport.quiet import quiet_torch
+from fxport.eager.inputs import InputSet
+from fxport.common.quiet import quiet_torch
 
 RULE = "aten::scaled_dot_product_attention"
 BATCH, SEQ, WIDTH, HEADS = 2, 128, 256, 8

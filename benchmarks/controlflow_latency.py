@@ -18,7 +18,7 @@ from torch import nn
 
 import fxport
 from benchmarks.common import Section, adaptive_rounds, eager_runner, ms, ort_runner, ort_session, paired_medians, ratio
-from fxport.quiet import quiet_torch
+from fxport.common.quiet import quiet_torch
 
 
 def while_loop(cond_fn, body_fn, carried):

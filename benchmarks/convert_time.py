@@ -12,8 +12,8 @@ import torch
 import fxport
 from benchmarks.common import Section, paired_medians, ratio
 from fxport.capture.dynamic_dims import normalize_dynamic_shapes
-from fxport.inputs import InputSet
-from fxport.quiet import quiet_torch
+from fxport.eager.inputs import InputSet
+from fxport.common.quiet import quiet_torch
 
 
 def models() -> list[tuple[str, torch.nn.Module, tuple, dict]]:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from benchmarks.common import Section, ort_session, print_section
-from fxport.quiet import quiet_torch
+from fxport.common.quiet import quiet_torch
 
 #: Ops method A keeps in float32 (its library defaults plus the usual accuracy-sensitive ones).
 ACCURACY_BLOCK_LIST = ["Pow", "ReduceMean", "ReduceSum", "Exp", "Log", "Softmax", "LogSoftmax", "LayerNormalization"]

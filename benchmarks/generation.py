@@ -3,7 +3,7 @@
 For each architecture: the tiny config of ``benchmarks/real_models.py`` (2 layers, width 32,
 random weights) with a causal-LM head, saved as a checkpoint directory; end tokens chosen so
 that rows stop at different steps (the three ids the model generates most often, unstopped);
-``fxport.tasks.load_task`` + ``fxport.convert`` (what the CLI runs); then the written file
+``fxport.load.tasks.load_task`` + ``fxport.convert`` (what the CLI runs); then the written file
 against transformers' own ``generate()`` on prompts the conversion never saw (lengths 1, 4, 11,
 batch 1 and 5, left-padded rows), token for token; and ``torch.onnx.export(dynamo=True)`` on the
 same generator module, its file (if any) checked the same way.
@@ -58,7 +58,7 @@ def causal_lm(name: str) -> torch.nn.Module:
 
 
 def prompts(batch: int, length: int, vocab: int, seed: int):
-    from fxport.tasks import left_padded_prompts
+    from fxport.load.tasks import left_padded_prompts
 
     return left_padded_prompts(batch, length, vocab, seed, lowest_id=3)
 
@@ -120,7 +120,7 @@ def convert_task(directory: str, settings: dict) -> tuple:
     """``--task text-generation`` on the checkpoint in ``directory``, as the CLI runs it:
     (result, the loaded task, its example set, seconds)."""
     import fxport
-    from fxport.tasks import load_task
+    from fxport.load.tasks import load_task
 
     start = time.perf_counter()
     loaded = load_task(directory, "text-generation", settings)

@@ -29,11 +29,11 @@ TITLE = "Conversion time of --task text-generation --no-verify, by phase"
 #: (label, module, attribute): functions timed (wall clock, outermost call only, every call summed)
 PHASES = [
     ("imports", None, None),
-    ("load checkpoint", "fxport.tasks", "_generation_lm"),
+    ("load checkpoint", "fxport.load.tasks", "_generation_lm"),
     ("build generator", "fxport.generation.architectures", "task_generator"),
-    ("input sets", "fxport.tasks", "generation_inputs"),
-    ("  of which: search for stopping prompts", "fxport.tasks", "_stopping_sets"),
-    ("check against generate()", "fxport.tasks", "check_against_generate"),
+    ("input sets", "fxport.load.tasks", "generation_inputs"),
+    ("  of which: search for stopping prompts", "fxport.load.tasks", "_stopping_sets"),
+    ("check against generate()", "fxport.load.tasks", "check_against_generate"),
     ("  of which: generate()", "fxport.generation.generator", "Generator.reference"),
     ("torch.export.export (all calls, in capture and lower)", "torch.export", "export"),
     ("  loop translations (grown loops' bodies exported)", "fxport.lower.lowering", "loop_translations"),
@@ -88,21 +88,21 @@ def install_timers(table: dict) -> None:
         for part in path:
             owner = getattr(owner, part)
         setattr(owner, name, _timed(table, label, getattr(owner, name)))
-    from fxport import stages
+    from fxport.engine import stages
 
     for stage in stages.STAGES:  # CPU seconds per stage (the --json timings are wall seconds)
         object.__setattr__(stage, "run", _timed(table, f"stage `{stage.name}`", stage.run))
 
 
 def without_verification_work() -> None:
-    """The change proposed for ``fxport/tasks.py`` (issue 49, item 4), simulated: with
+    """The change proposed for ``fxport/load/tasks.py`` (issue 49, item 4), simulated: with
     ``--no-verify`` the task builds only the example input set (no search for stopping
     prompts) and does not check the generator against ``generate()`` — both serve only
     verification."""
-    import fxport.tasks
+    import fxport.load.tasks
 
-    fxport.tasks._stopping_sets = lambda *args, **kwargs: []
-    fxport.tasks.check_against_generate = lambda *args, **kwargs: None
+    fxport.load.tasks._stopping_sets = lambda *args, **kwargs: []
+    fxport.load.tasks.check_against_generate = lambda *args, **kwargs: None
 
 
 def convert_once(checkpoint: str, new: int, output: str, proposed: bool = False) -> dict:
@@ -115,8 +115,8 @@ def convert_once(checkpoint: str, new: int, output: str, proposed: bool = False)
 
     torch.set_num_threads(1)
     import fxport.cli
-    import fxport.pipeline  # noqa: F401
-    import fxport.tasks  # noqa: F401
+    import fxport.engine.pipeline  # noqa: F401
+    import fxport.load.tasks  # noqa: F401
 
     table: dict = {"imports": (time.perf_counter() - start, 1, time.process_time())}
     if proposed:
@@ -273,7 +273,7 @@ def main(argv=None) -> None:
     parser.add_argument("--new", type=int, nargs="*")
     parser.add_argument("--save", help="also write the raw results here (JSON)")
     parser.add_argument("--proposed", action="store_true",
-                        help="with the change proposed for fxport/tasks.py simulated (without_verification_work)")
+                        help="with the change proposed for fxport/load/tasks.py simulated (without_verification_work)")
     parser.add_argument("--render", nargs="+", help="print the table of results saved by --save (one or more "
                                                      "files, their columns side by side), and run nothing")
     parser.add_argument("--doc", action="store_true", help="write the table into docs/generation.md")

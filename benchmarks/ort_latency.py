@@ -12,9 +12,9 @@ import fxport
 from benchmarks.common import Section, adaptive_rounds, ms, ort_runner, ort_session, paired_medians, ratio
 from benchmarks.convert_time import models
 from fxport.capture.dynamic_dims import normalize_dynamic_shapes
-from fxport.inputs import InputSet
-from fxport.quiet import quiet_torch
-from fxport.report import count_ops
+from fxport.eager.inputs import InputSet
+from fxport.common.quiet import quiet_torch
+from fxport.report.result import count_ops
 
 
 def stock_export(module, args, dynamic):

@@ -593,7 +593,7 @@ def stock_dynamic_shapes(built: Built) -> dict:
 
 def convert_stock(built: Built, path: str) -> float:
     """``torch.onnx.export(dynamo=True)`` as a user calls it; returns seconds."""
-    from fxport.quiet import quiet_torch
+    from fxport.common.quiet import quiet_torch
 
     start = time.perf_counter()
     with quiet_torch():
@@ -614,7 +614,7 @@ def convert_fxport(built: Built, path: str, verify: bool = True):
 
 def _warm_up() -> None:
     """One tiny stock export so neither side pays the process's first-export costs in its timing."""
-    from fxport.quiet import quiet_torch
+    from fxport.common.quiet import quiet_torch
 
     with quiet_torch(), tempfile.TemporaryDirectory() as tmp:
         torch.onnx.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),), os.path.join(tmp, "w.onnx"), dynamo=True)

@@ -7,7 +7,7 @@ Python NMS (``TutorialNms``, ``tests/controlflow/loop_class_models.py``: 12 boxe
 and pytorch-crf's forward algorithm (``CRFNormalizer``, ``tests/wild_loops/decoding_models.py``:
 4 steps × batch 2, ``time ≤ 4096``). Each conversion runs in a child process of its own (a cold
 start, as the CLI's), alone and with the machine loaded by two busy Python processes
-(``while True: pass``, ended after). ``flat`` sets ``fxport.eager_limits.PROPORTIONAL = False`` and
+(``while True: pass``, ended after). ``flat`` sets ``fxport.eager.limits.PROPORTIONAL = False`` and
 ``fxport.verify.exercise.HALVE_THREADS_FOR_LOOPS = False``: the behaviour before; ``threads``
 only halves the coverage pass's threads; ``proportional`` is the default (both).
 
@@ -61,7 +61,7 @@ def measure(name: str, mode: str) -> dict:
     import warnings
 
     import fxport
-    import fxport.eager_limits as limits
+    import fxport.eager.limits as limits
     import fxport.verify.exercise as exercise
 
     switch = hasattr(limits, "PROPORTIONAL")

@@ -224,7 +224,7 @@ def convert_fxport(built: Built, path: str, verify: bool = True):
 
 
 def convert_dynamo(built: Built, path: str) -> float:
-    from fxport.quiet import quiet_torch
+    from fxport.common.quiet import quiet_torch
 
     start = time.perf_counter()
     with quiet_torch():

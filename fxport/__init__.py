@@ -36,10 +36,10 @@ __version__ = "0.1.0"
 #: Public names whose modules import torch: loaded on first use, so that ``import fxport.cli``
 #: (``fxport --help``, ``fxport --version``) starts without importing torch.
 _LAZY = {
-    "convert": "fxport.pipeline",
-    "AppliedRewrite": "fxport.report",
-    "ConversionResult": "fxport.report",
-    "VerificationRow": "fxport.report",
+    "convert": "fxport.engine.pipeline",
+    "AppliedRewrite": "fxport.report.result",
+    "ConversionResult": "fxport.report.result",
+    "VerificationRow": "fxport.report.result",
     "rules": "fxport.rules",
     "BUILTIN_PRIORITY": "fxport.rules",
     "Scope": "fxport.rules",

@@ -3,7 +3,7 @@
 Exit codes: 0 converted and verified, 1 conversion or verification failed, 2 usage error.
 
 Size: over 400 lines because typer declares every command's options in its signature here,
-beside the output they print; the work itself is in the core (choices in fxport.choices).
+beside the output they print; the work itself is in the core (choices in fxport.engine.choices).
 
 Example::
 
@@ -33,10 +33,11 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from fxport import __version__, choices
+from fxport import __version__
+from fxport.engine import choices
 from fxport.errors import ConversionError, OutputWriteError, UsageError
-from fxport.frames import exception_chain
-from fxport.shapes import shape_text
+from fxport.common.frames import exception_chain
+from fxport.common.shapes import shape_text
 
 # Start-up budget (``fxport --help`` ≤ 0.3 s): nothing here imports torch, onnx or onnxruntime;
 # each command imports the stages it runs inside its action.
@@ -56,7 +57,7 @@ stderr = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() 
 
 
 def _choice(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
-    """A click choice (a str Enum, member = value) built from the core's one list in fxport.choices."""
+    """A click choice (a str Enum, member = value) built from the core's one list in fxport.engine.choices."""
     return enum.Enum(name, [(value, value) for value in values], type=str, module=__name__)
 
 
@@ -321,8 +322,8 @@ def convert(
         loaded = _loaded(mode, target, task, generation, inputs, dynamic, inputs_fn, opset, (output, report),
                          verify=not no_verify)
         built.append(loaded.description)
-        from fxport.options import Options
-        from fxport.pipeline import convert as convert_model
+        from fxport.engine.options import Options
+        from fxport.engine.pipeline import convert as convert_model
 
         options = Options(
             opset=opset, verify=not no_verify, device=device.value,
@@ -364,11 +365,11 @@ def _loaded(mode: OutputMode, target: str, task: Optional[str], flags: dict, inp
     mode.progress("load", "start")
     mode.progress("load", "importing torch and the exporter")
     with interrupts_deferred():  # a Ctrl-C inside these imports takes effect after them
-        for module in ("fxport.load", "fxport.files", "fxport.options", "fxport.pipeline"):
+        for module in ("fxport.load.targets", "fxport.common.files", "fxport.engine.options", "fxport.engine.pipeline"):
             importlib.import_module(module)
-    from fxport.files import check_writable
+    from fxport.common.files import check_writable
     from fxport.generation.settings import settings_from_flags
-    from fxport.options import check_opset
+    from fxport.engine.options import check_opset
 
     mode.progress("load", f"loading {target}")
     check_opset(opset)  # before loading: a usage error costs nothing
@@ -388,7 +389,7 @@ def _load(target: str, task: Optional[str], generation: dict, inputs: List[str],
 
     given = [f"--{name.replace('_', '-')}" for name, value in generation.items() if value is not None]
     if task is None:
-        from fxport.load import load_model
+        from fxport.load.targets import load_model
 
         if given:
             raise UsageError(f"{given[0]} is a generation setting", hint="add --task text-generation")
@@ -396,8 +397,8 @@ def _load(target: str, task: Optional[str], generation: dict, inputs: List[str],
     if inputs or dynamic:
         raise UsageError("--task builds its own inputs; -i and --dynamic do not apply",
                          hint="drop -i/--dynamic, or pass --inputs-fn FILE.py:FUNC for your own prompts")
-    from fxport.load import load_inputs_fn
-    from fxport.tasks import load_task
+    from fxport.load.targets import load_inputs_fn
+    from fxport.load.tasks import load_task
 
     loaded = load_task(target, task, generation, verify=verify)
     if inputs_fn:
@@ -451,7 +452,7 @@ def list_missing_ops(
     mode = OutputMode(False, False, debug)
 
     def action():
-        from fxport.pipeline import scan_model
+        from fxport.engine.pipeline import scan_model
 
         return scan_model(target, inputs=inputs, dynamic=dynamic, inputs_fn=inputs_fn,
                           opset=opset, rules=[str(path) for path in rules] or None,
@@ -518,7 +519,7 @@ def diff(
 
 def write_report(text: str, path: Path) -> None:
     """Write the ``--report`` JSON atomically (also for a failed run: what ran, and the error)."""
-    from fxport.files import write_text_atomically
+    from fxport.common.files import write_text_atomically
 
     write_text_atomically(text, path)
 

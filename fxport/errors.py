@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from fxport.frames import SourceLocation
+from fxport.common.frames import SourceLocation
 
 
 class ConversionError(Exception):
@@ -155,7 +155,7 @@ class VerificationError(ConversionError):
     """ONNX Runtime and eager PyTorch disagree (or the ONNX model cannot run).
 
     Attributes:
-        report: the verification rows (``fxport.report.VerificationRow``) that were computed.
+        report: the verification rows (``fxport.report.result.VerificationRow``) that were computed.
     """
 
     stage = "verify"

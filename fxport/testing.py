@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 import torch
 
-from fxport.report import ConversionResult
+from fxport.report.result import ConversionResult
 
 
 @dataclasses.dataclass

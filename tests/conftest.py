@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from fxport.report import count_ops
+from fxport.report.result import count_ops
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(REPO, "tests", "models")

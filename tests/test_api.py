@@ -138,7 +138,7 @@ def lower_relu_as_sigmoid(monkeypatch) -> None:
 
 
 def test_file_begun_during_verification_is_removed_when_verification_refuses(monkeypatch, tmp_path):
-    """The file is written while verification runs (fxport.files.EarlyFile) and renamed into
+    """The file is written while verification runs (fxport.common.files.EarlyFile) and renamed into
     place only when it passes: a refused model leaves the previous file and no temporary."""
     path = tmp_path / "good.onnx"
     path.write_bytes(b"previous good model")
@@ -151,7 +151,7 @@ def test_file_begun_during_verification_is_removed_when_verification_refuses(mon
 def test_file_begun_during_verification_carries_what_verification_recorded(monkeypatch, tmp_path):
     """The early file's last piece (the top-level fields after the graph) is written at commit:
     the ranges verification widened are in the file, which equals the returned model."""
-    from fxport import write
+    from fxport.write import stage as write
 
     def no_second_write(*args, **kwargs):
         raise AssertionError("the write stage wrote the model anew instead of committing the early file")
@@ -164,7 +164,7 @@ def test_file_begun_during_verification_carries_what_verification_recorded(monke
 
 
 def test_early_file_left_for_a_full_write_when_the_model_changed(tmp_path):
-    from fxport.files import EarlyFile
+    from fxport.common.files import EarlyFile
 
     path = tmp_path / "m.onnx"
     early = EarlyFile([b"head", b"graph", b"tail"], path)
@@ -196,7 +196,7 @@ def test_eager_failure_points_at_user_code():
 def test_stock_capture_failure_on_data_dependent_branch_is_located():
     """The capture stage alone (no rewrites) names the user's line of the tensor branch."""
     from fxport.capture.program import capture
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
 
     with pytest.raises(CaptureError) as info:
         capture(DataDependent(), InputSet(DataDependent.example_args))

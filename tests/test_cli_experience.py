@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from fxport.files import write_atomically, write_text_atomically
+from fxport.common.files import write_atomically, write_text_atomically
 from tests.conftest import MODELS, REPO, run_cli
 
 CASES = os.path.join(MODELS, "cli_cases.py")
@@ -102,7 +102,7 @@ def _umask() -> int:
 @pytest.mark.slow
 def test_ops_scans_a_model_with_data_dependent_control_flow():
     """`fxport ops` captures like convert (control flow converted) instead of stopping at the if."""
-    from fxport.pipeline import scan_model
+    from fxport.engine.pipeline import scan_model
 
     assert scan_model(f"{CASES}:BranchyMissingOp") == [], "erfinv inside the branch is translated by a rule"
     missing = scan_model(f"{CASES}:BranchyMissingOp", disable=("aten::erfinv",))

@@ -43,7 +43,7 @@ def test_report_says_ok_and_skipped_rows_are_neither_failures_nor_nan_strings(tm
     from rich.console import Console
 
     from fxport.cli import verification_table
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
     from fxport.verify.verification import skipped_row
 
     report = tmp_path / "r.json"
@@ -73,7 +73,7 @@ class ReadsTraining(torch.nn.Module):
     (ReadsTraining, True),
 ])
 def test_train_mode_warning_only_where_eval_mode_changes_something(make, warned):
-    from fxport.pipeline import module_left_as_it_was
+    from fxport.engine.pipeline import module_left_as_it_was
 
     model, notes = make(), []
     with module_left_as_it_was(model, notes):

@@ -7,7 +7,7 @@ import torch
 
 import fxport
 from fxport.errors import ConversionError
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.verification import OnnxRunner, fallback_warning, verify_model
 from fxport.verify.providers import describe_placement, node_placement
 from tests.conftest import run_cli

@@ -13,7 +13,7 @@ import torch
 
 import fxport
 from fxport.errors import VerificationError
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.verification import verify_model
 from tests.conftest import perturbed
 

@@ -38,6 +38,6 @@ def test_docstring_examples_run(module_name):
 
 def test_every_public_entry_point_module_has_an_example():
     """The modules users call first each show a runnable example."""
-    for name in ("fxport", "fxport.pipeline", "fxport.options", "fxport.conversion", "fxport.stages",
+    for name in ("fxport", "fxport.engine.pipeline", "fxport.engine.options", "fxport.engine.conversion", "fxport.engine.stages",
                  "fxport.rules", "fxport.diff", "fxport.testing"):
         assert _examples(name), f"{name} has no docstring example"

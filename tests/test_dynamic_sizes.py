@@ -135,7 +135,7 @@ def test_unconverted_size_branch_is_an_error_at_size_one_naming_the_line(tmp_pat
 def test_narrowed_range_is_a_one_line_warning_with_the_line_and_is_in_the_metadata():
     """The capture's note names the line that narrowed the range (the program's metadata)."""
     from fxport.capture.program import capture
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
 
     notes = []
     capture(models.SameEitherWay().eval(), InputSet((torch.randn(4, 3),)), {"x": {0: "batch"}}, notes=notes)
@@ -377,7 +377,7 @@ def test_a_size_one_pin_stops_the_size_oblivious_capture_at_its_guard(monkeypatc
 def test_a_size_one_guard_under_a_dynamic_hint_is_left_to_torch():
     """Only named Dims stop at the guard: ``Dim.DYNAMIC`` lets torch specialise where it must."""
     from fxport.capture.program import _export
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
     from fxport.capture.size_one_stop import SizeOneGuard
 
     example = InputSet((torch.randn(1, 5, 4),))
@@ -401,7 +401,7 @@ class _ViewOrCopy(_TransposedProjection):
 
 def test_the_models_own_except_does_not_catch_the_stop():
     from fxport.capture.program import _export
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
     from fxport.capture.size_one_stop import SizeOneGuard
 
     with pytest.raises(SizeOneGuard):
@@ -416,7 +416,7 @@ def test_a_guard_a_dynamic_hint_leaves_unchecked_refuses_the_capture_at_the_mode
     and reports rows 2..inf: the capture stage refuses it in one line, with the range that holds;
     declared with that range, it captures."""
     from fxport.capture.program import capture
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
 
     example = InputSet((torch.randn(2, 30, 4),))
     for spec in (({1: Dim.DYNAMIC},), ({1: Dim("rows")},)):

@@ -14,11 +14,11 @@ import weakref
 import pytest
 import torch
 
-import fxport.eager_limits as limits
+import fxport.eager.limits as limits
 from fxport.capture.dynamic_dims import UNBOUNDED, DimRange
-from fxport.eager import run_eager
-from fxport.eager_limits import EagerRunStopped, ExampleCost, budgeted, time_limit
-from fxport.inputs import InputSet
+from fxport.eager.calls import run_eager
+from fxport.eager.limits import EagerRunStopped, ExampleCost, budgeted, time_limit
+from fxport.eager.inputs import InputSet
 from fxport.verify.inputs.generated import generate_input_sets
 from tests.conftest import line_of
 

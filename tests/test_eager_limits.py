@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fxport
-from fxport.eager_limits import EagerRunStopped, time_limit
+from fxport.eager.limits import EagerRunStopped, time_limit
 from tests.conftest import line_of
 
 
@@ -64,7 +64,7 @@ class GrowsUntilLarge(torch.nn.Module):
 def test_a_generated_size_on_which_the_loop_never_ends_is_skipped_not_hung(monkeypatch):
     """size[batch=0] never finishes in eager: verification stops it at its time limit and the
     coverage run at the iteration cap, each with one warning naming the loop; the file is written."""
-    monkeypatch.setattr("fxport.eager_limits.SECONDS", 3.0)
+    monkeypatch.setattr("fxport.eager.limits.SECONDS", 3.0)
     start = time.monotonic()
     result = fxport.convert(GrowsUntilLarge().eval(), (torch.rand(4, 3),),
                             dynamic_shapes=({0: torch.export.Dim("batch")},))
@@ -79,7 +79,7 @@ def test_a_generated_size_on_which_the_loop_never_ends_is_skipped_not_hung(monke
 def test_a_limit_inside_a_running_one_leaves_the_outer_timer_alone():
     """time_limit_unless_bounded sets no second timer under a running limit (which would cancel
     it): the outer limit still stops the block, and the caller is told it was not its own."""
-    from fxport.eager_limits import time_limit_unless_bounded
+    from fxport.eager.limits import time_limit_unless_bounded
 
     with time_limit_unless_bounded(5) as own:
         assert own is True
@@ -114,7 +114,7 @@ def test_onnx_runtimes_run_of_a_made_up_set_is_stopped_at_the_examples_budget_no
     bounded; without a measured example the caller's limit stands."""
     import numpy as np
 
-    from fxport.eager_limits import ExampleCost, measured
+    from fxport.eager.limits import ExampleCost, measured
     from fxport.verify.isolated import ChildSession, SessionError, SessionSettings
 
     x = np.zeros(4, "float32")
@@ -134,9 +134,9 @@ def test_verifications_message_names_the_budget_applied_not_the_callers_limit():
     import numpy as np
     import onnx
 
-    from fxport.eager_limits import ExampleCost, measured
+    from fxport.eager.limits import ExampleCost, measured
     from fxport.errors import VerificationError
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
     from fxport.verify.onnx_runner import OnnxRunner
 
     runner = OnnxRunner(onnx.load_from_string(_counting_loop()), isolated=True)
@@ -162,8 +162,8 @@ def test_the_float64_reference_of_a_made_up_set_is_stopped_in_proportion_to_its_
     floor lowered to 0.2 s here), not a flat minute; stopped, the set stays failed and says so."""
     import numpy as np
 
-    from fxport.eager_limits import ExampleCost, measured
-    from fxport.inputs import InputSet
+    from fxport.eager.limits import ExampleCost, measured
+    from fxport.eager.inputs import InputSet
     from fxport.verify.compare import Acceptance
     from fxport.verify.judges import Bench, SetRun, verdict
     from fxport.verify.judges import float64_noise

@@ -99,7 +99,7 @@ def test_a_search_set_that_overflows_in_eager_is_not_used():
 def test_a_loop_whose_zero_trips_need_a_size_eager_rejects_says_so():
     """GPT-J's generator (issue 50, item 6): its ``while`` runs 0 times only at batch 0, where
     eager itself raises; the warning says eager rejects that size rather than only "unverified"."""
-    from fxport.controlflow.operators.loops import LEFT_BY_TEST
+    from fxport.controlflow.operators.loops.statements import LEFT_BY_TEST
     from fxport.errors import SourceLocation
     from fxport.verify.exercise import ConstructCoverage, ExerciseReport
 

@@ -14,7 +14,7 @@ from torch.onnx._internal.exporter import _constants, _registration
 
 import fxport
 import fxport.lower.exporter as exporter
-from fxport.quiet import quiet_torch
+from fxport.common.quiet import quiet_torch
 
 
 class Net(torch.nn.Module):
@@ -114,7 +114,7 @@ def test_prepare_builds_in_the_background_and_a_failed_build_is_retried(fresh_re
 
 def test_a_conversion_starts_the_build_before_it_captures(fresh_registry, monkeypatch):
     captured_with = []
-    import fxport.stages as stages
+    import fxport.engine.stages as stages
 
     capture = stages.capture_program
 

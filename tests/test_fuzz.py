@@ -16,7 +16,7 @@ import torch
 
 import fxport
 from benchmarks.fuzz.runner import RoundingNoise, failed_input_sets, run_file
-from fxport.report import VerificationRow
+from fxport.report.result import VerificationRow
 
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "case_*.py")))
 

@@ -20,7 +20,7 @@ import torch
 import fxport
 from benchmarks.fuzz import loops
 from benchmarks.fuzz.runner import load_module
-from fxport.frames import SourceLocation
+from fxport.common.frames import SourceLocation
 
 REGRESSIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "fuzz_regressions", "loops", "case_*.py")))
 

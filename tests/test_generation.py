@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fxport
-import fxport.tasks
+import fxport.load.tasks
 from fxport.errors import UsageError
 from fxport.generation.architectures import build_generator
 from fxport.generation.generator import Generator
@@ -39,7 +39,7 @@ def tiny_gpt2(seed=0):
 
 def left_padded_prompts(batch, length, seed):
     """Ids inside the vocabulary; every other row left-padded by a random amount (≥ 1 real token)."""
-    return fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed)
+    return fxport.load.tasks.left_padded_prompts(batch, length, VOCAB, seed)
 
 
 def generate(lm, ids, mask, **settings):
@@ -616,7 +616,7 @@ def test_task_inputs_search_stopping_rows_with_several_returned_sequences():
     rows that stop early reads each prompt's best one (it failed on the row count)."""
     lm = tiny_llama(eos_token_id=7)
     generator = build_generator(lm, max_new_tokens=5, num_beams=3, num_return_sequences=2, eos_token_id=[7, 9, 13])
-    sets = fxport.tasks.generation_inputs(generator)
+    sets = fxport.load.tasks.generation_inputs(generator)
     names = [input_set.name for input_set in sets]
     assert any(name.startswith("rows stopping at steps") for name in names), names
     for input_set in sets:
@@ -628,7 +628,7 @@ def test_task_inputs_search_stopping_rows_with_several_returned_sequences():
 def test_without_verification_the_task_skips_what_only_verification_reads(tmp_path, monkeypatch):
     """--no-verify: no check against generate() and no searched stopping prompts (59% of a 12-layer
     conversion's time, docs/generation.md); with verification both run as before."""
-    import fxport.tasks as tasks
+    import fxport.load.tasks as tasks
 
     path = save_checkpoint(tiny_llama(), tmp_path / "ckpt")
     checked = []

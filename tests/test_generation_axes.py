@@ -19,7 +19,7 @@ import torch
 import typer
 
 import fxport
-import fxport.tasks
+import fxport.load.tasks
 from fxport.cli import app
 from fxport.errors import UsageError
 from fxport.generation import processors
@@ -48,7 +48,7 @@ def tiny_t5(seed=0):
 
 
 def prompts(seed_base=0, shapes=SHAPES):
-    return [fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed) for seed, (batch, length)
+    return [fxport.load.tasks.left_padded_prompts(batch, length, VOCAB, seed) for seed, (batch, length)
             in enumerate(shapes, start=seed_base)]
 
 

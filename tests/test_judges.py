@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import fxport
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.lower.lowering import lower
 from fxport.verify.compare import Acceptance, Comparison, OutputComparison
 from fxport.verify.judges import JUDGES, Bench, SetRun, open_judges, verdict
@@ -166,8 +166,8 @@ def test_a_disabled_decision_rule_is_not_replayed():
 
 
 def test_the_verify_stage_replays_the_decisions_of_the_conversions_rule_set():
-    from fxport.options import Options
-    from fxport.pipeline import run
+    from fxport.engine.options import Options
+    from fxport.engine.pipeline import run
     from fxport.verify.stage import verification_plan
 
     job = run(TopBoxes(), (torch.rand(5), torch.rand(5, 4)), until="lower",

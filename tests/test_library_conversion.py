@@ -3,7 +3,7 @@ inside an installed package, fxport converts that function for the capture only,
 with the library's file:line and verifies the result; ``convert_libraries=False`` refuses.
 
 The "installed package" is ``fakelib``, written to a ``site-packages`` folder in a temporary
-directory (fxport.frames counts such paths as installed libraries, not the user's code).
+directory (fxport.common.frames counts such paths as installed libraries, not the user's code).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import fxport
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow import libraries
 from fxport.controlflow import operators as runtime
-from fxport.frames import is_user_file
+from fxport.common.frames import is_user_file
 from tests.controlflow._util import assert_matches_eager, export_to_ort
 
 FAKELIB = '''\

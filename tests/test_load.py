@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from fxport.errors import InputSpecError, ModelLoadError
-from fxport.load import inputs_from_specs, load_model, resolve_target
-from fxport.inputs import parse_dynamic_spec, parse_input_spec
+from fxport.load.targets import inputs_from_specs, load_model, resolve_target
+from fxport.eager.inputs import parse_dynamic_spec, parse_input_spec
 
 
 def test_parse_input_spec_shapes_and_dtypes():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import fxport
-from fxport.report import iter_nodes
+from fxport.report.result import iter_nodes
 from tests.conftest import assert_matches_eager, run_cli
 
 

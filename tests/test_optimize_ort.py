@@ -17,8 +17,8 @@ import torch
 import fxport
 from fxport.errors import UsageError
 from fxport.lower.ort_fusions import fuse_for_onnxruntime, pre_fusion_rules
-from fxport.choices import optimize_level
-from fxport.report import iter_nodes
+from fxport.engine.choices import optimize_level
+from fxport.report.result import iter_nodes
 from tests.conftest import assert_matches_eager, run_cli
 from tests.models.ort_models import VOCAB, GatedAttention, TinyGPT2, gpt2_inputs
 

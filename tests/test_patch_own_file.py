@@ -11,7 +11,7 @@ import torch
 
 import fxport
 from fxport.errors import RuleError
-from fxport.load import load_model
+from fxport.load.targets import load_model
 from fxport.rules.patching import locate
 from tests.conftest import run_cli
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import fxport
-from fxport import stages
-from fxport.options import Options
-from fxport.pipeline import run, scan_model
-from fxport.report import iter_nodes
+from fxport.engine import stages
+from fxport.engine.options import Options
+from fxport.engine.pipeline import run, scan_model
+from fxport.report.result import iter_nodes
 
 CASES = "tests/models/cli_cases.py"
 
@@ -78,7 +78,7 @@ def test_ops_scans_a_model_with_data_dependent_control_flow():
 
 
 def test_a_new_stage_runs_in_order_without_editing_the_engine(monkeypatch):
-    """What a newcomer does: one Stage in fxport.stages.STAGES, after the stage it builds on."""
+    """What a newcomer does: one Stage in fxport.engine.stages.STAGES, after the stage it builds on."""
     def count_onnx_nodes(job):
         job.artifacts["onnx_nodes"] = sum(1 for _ in iter_nodes(job.onnx_model.graph))
 
@@ -119,7 +119,7 @@ def test_a_stage_placed_before_what_it_reads_is_refused_naming_the_fields(monkey
 
 
 def test_every_stage_reads_only_what_set_up_or_earlier_stages_add():
-    from fxport.conversion import SET_UP, Conversion
+    from fxport.engine.conversion import SET_UP, Conversion
 
     fields = {field.name for field in dataclasses.fields(Conversion)}
     available = set(SET_UP)
@@ -130,11 +130,11 @@ def test_every_stage_reads_only_what_set_up_or_earlier_stages_add():
 
 
 def test_the_signature_is_computed_once_per_conversion_and_carried(monkeypatch):
-    import fxport.eager
+    import fxport.eager.calls
 
     calls = []
-    original = fxport.eager.forward_parameters
-    monkeypatch.setattr(fxport.eager, "forward_parameters", lambda module: calls.append(module) or original(module))
+    original = fxport.eager.calls.forward_parameters
+    monkeypatch.setattr(fxport.eager.calls, "forward_parameters", lambda module: calls.append(module) or original(module))
     job = run(Branchy().eval(), (torch.randn(3, 3),), dynamic_shapes={"x": {0: "batch"}}, until="lower", verify=False)
     assert len(calls) == 1 and job.signature.names == ["x"]
     assert job.axis_names == {0: {0: "batch"}}
@@ -156,12 +156,12 @@ def test_objects_older_than_the_conversion_are_frozen_only_while_it_runs():
             return torch.relu(x) * 2
 
     assert gc.get_freeze_count() == 0
-    fxport.pipeline.run(Net(), (torch.randn(2, 3),), until="rewrite", progress=progress)
+    fxport.engine.pipeline.run(Net(), (torch.randn(2, 3),), until="rewrite", progress=progress)
     assert frozen_during and all(count > 0 for count in frozen_during)
     assert gc.get_freeze_count() == 0
     gc.freeze()
     try:
-        fxport.pipeline.run(Net(), (torch.randn(2, 3),), until="rewrite")
+        fxport.engine.pipeline.run(Net(), (torch.randn(2, 3),), until="rewrite")
         assert gc.get_freeze_count() > 0  # not handed back (frozen objects since freed leave the count)
     finally:
         gc.unfreeze()

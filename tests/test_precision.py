@@ -9,7 +9,7 @@ import fxport
 from fxport.errors import UsageError, VerificationError
 from fxport.capture.half_precision import half_copy, half_inputs
 from fxport.lower.precision import quantize_int8
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from tests.conftest import op_counts, run_cli
 
 FLOAT16 = onnx.TensorProto.FLOAT16

@@ -8,7 +8,7 @@ import sys
 def test_torch_error_log_records_are_silenced_during_capture():
     script = (
         "import logging, torch\n"
-        "from fxport.quiet import quiet_torch\n"
+        "from fxport.common.quiet import quiet_torch\n"
         "with quiet_torch():\n"
         "    logging.getLogger('torch.export._trace').error('always_classified is unsupported.')\n"
         "logging.getLogger('torch.export._trace').error('after the block')\n"
@@ -27,7 +27,7 @@ def test_a_failed_export_leaves_torch_function_enabled():
     import pytest
     import torch
 
-    from fxport.quiet import quiet_torch
+    from fxport.common.quiet import quiet_torch
 
     with pytest.raises(RuntimeError):
         with quiet_torch():

@@ -113,7 +113,7 @@ def test_by_reference_without_a_file_or_for_another_model_is_none():
 def test_verification_reads_the_bytes_the_output_file_holds(tmp_path, monkeypatch):
     """A weight corrupted on its way to disk is seen by verification, which runs the file's bytes:
     the conversion is refused and nothing is written."""
-    from fxport import files
+    from fxport.common import files
     from fxport.errors import VerificationError
 
     def corrupting_write(self):  # the pieces kept for the commit's check stay as they were
@@ -143,7 +143,7 @@ def test_verification_reads_the_bytes_the_output_file_holds(tmp_path, monkeypatc
 
 
 def test_an_early_file_names_its_head_only_while_the_model_begins_with_it(tmp_path):
-    from fxport.files import EarlyFile
+    from fxport.common.files import EarlyFile
 
     path = tmp_path / "m.onnx"
     early = EarlyFile([b"head", b"graph", b"tail"], path)
@@ -163,7 +163,7 @@ def test_a_session_that_cannot_map_the_file_loads_the_bytes(tmp_path):
     model_bytes = ModelBytes(model)
     model_bytes.head_file = lambda pieces: str(tmp_path / "gone.tmp")
     x = np.random.rand(2, 32).astype(np.float32)
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
 
     outputs = OnnxRunner(model, model_bytes=model_bytes).run(InputSet((torch.from_numpy(x),)))
     np.testing.assert_array_equal(outputs[0], _session_outputs(model.SerializeToString(), x)[0])

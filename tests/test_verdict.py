@@ -19,7 +19,7 @@ import torch
 from onnx import numpy_helper
 
 import fxport
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.verification import verify_model
 
 from conftest import MODELS, op_counts, run_onnx
@@ -293,7 +293,7 @@ class HangsOnOneRow(torch.nn.Module):
 
 
 def test_a_probe_the_model_never_finishes_on_is_stopped_and_the_set_repeated(monkeypatch):
-    import fxport.eager_limits as eager_limits
+    import fxport.eager.limits as eager_limits
     from fxport.verify.reference import Float64Reference
 
     monkeypatch.setattr(eager_limits, "SECONDS", 0.5)

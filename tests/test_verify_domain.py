@@ -12,7 +12,7 @@ import torch
 
 import fxport
 from fxport.verify.inputs.domains import InputDomain, input_domains, is_padding_shaped, padding_mask
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.compare import flatten_outputs
 from fxport.verify.verification import generate_input_sets
 from tests.conftest import MODELS, assert_matches_eager, run_cli

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 import fxport
 from fxport.capture.dynamic_dims import UNBOUNDED, DimRange
 from fxport.errors import VerificationError
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify import verification as verify
 from fxport.verify.isolated import ChildSession, SessionCrashed, SessionSettings
 from fxport.verify.verification import verify_model

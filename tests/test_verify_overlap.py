@@ -12,7 +12,7 @@ import torch
 import fxport
 import fxport.verify.verification as verify
 from fxport.errors import VerificationError
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.verification import verify_model
 
 

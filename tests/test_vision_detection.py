@@ -14,7 +14,7 @@ import onnx
 import pytest
 import torch
 
-from fxport.report import count_ops
+from fxport.report.result import count_ops
 from tests.conftest import run_cli
 
 pytest.importorskip("torchvision")

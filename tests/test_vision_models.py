@@ -18,7 +18,7 @@ import torch
 
 import fxport
 from fxport.verify.inputs.generated import generate_input_sets
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 
 from conftest import MODELS, run_onnx
 

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 import fxport
-import fxport.tasks
+import fxport.load.tasks
 from fxport.errors import UsageError, VerificationError
 from fxport.verify.weight_agreement import describe, share_of_equal_ids
 from fxport.lower.quantized_matmuls import pack_matmulnbits
 from fxport.lower.weight_quantization import (BlockwiseScheme, WeightQuantization, int8_activation_matmul,
                                               quantize_blockwise, quantize_module_weights)
-from fxport.report import iter_graphs
+from fxport.report.result import iter_graphs
 from tests.conftest import op_counts, run_cli
 
 VOCAB = 64
@@ -345,7 +345,7 @@ def test_cli_int4_generation_file_quantises_the_loop_body_and_equals_eager_with_
     assert levels == {4 if activations == "int8" else 0}
     agree = total = 0
     for seed, (batch, length) in enumerate([(1, 1), (5, 3), (1, 11), (3, 7)], start=50):
-        ids, mask = fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed)
+        ids, mask = fxport.load.tasks.left_padded_prompts(batch, length, VOCAB, seed)
         produced = run_file(out, ids, mask)
         np.testing.assert_array_equal(produced, generate(fake, ids, mask, max_new_tokens=6).numpy())
         fp32 = generate(lm, ids, mask, max_new_tokens=6).numpy()
@@ -358,7 +358,7 @@ def test_api_int4_generator_in_the_standard_form_holds_dequantize_linear_in_the_
 
     lm = tiny_llama(seed=2)
     generator = build_generator(lm, max_new_tokens=4, eos_token_id=None)
-    sets = [fxport.tasks.left_padded_prompts(batch, length, VOCAB, seed)
+    sets = [fxport.load.tasks.left_padded_prompts(batch, length, VOCAB, seed)
             for seed, (batch, length) in enumerate([(2, 5), (1, 3)])]
     result = fxport.convert(generator, sets[0], dynamic_shapes=generator.dynamic_shapes, verify_inputs=sets[1:],
                             precision="int4", quant_format="qdq", block_size=16)

@@ -41,7 +41,7 @@ from benchmarks.fuzz.generator import FEATURES, Program
 from fxport.controlflow import convert_control_flow, operators as runtime
 from fxport.verify.exercise import searched_set
 from fxport.verify.inputs.generated import generate_input_sets
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.reference import RoundingNoise
 from fxport.verify.compare import TOLERANCES
 

@@ -9,7 +9,7 @@ where the capture narrowed it); :func:`record_dynamic_ranges` writes them to ONN
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> normalize_dynamic_shapes(torch.nn.ReLU(), {"input": {0: "batch"}}, InputSet((torch.ones(2, 3),)))
     {'input': {0: Dim('batch', min=0)}}
 """
@@ -25,14 +25,14 @@ from torch.export import Dim
 
 from fxport.capture.failures import traced_user_frame
 from fxport.errors import InputSpecError
-from fxport.eager import Signature
-from fxport.inputs import InputSet
+from fxport.eager.calls import Signature
+from fxport.eager.inputs import InputSet
 
 
 def normalize_dynamic_shapes(module: "torch.nn.Module | Signature", dynamic_shapes: Any, inputs: InputSet) -> Any:
     """Turn the simple ``{name: {axis: "dim"}}`` form into torch.export's, keyed by parameter.
 
-    ``module`` is the model or its :class:`~fxport.eager.Signature` (as in the functions below).
+    ``module`` is the model or its :class:`~fxport.eager.calls.Signature` (as in the functions below).
 
     Strings become ``Dim`` objects shared by name, also in torch.export's positional form
     (``({0: "batch"}, None)``); everything else passes through unchanged. Inputs of ``forward``

@@ -21,9 +21,9 @@ import traceback
 from types import FrameType
 
 from fxport.errors import CaptureError, ControlFlowError, ConversionError, SourceLocation
-from fxport.frames import is_user_file, user_location_from_exception, user_location_from_stack
-from fxport.frames import exception_chain as _exception_chain
-from fxport.frames import package_relative, user_location_in
+from fxport.common.frames import is_user_file, user_location_from_exception, user_location_from_stack
+from fxport.common.frames import exception_chain as _exception_chain
+from fxport.common.frames import package_relative, user_location_in
 
 
 #: the module whose ``_export`` calls torch.export: frames below it are the traced model's

@@ -17,7 +17,7 @@ import copy
 
 import torch
 
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 
 
 def half_copy(module: torch.nn.Module) -> torch.nn.Module:

@@ -48,7 +48,7 @@ from fxport.capture.dynamic_dims import (
     dim_name,
 )
 from fxport.errors import CaptureError
-from fxport.frames import SourceLocation
+from fxport.common.frames import SourceLocation
 
 #: How far above the example a dimension is walked: twice the example and a few windows more
 #: (window and stride arithmetic repeats within that), or up to the range's end when nearer.

@@ -1,8 +1,8 @@
 """Capture: the body of each loop whose carried state grows, captured on its own.
 
-The control-flow operators (``fxport/controlflow/operators/growing.py``) leave one call of the
+The control-flow operators (``fxport/controlflow/operators/loops/growing.py``) leave one call of the
 custom op ``fxport::grown_loop`` per such loop in the captured program, keyed to a
-:class:`~fxport.controlflow.operators.growing.GrownLoop`. Each loop's body — one iteration and
+:class:`~fxport.controlflow.operators.loops.growing.GrownLoop`. Each loop's body — one iteration and
 the next test, as a function of the counter, the carried state, the free tensors and the
 modules' weights — is captured here with ``torch.export`` (the dimensions that are dynamic
 outside and the growing axes dynamic); the lower stage (``fxport/lower/grown_loops.py``) writes
@@ -25,7 +25,7 @@ import torch
 
 from fxport.controlflow.operators.state import growing_body, session
 from fxport.errors import ControlFlowError
-from fxport.quiet import quiet_torch
+from fxport.common.quiet import quiet_torch
 
 OP = torch.ops.fxport.grown_loop.default
 

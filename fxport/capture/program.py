@@ -8,7 +8,7 @@ spec a failure refines for the next export is fxport/capture/spec_refinement.py'
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> ep = capture(torch.nn.Softmax(dim=-1), InputSet((torch.randn(2, 3),)), {"input": {0: "batch"}})
     >>> [str(d) for d in ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape]
     ['s...', '3']
@@ -30,11 +30,11 @@ from fxport.capture.hinted_guards import refuse_unenforced_guards
 from fxport.capture.size_one_stop import specialises_size_one, stopping_at_size_one_guards
 from fxport.capture.spec_refinement import (adopt_suggested_bounds, as_dynamic_hints, excluding_size_zero,
                                             has_derived_dims, has_dim_hints, limits, map_dims)
-from fxport.eager import Signature
+from fxport.eager.calls import Signature
 from fxport.errors import ConversionError
-from fxport.frames import chain_stops_at_caller, exception_chain as _exception_chain
-from fxport.inputs import InputSet, number_as_tensor
-from fxport.quiet import quiet_torch
+from fxport.common.frames import chain_stops_at_caller, exception_chain as _exception_chain
+from fxport.eager.inputs import InputSet, number_as_tensor
+from fxport.common.quiet import quiet_torch
 
 
 @chain_stops_at_caller
@@ -68,7 +68,7 @@ def capture(
     ``convert_library(exc)`` is asked about each failure first: True when it converted the
     library function capture stopped in (docs/control-flow.md, "Library code"), and the same
     export is retried; it may raise a ConversionError, which ends the capture.
-    ``signature``: ``module``'s (:class:`~fxport.eager.Signature`), when the caller has it.
+    ``signature``: ``module``'s (:class:`~fxport.eager.calls.Signature`), when the caller has it.
     """
     signature = signature or Signature.of(module)
     normalized = normalize_dynamic_shapes(signature, dynamic_shapes, inputs)

@@ -13,9 +13,9 @@ from fxport.capture.half_precision import exported_at_precision
 from fxport.capture.program import capture
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow.libraries import converting_libraries
-from fxport.conversion import Conversion
-from fxport.eager import Signature
-from fxport.report import AppliedRewrite
+from fxport.engine.conversion import Conversion
+from fxport.eager.calls import Signature
+from fxport.report.result import AppliedRewrite
 
 
 def capture_program(job: Conversion) -> None:

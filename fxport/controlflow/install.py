@@ -23,17 +23,17 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.fx.proxy
 
-from fxport.choices import IF_STRATEGIES
+from fxport.engine.choices import IF_STRATEGIES
 from fxport.controlflow import operators
 from fxport.controlflow.operators.containers import register_library_containers
-from fxport.controlflow.operators.list_lowering import check_not_returned
+from fxport.controlflow.operators.lists.carried import check_not_returned
 from fxport.controlflow.operators.optional import check_no_maybe_none
 from fxport.controlflow.engine import convert_function
 from fxport.errors import ControlFlowError, SourceLocation, UsageError
-from fxport.frames import is_user_file
-from fxport.report import AppliedRewrite
+from fxport.common.frames import is_user_file
+from fxport.report.result import AppliedRewrite
 
-STRATEGIES = IF_STRATEGIES  # one definition, shared with the CLI (fxport/choices.py)
+STRATEGIES = IF_STRATEGIES  # one definition, shared with the CLI (fxport/engine/choices.py)
 
 # original function -> converted function (None: not user code, left alone); shared with the
 # call operator, which converts the user functions it meets through converted_function
@@ -205,7 +205,7 @@ def convert_control_flow(module: torch.nn.Module, strategy: str = "auto",
     """Install converted forwards on ``module`` and its user submodules while the block runs.
 
     ``strategy``: ``"auto"`` (where for pure cheap branches, cond otherwise), ``"where"`` or
-    ``"cond"`` (forced). Yields the list of :class:`~fxport.report.AppliedRewrite` records,
+    ``"cond"`` (forced). Yields the list of :class:`~fxport.report.result.AppliedRewrite` records,
     filled while the model is captured. The module is restored on exit, even on error.
 
     ``disabled``: names from :data:`~fxport.controlflow.CONTROL_FLOW_RULES` whose conversion

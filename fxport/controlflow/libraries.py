@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterable, Iterator, NoReturn
 from fxport.controlflow import operators
 from fxport.controlflow.install import _build
 from fxport.errors import CaptureError, ControlFlowError, SourceLocation
-from fxport.frames import package_relative
-from fxport.report import AppliedRewrite
+from fxport.common.frames import package_relative
+from fxport.report.result import AppliedRewrite
 
 #: the most library functions one capture converts (each costs one more export)
 MAX_LIBRARY_FUNCTIONS = 8

@@ -31,7 +31,7 @@ def run_diff(target: str, other: str | None = None, *, inputs=(), dynamic=(), in
         result = _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress, convert_options)
     if html is not None:
         from fxport.diff.render_html import render_html
-        from fxport.files import write_text_atomically
+        from fxport.common.files import write_text_atomically
 
         write_text_atomically(render_html(result), html)
     return result
@@ -48,7 +48,7 @@ def _diff_files(first: str, second: str | None, has_model_options) -> ModelDiff:
 
 
 def _diff_target(target, inputs, dynamic, inputs_fn, opset, verify, progress, convert_options) -> ModelDiff:
-    from fxport.load import load_model
+    from fxport.load.targets import load_model
 
     loaded = load_model(target, input_specs=list(inputs), dynamic_specs=list(dynamic), inputs_fn=inputs_fn)
     example, *extra = loaded.input_sets

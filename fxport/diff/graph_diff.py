@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from fxport.errors import SourceLocation
-from fxport.frames import user_location_in, user_location_in_source_range
-from fxport.provenance import FX_RULE_KEY
-from fxport.shapes import typed_shape
+from fxport.common.frames import user_location_in, user_location_in_source_range
+from fxport.common.provenance import FX_RULE_KEY
+from fxport.common.shapes import typed_shape
 
 _DTYPE_SHORT = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",

@@ -41,10 +41,10 @@ from fxport.diff.graph_diff import CapturedGraphDiff, diff_captured, fx_nodes, i
 from fxport.diff.onnx_diff import OnnxGraphDiff, diff_onnx, iter_changes, with_untranslated_ops
 from fxport.diff.source_diff import definition_at, function_first_line, source_diff_for
 from fxport.errors import ConversionError, UsageError
-from fxport.inputs import InputSet
-from fxport.options import Options
-from fxport.quiet import quiet_torch
-from fxport.report import AppliedRewrite, ConversionResult
+from fxport.eager.inputs import InputSet
+from fxport.engine.options import Options
+from fxport.common.quiet import quiet_torch
+from fxport.report.result import AppliedRewrite, ConversionResult
 
 #: tiers whose effect shows in the user's source
 SOURCE_TIERS = ("control-flow", "patch")
@@ -140,7 +140,7 @@ def diff_model(model: torch.nn.Module, args: Any = (), *, kwargs: dict | None = 
 
     ``convert_options`` go to :func:`fxport.convert` (``opset``, ``verify``, ``rules``...).
     """
-    from fxport.pipeline import convert, module_left_as_it_was
+    from fxport.engine.pipeline import convert, module_left_as_it_was
 
     example = InputSet.of(args, kwargs)
     with tempfile.TemporaryDirectory(prefix="fxport-diff-") as folder:
@@ -296,7 +296,7 @@ def stock_baseline(model: torch.nn.Module, example: InputSet, dynamic_shapes: An
     The pipeline's stages through ``lower`` with ``rewrites=False``: no rules, control flow as
     written, the exporter's file as it wrote it.
     """
-    from fxport.pipeline import run
+    from fxport.engine.pipeline import run
 
     baseline = Baseline()
     try:

@@ -32,10 +32,10 @@ from typing import Iterable
 
 import onnx
 
-from fxport.frames import user_location_in
-from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata
-from fxport.report import count_ops
-from fxport.shapes import typed_shape
+from fxport.common.frames import user_location_in
+from fxport.common.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata
+from fxport.report.result import count_ops
+from fxport.common.shapes import typed_shape
 
 
 @dataclasses.dataclass
@@ -474,7 +474,7 @@ def iter_changes(diff: OnnxGraphDiff, depth: int = 0) -> Iterable[tuple[int, Nod
 
 def nodes_by_rule(model: onnx.ModelProto | None) -> dict[str, list[str]]:
     """Rule name → names of the ONNX nodes it produced (from ``fxport.rule`` metadata)."""
-    from fxport.report import iter_nodes
+    from fxport.report.result import iter_nodes
 
     found: dict[str, list[str]] = {}
     if model is None:
@@ -534,7 +534,7 @@ def _values_used_outside(graph: onnx.GraphProto, groups: dict[str, list[int]]) -
             used.update(inner.input)
         for attr in node.attribute:  # values captured by subgraph bodies
             for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                from fxport.report import iter_nodes
+                from fxport.report.result import iter_nodes
 
                 for sub_node in iter_nodes(sub):
                     used.update(sub_node.input)
@@ -543,7 +543,7 @@ def _values_used_outside(graph: onnx.GraphProto, groups: dict[str, list[int]]) -
 
 def _initializers_only_groups_read(graph: onnx.GraphProto, group_members: set[int]) -> set[str]:
     """Initializers (the translation's constants) that no node outside the folded groups reads."""
-    from fxport.report import iter_nodes
+    from fxport.report.result import iter_nodes
 
     read_by_group: set[str] = set()
     read_elsewhere = {o.name for o in graph.output}

@@ -31,7 +31,7 @@ import re
 from typing import Any
 
 from fxport.errors import SourceLocation
-from fxport.report import AppliedRewrite
+from fxport.report.result import AppliedRewrite
 
 _HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 

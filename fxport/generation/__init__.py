@@ -10,5 +10,5 @@
   each under ``families/`` (decoder-only, encoder–decoder, Whisper).
 
 A generator's ``forward`` is model code, not fxport's machinery: the control-flow converter
-converts it as it converts the user's own files (:func:`fxport.frames.is_user_file`).
+converts it as it converts the user's own files (:func:`fxport.common.frames.is_user_file`).
 """

@@ -1,7 +1,7 @@
 """The architecture table: which family a transformers model belongs to — decoder-only,
 encoder–decoder or Whisper, one file each under ``families/`` — and how its generator is built.
 :func:`family_of` is the one choice, used by ``--task text-generation``
-(:mod:`fxport.tasks`) and by the ``generate()`` rule (:mod:`fxport.generation.generate`).
+(:mod:`fxport.load.tasks`) and by the ``generate()`` rule (:mod:`fxport.generation.generate`).
 
 Example::
 

@@ -8,7 +8,7 @@ layout transformers' own export support uses (keys, then values). A class the us
 registered (transformers' ``register_dynamic_cache_export_support``) keeps that registration. A
 cache with layers of another kind (sliding window) is not carried. Nothing is imported: without
 transformers loaded, :func:`register_transformers_caches` does nothing. Importing this module
-adds it to the hooks the runtime runs before each conversion (``fxport.pipeline`` imports it,
+adds it to the hooks the runtime runs before each conversion (``fxport.engine.pipeline`` imports it,
 so it is in place before the first capture); the beam strategy calls it for the caches it
 reorders.
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from fxport.errors import UsageError
-from fxport.frames import user_location_from_stack
+from fxport.common.frames import user_location_from_stack
 from fxport.generation.architectures import FAMILIES, family_of
 from fxport.generation.sampling import active_draws
 

@@ -18,7 +18,7 @@ import torch
 from fxport.errors import UsageError
 from fxport.generation.modes import check_mode
 from fxport.generation.settings import CONVERTED, REQUIRED, SETTINGS, GenerationSettings, check_setting_ranges
-from fxport.quiet import transformers_warnings_off
+from fxport.common.quiet import transformers_warnings_off
 
 #: generation_config attributes that carry no setting of the decoding itself.
 _BOOKKEEPING = frozenset({

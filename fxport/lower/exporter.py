@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from fxport.quiet import drop_record
+from fxport.common.quiet import drop_record
 
 _lock = threading.Lock()
 #: The torchlib registry per registry opset: built (or being built) once per process.

@@ -43,7 +43,7 @@ from typing import Iterator
 import onnx
 
 from fxport.errors import OutputWriteError, UsageError
-from fxport.files import EarlyFile, output_mode  # an overwritten file keeps its mode, a new one gets the umask's
+from fxport.common.files import EarlyFile, output_mode  # an overwritten file keeps its mode, a new one gets the umask's
 
 #: Initializer bytes above which weights go to external data: torch.onnx's ``_LARGE_MODEL_THRESHOLD``
 #: (1.5 GiB), leaving room under protobuf's 2 GiB for the graph and what precision steps add.
@@ -95,7 +95,7 @@ def uses_external_data(model: onnx.ModelProto) -> bool:
 
 
 def _initializers(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    from fxport.report import iter_graphs
+    from fxport.report.result import iter_graphs
 
     for each in iter_graphs(graph):
         yield from each.initializer
@@ -213,7 +213,7 @@ class Staging:
 
     def begin_file(self, pieces: list[bytes]) -> None:
         """Start writing a self-contained model's file from its serialised ``pieces`` while the
-        later stages run (:class:`~fxport.files.EarlyFile`); :meth:`commit_file` finishes it.
+        later stages run (:class:`~fxport.common.files.EarlyFile`); :meth:`commit_file` finishes it.
         Where no file can be begun, the write stage writes it (or says why it cannot)."""
         if self.output is not None and self._early is None:
             with contextlib.suppress(OutputWriteError):
@@ -221,7 +221,7 @@ class Staging:
 
     def early_head(self, pieces: list[bytes]) -> str | None:
         """The path of the file :meth:`begin_file` started, once it holds ``pieces`` but the
-        last (:meth:`EarlyFile.head_path <fxport.files.EarlyFile.head_path>`); None without one."""
+        last (:meth:`EarlyFile.head_path <fxport.common.files.EarlyFile.head_path>`); None without one."""
         early = self._early
         return early.head_path(pieces) if early is not None else None
 

@@ -25,7 +25,7 @@ import torch
 from fxport.capture.loop_bodies import OP, capture_body, error_summary, loop_nodes
 from fxport.errors import LoweringError
 from fxport.lower.exporter import export_program
-from fxport.quiet import quiet_torch
+from fxport.common.quiet import quiet_torch
 
 
 def loop_translations(program: torch.export.ExportedProgram, loops: Mapping[str, object], opset: int | None,

@@ -3,7 +3,7 @@
 A :class:`LoweredModel` says where its weights live (inline, or staged as external data in
 ``home``), holds its graph serialised once (``model_bytes``), the program the exporter
 translated and the node counts of each graph step. The lower stage adds it to the
-:class:`~fxport.conversion.Conversion` as ``lowered``; the precision stage replaces it with the
+:class:`~fxport.engine.conversion.Conversion` as ``lowered``; the precision stage replaces it with the
 fp16 / int8 model, which keeps the float32 one it was made from (``float32``); verify, coverage
 and write read it instead of asking the staging where a proto lives.
 

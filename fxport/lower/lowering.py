@@ -39,9 +39,9 @@ from fxport.lower.ort_workarounds import apply_ort_workarounds
 from fxport.lower.size_arithmetic import size_arithmetic_in_double
 from fxport.lower.external import Staging, external_data_wanted, ir_initializer_bytes, load_weights_into
 from fxport.lower.lowered import LoweredModel
-from fxport.choices import optimize_level
-from fxport.quiet import quiet_torch
-from fxport.report import iter_nodes
+from fxport.engine.choices import optimize_level
+from fxport.common.quiet import quiet_torch
+from fxport.report.result import iter_nodes
 
 
 def lower_model(
@@ -246,7 +246,7 @@ def _failing_rule(exc: BaseException, translation_table) -> tuple[str, str, Any]
     """(target, rule name, its file:line) of a user's op rule whose body raised during lowering."""
     import traceback
 
-    from fxport.frames import SourceLocation, exception_chain
+    from fxport.common.frames import SourceLocation, exception_chain
 
     codes = {}
     for op, translation in (translation_table or {}).items():
@@ -298,7 +298,7 @@ def name_dynamic_axes(model: onnx.ModelProto, axis_names: dict[int, dict[int, st
 
 
 def _value_infos(graph: onnx.GraphProto):
-    from fxport.report import iter_graphs
+    from fxport.report.result import iter_graphs
 
     for each in iter_graphs(graph):
         yield from each.input
@@ -389,6 +389,6 @@ def _rename(model: onnx.ModelProto, values, names: list[str]) -> None:
 def _grown_loops(given: Mapping[str, object] | None) -> Mapping[str, object]:
     if given is not None:
         return given
-    from fxport.controlflow.operators.growing import LOOPS
+    from fxport.controlflow.operators.loops.growing import LOOPS
 
     return LOOPS

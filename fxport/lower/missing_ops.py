@@ -26,7 +26,7 @@ import torch
 
 from fxport.errors import SourceLocation
 from fxport.lower.exporter import registry_with
-from fxport.frames import user_location_in
+from fxport.common.frames import user_location_in
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,14 +39,14 @@ from typing import Iterator
 
 from onnxscript.rewriter import pattern
 
-from fxport import choices
-from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY
+from fxport.engine import choices
+from fxport.common.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY
 
-#: What ``optimize=`` / ``--optimize`` accepts (defined in fxport.choices).
+#: What ``optimize=`` / ``--optimize`` accepts (defined in fxport.engine.choices).
 OPTIMIZE_LEVELS = choices.OPTIMIZE_LEVELS
 
 
-#: The exporter's per-node provenance (keys owned by fxport.provenance).
+#: The exporter's per-node provenance (keys owned by fxport.common.provenance).
 FX_NODE_KEY, STACK_TRACE_KEY = EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY
 
 

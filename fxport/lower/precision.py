@@ -28,16 +28,16 @@ from typing import Any, Iterator
 
 import onnx
 
-from fxport import choices
+from fxport.engine import choices
 from fxport.errors import ConversionError, UsageError
 from fxport.errors import first_line as _first_line
 from fxport.lower.external import Staging
 from fxport.lower.lowered import LoweredModel
-from fxport.inputs import InputSet
-from fxport.quiet import quiet_torch
-from fxport.report import iter_nodes
+from fxport.eager.inputs import InputSet
+from fxport.common.quiet import quiet_torch
+from fxport.report.result import iter_nodes
 
-#: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept (defined in fxport.choices).
+#: The precisions ``fxport.convert(precision=...)`` and ``--precision`` accept (defined in fxport.engine.choices).
 PRECISIONS = choices.PRECISIONS
 
 #: Default acceptance threshold for int8: cosine similarity of ONNX vs eager float32 outputs.

@@ -22,7 +22,7 @@ import torch
 from onnx import TensorProto, helper
 
 from fxport.lower.weight_quantization import QDQ_OPSET, BlockwiseScheme, QuantizedWeight, WeightQuantization
-from fxport.report import iter_graphs
+from fxport.report.result import iter_graphs
 
 
 

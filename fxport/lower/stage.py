@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from fxport.capture.dynamic_dims import dynamic_axes_by_input, record_dynamic_ranges
-from fxport.conversion import Conversion
+from fxport.engine.conversion import Conversion
 from fxport.lower.dead_initializers import unused_initializers_removed
 from fxport.lower.lowered import LoweredModel
 from fxport.lower.lowering import check_onnx, lower_model, name_dynamic_axes, name_outputs

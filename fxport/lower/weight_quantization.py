@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 
-#: Weight-only precisions (fxport.choices.WEIGHT_ONLY) and their bits.
+#: Weight-only precisions (fxport.engine.choices.WEIGHT_ONLY) and their bits.
 WEIGHT_ONLY_BITS = {"int4": 4, "int8-weights": 8}
 #: The block size and form when none is given (docs/precision.md, "Weight-only int4/int8": measured).
 DEFAULT_BLOCK_SIZE, DEFAULT_FORM = 32, "matmulnbits"

@@ -39,9 +39,9 @@ import torch.fx
 from torch.fx.subgraph_rewriter import replace_pattern_with_filters
 
 from fxport.errors import RuleError, SourceLocation
-from fxport.frames import user_location_in
-from fxport.provenance import mark_made_by
-from fxport.report import AppliedRewrite
+from fxport.common.frames import user_location_in
+from fxport.common.provenance import mark_made_by
+from fxport.report.result import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.matching import Match, explain_graph, verdict
 from fxport.rules.walk import iter_graphs, sync_output_names
@@ -230,5 +230,5 @@ def _record(rule: GraphRule, found: Any, path: str, records: list[AppliedRewrite
 
 
 def location_from_stack_trace(stack_trace: str | None) -> SourceLocation | None:
-    """The innermost user frame of an FX ``stack_trace`` string (:func:`fxport.frames.user_location_in`)."""
+    """The innermost user frame of an FX ``stack_trace`` string (:func:`fxport.common.frames.user_location_in`)."""
     return user_location_in(stack_trace)

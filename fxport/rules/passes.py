@@ -4,7 +4,7 @@ Where a graph rule (:mod:`fxport.rules.graph`) replaces a fixed pattern, a pass 
 code ``function(graph_module, context) -> records`` that may look at and change anything in one
 FX graph. fxport runs it on the top-level graph and on every subgraph (cond branches,
 ``while_loop`` cond and body, scan/map bodies, nested ones: :func:`fxport.rules.walk.iter_graphs`),
-after capture and before the graph rules. The pass returns the :class:`~fxport.report.AppliedRewrite`
+after capture and before the graph rules. The pass returns the :class:`~fxport.report.result.AppliedRewrite`
 records of what it changed (``context.record`` builds one) or None; fxport recompiles each graph
 after it. Dead nodes a pass leaves are its own to remove (``graph.eliminate_dead_code()``).
 
@@ -42,8 +42,8 @@ import torch
 import torch.fx
 
 from fxport.errors import ConversionError, RuleError, SourceLocation
-from fxport.provenance import mark_made_by
-from fxport.report import AppliedRewrite
+from fxport.common.provenance import mark_made_by
+from fxport.report.result import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 from fxport.rules.walk import ProgramGraph, iter_graphs, sync_output_names
 

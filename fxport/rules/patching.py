@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from fxport.errors import RuleError
-from fxport.report import AppliedRewrite
+from fxport.report.result import AppliedRewrite
 from fxport.rules.base import Rule, Scope, attach, definition_site, first_doc_line, make_scope
 
 

@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import onnx
 
 from fxport.errors import RuleError, SourceLocation
-from fxport.frames import user_location_from_exception
-from fxport.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata, rule_of_node, set_metadata
-from fxport.report import AppliedRewrite, iter_graphs, iter_nodes
+from fxport.common.frames import user_location_from_exception
+from fxport.common.provenance import EXPORTER_FX_NODE_KEY, EXPORTER_STACK_KEY, ONNX_RULE_KEY, fx_node_name, metadata, rule_of_node, set_metadata
+from fxport.report.result import AppliedRewrite, iter_graphs, iter_nodes
 from fxport.rules.base import TIERS, Rule, rules_of
 from fxport.rules.controlflow import control_flow_names, control_flow_rules
 from fxport.rules.graph import GraphRule, apply_graph_rules, location_from_stack_trace
@@ -37,7 +37,7 @@ from fxport.rules.passes import apply_graph_passes
 from fxport.rules.patching import PatchRule, apply_patches
 
 ENTRY_POINT_GROUP = "fxport.rules"
-#: ONNX node metadata key naming the rule that produced the node (:mod:`fxport.provenance`).
+#: ONNX node metadata key naming the rule that produced the node (:mod:`fxport.common.provenance`).
 PROVENANCE_KEY = ONNX_RULE_KEY
 
 

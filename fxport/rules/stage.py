@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fxport.capture.loop_bodies import capture_loop_bodies
 from fxport.controlflow.libraries import installed_for as library_functions_installed_for
-from fxport.conversion import Conversion
-from fxport.report import AppliedRewrite
+from fxport.engine.conversion import Conversion
+from fxport.report.result import AppliedRewrite
 
 
 def rewrite_graphs(job: Conversion) -> None:

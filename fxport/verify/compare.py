@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from fxport.inputs import number_as_tensor
+from fxport.eager.inputs import number_as_tensor
 from fxport.verify.ties import align_tied_rows
 
 #: (absolute, relative) tolerance per output dtype.

@@ -35,7 +35,7 @@ import onnx
 import torch
 
 from fxport.errors import first_line
-from fxport.frames import frames_in
+from fxport.common.frames import frames_in
 from fxport.rules.decisions import DecisionRule
 from fxport.verify.compare import Acceptance, Comparison, compare
 

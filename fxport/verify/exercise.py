@@ -16,7 +16,7 @@ Example::
 
     >>> import torch
     >>> from examples.gated_mlp import GatedMLP
-    >>> from fxport.pipeline import run
+    >>> from fxport.engine.pipeline import run
     >>> job = run(GatedMLP(), (torch.full((3, 8), -2.0),), until="capture")
     >>> report = exercise_control_flow(job.model, job.rewrites, job.input_sets, job.example, domains={})
     >>> [c.describe() for c in report.constructs]
@@ -35,14 +35,14 @@ from typing import Any, Callable
 
 import torch
 
-from fxport.controlflow.operators.loops import EMPTIED, LEFT_AT_BOUND, LEFT_BY_BREAK, LEFT_BY_TEST, SHRANK
+from fxport.controlflow.operators.loops.statements import EMPTIED, LEFT_AT_BOUND, LEFT_BY_BREAK, LEFT_BY_TEST, SHRANK
 from fxport.controlflow.operators.rule_names import conversion_named
 from fxport.verify.inputs.domains import InputDomain
-from fxport.eager_limits import SEARCH_TRIPS, EagerRunStopped, time_limit
+from fxport.eager.limits import SEARCH_TRIPS, EagerRunStopped, time_limit
 from fxport.errors import ConversionError, SourceLocation
-from fxport.eager import half_the_threads, run_eager
-from fxport.inputs import InputSet
-from fxport.report import AppliedRewrite
+from fxport.eager.calls import half_the_threads, run_eager
+from fxport.eager.inputs import InputSet
+from fxport.report.result import AppliedRewrite
 
 #: Variations of a float input tried to reach an untaken side: name → transform.
 _VARIATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -187,7 +187,7 @@ def exercise_control_flow(
     made_up: list[InputSet] = (),
 ) -> ExerciseReport:
     """Outcomes of every converted construct on ``input_sets`` and ``made_up`` (sets fxport
-    generated: their runs are bounded like the search's, fxport/eager_limits.py), then a search
+    generated: their runs are bounded like the search's, fxport/eager/limits.py), then a search
     for the missing ones.
 
     ``records`` are the control-flow rewrites of the conversion (which constructs were
@@ -261,7 +261,7 @@ def fewer_threads_for_loops(loops: bool):
 @contextlib.contextmanager
 def _search_bounds():
     """Converted loops capped at :data:`SEARCH_TRIPS` iterations, the run at its time budget
-    (proportional to the example's eager run: :func:`fxport.eager_limits.budgeted`)."""
+    (proportional to the example's eager run: :func:`fxport.eager.limits.budgeted`)."""
     from fxport.controlflow.operators import trip_limit
 
     with trip_limit(SEARCH_TRIPS), time_limit():

@@ -138,9 +138,9 @@ class ChildSession:
         """ONNX Runtime's outputs on ``feed`` (name → numpy array); ``limit``: seconds after which
         the run is stopped (:class:`SessionError` with ``terminated``), narrowed to the run's
         budget proportional to the example's while a conversion measured one
-        (:func:`fxport.eager_limits.onnx_runtime_limit`: a made-up set's run, as eager's)."""
+        (:func:`fxport.eager.limits.onnx_runtime_limit`: a made-up set's run, as eager's)."""
         if limit is not None:
-            from fxport.eager_limits import onnx_runtime_limit  # the parent's side: fxport is there
+            from fxport.eager.limits import onnx_runtime_limit  # the parent's side: fxport is there
 
             limit = onnx_runtime_limit(limit, sum(int(getattr(v, "size", 1)) for v in feed.values()))
         with self._lock:

@@ -25,12 +25,12 @@ import onnx
 import torch
 
 from fxport.verify.compare import to_numpy as _to_numpy
-from fxport.eager_limits import terminated_after
+from fxport.eager.limits import terminated_after
 from fxport.errors import VerificationError
 from fxport.errors import first_line as _first_line
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.providers import describe_placement, node_placement, select_providers
-from fxport.report import iter_nodes
+from fxport.report.result import iter_nodes
 from fxport.lower.serialized import ModelBytes, serialize
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.lower.serialized import ModelBytes
 from fxport.verify.compare import Acceptance
 from fxport.verify.inputs.domains import InputDomain

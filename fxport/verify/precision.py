@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 
 from fxport.capture.half_precision import half_copy, half_inputs
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 
 #: Default acceptance threshold for int8: cosine similarity of ONNX vs eager float32 outputs.
 DEFAULT_MIN_COSINE = 0.99

@@ -9,7 +9,7 @@ result: a scale that does not depend on how lucky eager's own summation order wa
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> ref = Float64Reference(torch.nn.Linear(2, 1))
     >>> run = ref.run(InputSet((torch.ones(1, 2),)))
     >>> run.outputs.dtype, len(run.noise)
@@ -26,9 +26,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.verify.compare import flatten_outputs
-from fxport.inputs import InputSet
-from fxport.eager import run_eager
-from fxport.eager_limits import EagerRunStopped, time_limit_unless_bounded
+from fxport.eager.inputs import InputSet
+from fxport.eager.calls import run_eager
+from fxport.eager.limits import EagerRunStopped, time_limit_unless_bounded
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 from fxport.capture.dynamic_dims import dynamic_dim_bounds
 from fxport.controlflow.libraries import installed_for as library_functions_installed_for
-from fxport.conversion import Conversion
+from fxport.engine.conversion import Conversion
 from fxport.errors import VerificationError
 from fxport.verify.compare import Acceptance
 from fxport.verify.exercise import exercise_control_flow
@@ -17,7 +17,7 @@ from fxport.verify.inputs.domains import input_domains
 from fxport.verify.plan import VerificationPlan
 from fxport.verify.precision import precision_passes
 from fxport.verify.ties import sorted_output_indices
-from fxport import eager_limits
+from fxport.eager import limits as eager_limits
 from fxport.verify.verification import generate_input_sets, verify_model
 from fxport.verify.verified_ranges import widen_verified_ranges
 

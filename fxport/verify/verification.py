@@ -12,7 +12,7 @@ asked in order while it still fails (docs/verification.md). A mismatch is a
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> from fxport.lower.lowering import lower
     >>> module, x = torch.nn.Tanh(), torch.randn(2, 3)
     >>> program = torch.export.export(module, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
@@ -34,12 +34,12 @@ from typing import Any, Callable
 import onnx
 import torch
 
-from fxport import choices
-from fxport.eager import half_the_threads, run_eager
-from fxport.eager_limits import SECONDS, EagerRunStopped, time_limit
+from fxport.engine import choices
+from fxport.eager.calls import half_the_threads, run_eager
+from fxport.eager.limits import SECONDS, EagerRunStopped, time_limit
 from fxport.errors import EagerRunError, VerificationError
-from fxport.inputs import InputSet
-from fxport.report import VerificationRow
+from fxport.eager.inputs import InputSet
+from fxport.report.result import VerificationRow
 from fxport.verify.compare import Acceptance
 from fxport.verify.inputs.generated import generate_input_sets
 from fxport.verify.judges import Bench, SetRun, open_judges, verdict
@@ -300,7 +300,7 @@ class _Waiting:
 def eager_reference(module: torch.nn.Module, inputs: InputSet, bounded: bool = False,
                     expected: Any = None) -> tuple[Any, float]:
     """``(eager's outputs, seconds it ran)``; ``expected``: the outputs when already known (not
-    run again); ``bounded``: inputs fxport made up, the run limited in time (fxport/eager_limits.py)."""
+    run again); ``bounded``: inputs fxport made up, the run limited in time (fxport/eager/limits.py)."""
     if expected is not None:
         return expected, 0.0
     started = time.perf_counter()

@@ -56,8 +56,8 @@ def exclude_failed_edges(rows, sets, user_sets, dynamic_axes, bounds) -> list | 
     ``rows[i]`` is ``sets[i]``'s row; ``user_sets`` the caller's sets (the example first).
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
-    >>> from fxport.report import VerificationRow
+    >>> from fxport.eager.inputs import InputSet
+    >>> from fxport.report.result import VerificationRow
     >>> sets = [InputSet((torch.ones(2, 3),), name="example"), InputSet((torch.ones(0, 3),), name="size[b=0]")]
     >>> rows = [VerificationRow("example", [[2, 3]], "CPU", 0, 0, 1, True),
     ...         VerificationRow("size[b=0]", [[0, 3]], "CPU", 0, 0, 1, False, [ORT_FAILED], "ONNX Runtime failed: crashed")]

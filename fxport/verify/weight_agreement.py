@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fxport.eager import run_eager
-from fxport.inputs import InputSet
+from fxport.eager.calls import run_eager
+from fxport.eager.inputs import InputSet
 from fxport.verify.compare import flatten_outputs, to_numpy
 
 

@@ -20,8 +20,8 @@ import torch
 from fxport.verify.compare import Acceptance, compare
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow import operators as runtime
-from fxport.pipeline import run
-from fxport.report import AppliedRewrite, count_ops
+from fxport.engine.pipeline import run
+from fxport.report.result import AppliedRewrite, count_ops
 
 logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 logging.getLogger("onnxscript").setLevel(logging.ERROR)

@@ -76,7 +76,7 @@ def test_a_split_into_another_shape_is_refused_at_the_users_line():
 def test_a_pair_split_by_python_alone_costs_nothing_in_the_graph():
     """Python ran the loop, so the objects keep their identity: no flag in the program, no write
     into the caller's input, no Where in the file."""
-    from fxport.pipeline import run
+    from fxport.engine.pipeline import run
 
     model = m.ResidualAfterStaticLoop().eval()
     job = run(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), until="capture", verify=False)

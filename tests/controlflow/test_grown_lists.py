@@ -150,7 +150,7 @@ def test_zero_trips_with_an_empty_list_is_empty_where_eager_raises():
 @pytest.mark.slow
 def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
     """The differential test is sharp: a writer that does not advance its offset fails it."""
-    from fxport.controlflow.operators.appender import Appender
+    from fxport.controlflow.operators.lists.appender import Appender
 
     original = Appender._write
 
@@ -259,7 +259,7 @@ def test_sizes_torch_cond_cannot_trace_are_refused_in_one_line(name):
 @pytest.mark.slow
 def test_end_to_end_convert_verifies_a_list_grown_in_a_while_loop():
     """fxport.convert: captured, lowered, verified on generated sizes (0, 1, 2, ...) and trip counts."""
-    from fxport.report import count_ops
+    from fxport.report.result import count_ops
     from tests.conftest import run_onnx
 
     model = m.TwoLists()

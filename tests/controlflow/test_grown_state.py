@@ -51,10 +51,10 @@ def test_a_finished_conversion_frees_its_loops():
     model's weights) while it lives, and a sweep of conversions does not accumulate them."""
     import gc
     import fxport
-    from fxport.controlflow.operators import growing
+    from fxport.controlflow.operators.loops import growing
 
     model = m.GreedyNoCache(countdown=True).eval()
-    job = fxport.pipeline.run(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},), until="capture",
+    job = fxport.engine.pipeline.run(model, (prompt([3, 5], 4),), dynamic_shapes=({0: B, 1: L},), until="capture",
                               verify=False)
     made = list(job.grown_loops)
     assert made and all(key in growing.LOOPS for key in made)
@@ -137,7 +137,7 @@ def test_kv_cache_with_random_weights_equals_eager():
 @pytest.mark.slow
 def test_a_loop_that_ignores_its_break_is_caught(monkeypatch):
     """The comparison is sharp: an ONNX Loop that keeps going after every row stopped fails it."""
-    from fxport.controlflow.operators import growing
+    from fxport.controlflow.operators.loops import growing
 
     real = growing.GrownLoop.keep_going
 
@@ -247,7 +247,7 @@ def test_graph_passes_run_on_the_body_of_a_growing_loop():
 
 
 def _all_rewrites(model):
-    from fxport.pipeline import run
+    from fxport.engine.pipeline import run
 
     job = run(model, (torch.tensor([[0.25, 0.25]]), torch.tensor(3)), until="rewrite", verify=False)
     return job.rewrites

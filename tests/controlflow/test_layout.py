@@ -141,8 +141,10 @@ def test_control_flow_rules_are_the_names_records_carry():
 def test_every_operator_module_is_exported_and_generated_code_names_them_without_side_effect_imports():
     from fxport.controlflow import operators
 
-    files = sorted(path.stem for path in pathlib.Path(operators.__file__).parent.glob("*.py") if path.stem != "__init__")
-    assert sorted(module.__name__.rsplit(".", 1)[1] for module in operators.MODULES) == files
-    assert all(hasattr(operators, name) for name in files)
+    root = pathlib.Path(operators.__file__).parent  # loops/ and lists/ hold modules of their own
+    files = sorted(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+                   for path in root.rglob("*.py") if path != root / "__init__.py")
+    assert sorted(module.__name__.removeprefix(operators.__name__ + ".") for module in operators.MODULES) == files
+    assert all(hasattr(operators, name) for name in {name.split(".")[0] for name in files})
     converters = pathlib.Path(operators.__file__).parents[1] / "converters"
     assert not any("import targets" in path.read_text() for path in converters.glob("*.py"))

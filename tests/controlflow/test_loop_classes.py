@@ -198,7 +198,7 @@ def test_nms_whose_order_empties_stops_where_eager_stops_at_every_exit():
 def test_coverage_wants_a_shrinking_state_seen_empty(tmp_path):
     """A loop whose carried tensor shrinks but whose input sets never empty it is reported: the
     emptied exit is a side to cover (where no search reaches it, a warning at the loop's line)."""
-    from fxport.controlflow.operators.loops import EMPTIED, SHRANK
+    from fxport.controlflow.operators.loops.statements import EMPTIED, SHRANK
     from fxport.verify.exercise import ConstructCoverage
     from fxport.errors import SourceLocation
 

@@ -180,7 +180,7 @@ def test_unconvertible_loop_reports_line(name):
 
 def test_off_by_one_in_the_loop_test_is_caught(monkeypatch):
     """The differential test is sharp: a loop that runs one extra iteration fails it."""
-    from fxport.controlflow.operators import loop_lowering
+    from fxport.controlflow.operators.loops import while_loop as loop_lowering
 
     monkeypatch.setattr(loop_lowering, "_in_range", lambda counter, stop, step: counter <= stop)
     model = m.ForRangeInt()

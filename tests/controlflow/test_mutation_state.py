@@ -68,7 +68,7 @@ from torch.export.graph_signature import OutputKind
 
 from fxport.verify.compare import Acceptance, compare
 from fxport.errors import ControlFlowError
-from fxport.pipeline import run
+from fxport.engine.pipeline import run
 from tests.controlflow._util import Exported, line_in_source, run_ort
 
 BATCH = torch.export.Dim("b", min=1, max=64)
@@ -77,7 +77,7 @@ BATCH = torch.export.Dim("b", min=1, max=64)
 def export_keeping_program(model, args, dynamic_shapes=None):
     """export_to_ort that also returns the ExportedProgram (its mutation outputs)."""
     import onnxruntime as ort
-    from fxport.report import count_ops
+    from fxport.report.result import count_ops
 
     job = run(model, args, dynamic_shapes=dynamic_shapes, until="lower", verify=False)
     session = ort.InferenceSession(job.onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])

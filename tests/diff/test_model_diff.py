@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fxport.diff.model_diff import diff_model, stock_baseline
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from tests.conftest import line_of, run_cli
 from tests.diff.models import IfElse, Plain
 

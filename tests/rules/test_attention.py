@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import fxport
 import fxport.testing
-from fxport.report import iter_nodes
+from fxport.report.result import iter_nodes
 from fxport.rules import rule_of_node
 
 from benchmarks.attention_latency import LastHidden
@@ -190,8 +190,8 @@ def test_left_padded_llama_stock_file_differs_from_eager_fxport_file_does_not():
     assert sum(1 for record in result.rewrites if record.rule == RULE) == 2  # one per layer
 
     from fxport.capture.dynamic_dims import normalize_dynamic_shapes
-    from fxport.inputs import InputSet
-    from fxport.quiet import quiet_torch
+    from fxport.eager.inputs import InputSet
+    from fxport.common.quiet import quiet_torch
 
     with quiet_torch():
         stock = torch.onnx.export(module, (ids, mask), dynamo=True, verbose=False,

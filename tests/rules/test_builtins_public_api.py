@@ -62,9 +62,9 @@ def test_the_checker_catches_private_imports(tmp_path):
     path = tmp_path / "bad.py"
     path.write_text("import fxport\nfrom fxport.rules.graph import location_from_stack_trace\n"
                     "from fxport.rewrites._helpers import ints\nx = fxport.rules.registry.builtin_rules\n"
-                    "y = fxport.pipeline.run\nz = fxport.rules.graph_pass\n")
+                    "y = fxport.engine.pipeline.run\nz = fxport.rules.graph_pass\n")
     assert _private_uses(path) == [
         "line 2: from fxport.rules.graph import location_from_stack_trace",
         "line 4: fxport.rules.registry",
-        "line 5: fxport.pipeline",
+        "line 5: fxport.engine",
     ]

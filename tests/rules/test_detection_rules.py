@@ -167,7 +167,7 @@ def _nms_file(scores):
 
 
 def _verify_nms(model, program, scores):
-    from fxport.inputs import InputSet
+    from fxport.eager.inputs import InputSet
     from fxport.verify.verification import verify_model
 
     inputs = InputSet((OVERLAPPING, scores, torch.zeros(3, dtype=torch.int64)))

@@ -8,7 +8,7 @@ import torch
 from torch._higher_order_ops.while_loop import while_loop
 
 import fxport
-from fxport.report import iter_nodes
+from fxport.report.result import iter_nodes
 from fxport.rules import iter_graphs, rule_of_node, rules_of
 
 

@@ -7,7 +7,7 @@ import torch
 
 import fxport
 import fxport.testing
-from fxport.report import iter_nodes
+from fxport.report.result import iter_nodes
 from fxport.rules import rule_of_node, rules_of
 from fxport.rules.graph import apply_graph_rules
 

@@ -10,7 +10,7 @@ from onnxscript import opset18 as op
 import fxport
 import fxport.testing
 from fxport.rules import PROVENANCE_KEY, rule_of_node
-from fxport.report import iter_nodes
+from fxport.report.result import iter_nodes
 from tests.rules.cases import Apply
 
 

@@ -22,10 +22,14 @@ module             what it does
 ``logical``        ``and_``/``or_``/``not_``/``in_``
 ``conditionals``   ``if_stmt``/``ifexp``: Python, ``where`` or ``cond``
 ``size_one``       ``if x.shape[1] == 1:``: that branch sees the size as a static 1
-``loops``          ``while_stmt``/``for_stmt``/``range_``/``int_``
-``loop_lowering``  a data-dependent loop → ``while_loop``
-``growing``        a loop whose carried state grows → one ``fxport::grown_loop`` op call
-``appender``       lists grown in a data-dependent loop; ``stack``/``cat``
+``loops/``         loops: ``statements`` (``while_stmt``/``for_stmt``/``range_``/``int_``),
+                   ``while_loop`` (a data-dependent loop → ``while_loop``), ``growing`` (a
+                   loop whose carried state grows → one ``fxport::grown_loop`` op call),
+                   ``grown_inputs`` (what such a body reads), ``peeling`` (a first trip run
+                   before the loop)
+``lists/``         lists: ``appender`` (grown in a data-dependent loop; ``stack``/``cat``),
+                   ``carried`` (how a loop carries each, what it is after), ``selected``
+                   (appended under a tensor condition outside a converted loop)
 ``calls``          ``call``: the converted version of a user function
 ``indexing``       ``getitem``/``setitem`` with a traced index
 ``numbers``        ``float_``/``tolist``/``data_``/``numpy_``: numbers read from tensors in converted code
@@ -49,7 +53,7 @@ Example::
 import importlib as _importlib
 import pkgutil as _pkgutil
 
-from fxport.controlflow.operators.appender import Appender, cat, len_, stack
+from fxport.controlflow.operators.lists.appender import Appender, cat, len_, stack
 from fxport.controlflow.operators.calls import (
     CONVERTED,
     all_,
@@ -70,7 +74,7 @@ from fxport.controlflow.operators.failures import find_error
 from fxport.controlflow.operators.indexing import getitem, narrow, setitem, slice_
 from fxport.controlflow.operators.info import FunctionSource, StatementInfo, statement
 from fxport.controlflow.operators.logical import and_, in_, not_, or_
-from fxport.controlflow.operators.loops import (
+from fxport.controlflow.operators.loops.statements import (
     TensorRange,
     for_stmt,
     int_,
@@ -86,8 +90,10 @@ from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSI
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
 from fxport.controlflow.operators.values import Undefined, undefined
 
-#: every operator module, imported: ``_fx.<module>.<function>`` resolves for each of them
-MODULES = tuple(_importlib.import_module(f"{__name__}.{_found.name}") for _found in _pkgutil.iter_modules(__path__))
+#: every operator module, imported (those in ``loops/`` and ``lists/`` too): ``_fx.<module>.<function>``
+#: resolves for each top-level one
+MODULES = tuple(_importlib.import_module(_found.name)
+                for _found in _pkgutil.walk_packages(__path__, prefix=f"{__name__}."))
 
 __all__ = [
     "CONTROL_FLOW_RULES",

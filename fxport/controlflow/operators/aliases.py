@@ -25,7 +25,7 @@ import torch
 
 from fxport.controlflow.operators.values import same_layout
 from fxport.errors import ControlFlowError
-from fxport.frames import here
+from fxport.common.frames import here
 
 
 def same(x, y):

@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender, stack
+from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.optional import call_with_optionals, has_optional
 from fxport.controlflow.operators.values import as_int64, is_traced
 

@@ -29,11 +29,11 @@ import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
                                                     operand_spec, rebuilt, run_branch)
-from fxport.controlflow.operators.appender import Appender
+from fxport.controlflow.operators.lists.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
 from fxport.controlflow.operators.optional import as_optional, is_optional, merged, one_side_none, truth, unset
 from fxport.controlflow.operators.rule_names import rule_name
-from fxport.controlflow.operators.selected_list import aligned_outputs, selected_lists, truth_of_selected
+from fxport.controlflow.operators.lists.selected import aligned_outputs, selected_lists, truth_of_selected
 from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
 from fxport.controlflow.operators.targets import Missing

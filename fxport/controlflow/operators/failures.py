@@ -41,7 +41,7 @@ def refuse_here(what: str, hint: str):
     inside a body dynamo traces (no frame can be read there), from torch's report of it."""
     if torch.compiler.is_dynamo_compiling():
         fail(what, None, hint)
-    from fxport.frames import here
+    from fxport.common.frames import here
 
     raise ControlFlowError(what, where=here(), hint=hint)
 
@@ -79,7 +79,7 @@ def find_error(exc: BaseException) -> ControlFlowError | None:
     raised without a statement is located at the innermost user line torch's report names."""
     error = _own_error(exc)
     if error is not None and error.where is None:
-        from fxport.frames import user_location_in
+        from fxport.common.frames import user_location_in
 
         error.where = user_location_in(str(exc))
     return error

@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
-from fxport.controlflow.operators.appender import Appender, stack
+from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.failures import refuse_here
 from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
 from fxport.errors import ControlFlowError
-from fxport.frames import here
+from fxport.common.frames import here
 
 
 class TensorSlice:

@@ -6,7 +6,7 @@ which fails inside a ``cond`` branch or a ``while_loop`` body (and in a branch r
 ``.item()`` (a SymFloat: a double, as in Python, usable in arithmetic and comparisons, which
 become tensor ops), ``float`` of an integer tensor is ``sym_float`` of its ``.item()``. At the
 top level of a function (``nested=False``, outside any traced body) ``float(t)`` runs as written,
-so top-level behaviour does not change. ``int(t)`` is :func:`~fxport.controlflow.operators.loops.int_`.
+so top-level behaviour does not change. ``int(t)`` is :func:`~fxport.controlflow.operators.loops.statements.int_`.
 
 ``t.data`` inside converted code is ``t.detach()`` while exporting (the same values; ``.data`` of a
 tensor traced into a loop body is a tensor the body's tracer does not know, which export then

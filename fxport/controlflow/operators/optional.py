@@ -287,7 +287,7 @@ def _call_site():
     """The user's line making the call (outside a body dynamo traces, which cannot walk the stack)."""
     if torch.compiler.is_dynamo_compiling():
         return None
-    from fxport.frames import here
+    from fxport.common.frames import here
     return types.SimpleNamespace(location=here())
 
 

@@ -2,7 +2,7 @@
 
 A *session* (opened by :func:`fxport.controlflow.convert_control_flow`) says which lowering
 strategy applies, which conversions are disabled and where the
-:class:`~fxport.report.AppliedRewrite` records go. :func:`coverage` collects what converted
+:class:`~fxport.report.result.AppliedRewrite` records go. :func:`coverage` collects what converted
 statements did when they ran as plain Python, and :func:`probing` marks a loop body run once
 outside its loop to learn its types.
 
@@ -25,7 +25,7 @@ import dataclasses
 import torch
 
 from fxport.controlflow.operators.rule_names import conversion_named, has_conversion, rule_name
-from fxport.report import AppliedRewrite
+from fxport.report.result import AppliedRewrite
 
 
 @dataclasses.dataclass
@@ -149,7 +149,7 @@ def in_traced_body() -> bool:
 
 
 def record(info, rule: str, detail: str, **data) -> None:
-    """Add one :class:`~fxport.report.AppliedRewrite` (once per statement, rule and detail),
+    """Add one :class:`~fxport.report.result.AppliedRewrite` (once per statement, rule and detail),
     plus a ``<kind>-in-traced-body`` record for each statement nested in ``info``."""
     if not _SESSION or info is None or in_traced_body():
         return

@@ -26,7 +26,7 @@ import torch
 
 from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
 from fxport.errors import ControlFlowError
-from fxport.frames import here
+from fxport.common.frames import here
 
 
 class Missing(Undefined):

@@ -36,7 +36,7 @@ from typing import Iterator
 
 import torch
 
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 
 aten = torch.ops.aten
 

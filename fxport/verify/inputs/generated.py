@@ -12,9 +12,9 @@ import functools
 
 import torch
 
-from fxport import eager_limits
+from fxport.eager import limits as eager_limits
 from fxport.verify.inputs.domains import InputDomain, padding_mask
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.inputs.sizes import IN_PLACE_OF_MAX, element_count, generated_sizes
 
 
@@ -40,7 +40,7 @@ def generate_input_sets(
     exercises (``random``, ``left-padded mask``, ``larger[batch=3,seq=12], left-padded mask``).
 
     For a model with converted loops whose example's eager run the conversion timed
-    (:func:`fxport.eager_limits.example_cost`), a declared maximum too slow to run in eager is
+    (:func:`fxport.eager.limits.example_cost`), a declared maximum too slow to run in eager is
     replaced by the largest affordable size (``size[n=1024] in place of max 4096``), with one
     warning in the conversion's notes saying which sizes were not run.
     """

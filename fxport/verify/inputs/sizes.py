@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch  # noqa: F401 - the examples' tensors
 
-from fxport.eager_limits import ExampleCost
-from fxport.inputs import InputSet
+from fxport.eager.limits import ExampleCost
+from fxport.eager.inputs import InputSet
 
 
 def generated_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None,
@@ -249,11 +249,11 @@ def affordable_maximum(example: InputSet, dynamic_axes, sizes: dict[str, int], n
                        grid: dict, cost: ExampleCost | None) -> tuple[int, str] | None:
     """``(size, why)`` of the set run for ``name``'s declared ``maximum``: the maximum itself
     (``"max"``) when there is no ``cost`` or its estimated eager run (the example's seconds ×
-    the size ratio) is at most :meth:`~fxport.eager_limits.ExampleCost.affordable_seconds`;
+    the size ratio) is at most :meth:`~fxport.eager.limits.ExampleCost.affordable_seconds`;
     else the largest size halving it reaches (on the grid, above the example) that is; None
     when none is (``larger`` is then the largest size run).
 
-    >>> from fxport.eager_limits import ExampleCost
+    >>> from fxport.eager.limits import ExampleCost
     >>> boxes = InputSet((torch.ones(12, 4),))
     >>> affordable_maximum(boxes, {0: {0: "n"}}, {"n": 12}, "n", 4096, {}, ExampleCost(0.0001, 48))  # 34 ms
     (4096, 'max')

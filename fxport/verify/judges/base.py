@@ -31,7 +31,7 @@ from typing import Any, Callable, ClassVar, Iterable, Protocol
 
 import torch
 
-from fxport.inputs import InputSet
+from fxport.eager.inputs import InputSet
 from fxport.verify.compare import Acceptance, Comparison
 
 

@@ -13,7 +13,7 @@ integer output says nothing about float32 noise (no "vs a float64 run" clause th
 Example::
 
     >>> import numpy as np, torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> from fxport.verify.compare import Acceptance
     >>> from fxport.verify.judges.base import Bench, SetRun, verdict
     >>> from fxport.verify.judges.tolerance import FixedTolerance
@@ -35,8 +35,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from fxport.eager_limits import SECONDS, EagerRunStopped, example_cost, time_limit
-from fxport.inputs import InputSet
+from fxport.eager.limits import SECONDS, EagerRunStopped, example_cost, time_limit
+from fxport.eager.inputs import InputSet
 from fxport.verify.compare import Acceptance, Comparison, compare, flatten_outputs, same_specials
 from fxport.verify.judges.base import Bench, SetRun
 from fxport.verify.reference import Float64Reference, ReferenceRun
@@ -46,7 +46,7 @@ from fxport.verify.reference import Float64Reference, ReferenceRun
 #: stopped ...
 REFERENCE_SLOWDOWN = 100
 #: ... and at least this many seconds while the conversion measured its example's run
-#: (:func:`reference_limit`); without one, at least :data:`~fxport.eager_limits.SECONDS`.
+#: (:func:`reference_limit`); without one, at least :data:`~fxport.eager.limits.SECONDS`.
 REFERENCE_FLOOR = 10.0
 
 
@@ -94,13 +94,13 @@ class Float64Noise:
 
 def reference_limit(run: SetRun) -> float:
     """Seconds the float64 reference of the made-up set ``run`` may take: proportional to its
-    eager run, as eager's own budget is to the example's (:mod:`fxport.eager_limits`):
+    eager run, as eager's own budget is to the example's (:mod:`fxport.eager.limits`):
     :data:`REFERENCE_SLOWDOWN` × the set's eager seconds (or their estimate from the example's
     run), at least :data:`REFERENCE_FLOOR`. No upper bound: a stopped reference leaves its set
     failed, so a short one would refuse a correct file. Without a measured example (a direct
-    ``verify_model``), :data:`~fxport.eager_limits.SECONDS` or the multiple, whichever is longer.
+    ``verify_model``), :data:`~fxport.eager.limits.SECONDS` or the multiple, whichever is longer.
 
-    >>> from fxport.eager_limits import ExampleCost, measured
+    >>> from fxport.eager.limits import ExampleCost, measured
     >>> run = SetRun(InputSet((torch.ones(10),)), None, [], bounded=True, eager_seconds=0.5)
     >>> with measured(ExampleCost(seconds=0.01, elements=10)):
     ...     reference_limit(run), reference_limit(dataclasses.replace(run, eager_seconds=0.001))

@@ -9,7 +9,7 @@ Rows never cross a key that differs, so a wrong order still fails. Not under a c
 Example::
 
     >>> import numpy as np, torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> from fxport.verify.compare import Acceptance
     >>> from fxport.verify.judges.base import Bench, SetRun, verdict
     >>> from fxport.verify.judges.tolerance import FixedTolerance

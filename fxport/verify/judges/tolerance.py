@@ -9,7 +9,7 @@ together on cosine similarity instead (:func:`fxport.verify.compare.compare_fixe
 Example::
 
     >>> import numpy as np, torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> from fxport.verify.compare import Acceptance
     >>> from fxport.verify.judges.base import Bench, SetRun
     >>> judge = FixedTolerance.open(Bench(Acceptance()))

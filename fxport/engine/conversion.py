@@ -23,7 +23,7 @@ write      ``output_path``
 Example::
 
     >>> import torch
-    >>> from fxport.pipeline import run
+    >>> from fxport.engine.pipeline import run
     >>> job = run(torch.nn.Tanh(), (torch.randn(2, 3),), until="capture")
     >>> job.completed, job.lowered is None
     (['eager', 'capture'], True)
@@ -37,7 +37,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from fxport.options import Options
+from fxport.engine.options import Options
 
 if TYPE_CHECKING:
     import onnx
@@ -45,16 +45,16 @@ if TYPE_CHECKING:
 
     from fxport.verify.inputs.domains import InputDomain
     from fxport.capture.dynamic_dims import DimRange
-    from fxport.eager import Signature
+    from fxport.eager.calls import Signature
     from fxport.lower.external import Staging
     from fxport.lower.lowered import LoweredModel
-    from fxport.inputs import InputSet
-    from fxport.report import AppliedRewrite, ConversionResult, VerificationRow
+    from fxport.eager.inputs import InputSet
+    from fxport.report.result import AppliedRewrite, ConversionResult, VerificationRow
     from fxport.rules.registry import RuleSet
 
-#: The fields :func:`fxport.pipeline.start` fills before the first stage (and those that collect
+#: The fields :func:`fxport.engine.pipeline.start` fills before the first stage (and those that collect
 #: across stages): any stage may read them; every other field is read only after a stage that
-#: ``adds`` it ran (:class:`fxport.stages.Stage`).
+#: ``adds`` it ran (:class:`fxport.engine.stages.Stage`).
 SET_UP = frozenset({"model", "signature", "example", "options", "ruleset", "device", "staging", "extra_sets",
                     "dynamic_shapes", "output", "calibration_sets", "timer", "warnings", "artifacts", "completed",
                     "grown_loops"})
@@ -146,8 +146,8 @@ class Conversion:
         return {"timings": dict(self.timer.seconds), "rewrites": list(self.rewrites), "warnings": list(self.warnings)}
 
     def result(self) -> "ConversionResult":
-        """The finished run as a :class:`~fxport.report.ConversionResult`."""
-        from fxport.report import ConversionResult
+        """The finished run as a :class:`~fxport.report.result.ConversionResult`."""
+        from fxport.report.result import ConversionResult
 
         if "lower" not in self.completed:
             raise RuntimeError(f"a result needs the lower stage; this run stopped after {self.completed[-1:]}")

@@ -1,7 +1,7 @@
-"""The pipeline engine: run the stages of :mod:`fxport.stages` on one model, all or up to one.
+"""The pipeline engine: run the stages of :mod:`fxport.engine.stages` on one model, all or up to one.
 
 :func:`convert` is fxport's Python entry point (the CLI is a thin layer over it); :func:`run`
-stops after the stage named by ``until`` and returns the :class:`~fxport.conversion.Conversion`
+stops after the stage named by ``until`` and returns the :class:`~fxport.engine.conversion.Conversion`
 with every product so far — ``fxport ops`` stops after ``rewrite``, tests stop after
 ``capture``. Whatever stage a run stops at, the caller's module is left as it was (train/eval
 flags, buffers, inputs).
@@ -15,7 +15,7 @@ Example::
     >>> result = fxport.convert(Net(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: "batch"}})
     >>> result.verified, sorted(result.op_counts())
     (True, ['Add', 'Tanh'])
-    >>> job = fxport.pipeline.run(Net(), (torch.randn(4, 3),), until="rewrite")
+    >>> job = fxport.engine.pipeline.run(Net(), (torch.randn(4, 3),), until="rewrite")
     >>> job.completed, len(job.program.graph.nodes)
     (['eager', 'capture', 'rewrite'], 4)
 """
@@ -30,19 +30,19 @@ from typing import Any, Iterator
 
 import torch
 
-from fxport.controlflow.operators.growing import loops_made
-from fxport.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
+from fxport.controlflow.operators.loops.growing import loops_made
+from fxport.engine.conversion import SET_UP, Conversion, ProgressCallback, StageTimer
 from fxport.errors import ConversionError, UsageError
 from fxport.lower.exporter import prepare as prepare_exporter
 from fxport.lower.external import Staging
-from fxport.inputs import InputSet, to_input_sets
-from fxport.eager import Signature
+from fxport.eager.inputs import InputSet, to_input_sets
+from fxport.eager.calls import Signature
 from fxport.generation import caches as _caches  # noqa: F401 - registers transformers' caches with the runtime
-from fxport.load import load_calibration  # calibration may name user code: FILE.py:FUNC
-from fxport.options import Options, options_from
-from fxport.report import ConversionResult
+from fxport.load.targets import load_calibration  # calibration may name user code: FILE.py:FUNC
+from fxport.engine.options import Options, options_from
+from fxport.report.result import ConversionResult
 from fxport.rules import resolve as resolve_rules
-from fxport import stages
+from fxport.engine import stages
 from fxport.verify.verification import resolve_device
 
 
@@ -67,14 +67,14 @@ def convert(
         dynamic_shapes: torch.export's format (``Dim`` objects) or ``{"x": {0: "batch"}}``.
         output: where to write the model (atomically); None keeps it in memory.
         verify_inputs: more input sets to verify with: tuples of args, dicts of kwargs, or named InputSets.
-        options: an :class:`~fxport.options.Options` (its attributes say what each choice does).
+        options: an :class:`~fxport.engine.options.Options` (its attributes say what each choice does).
         progress: called as ``progress(stage, "start"|"done"|what it is doing)``.
-        **option_overrides: any :class:`~fxport.options.Options` field, e.g. ``verify=False``,
+        **option_overrides: any :class:`~fxport.engine.options.Options` field, e.g. ``verify=False``,
             ``precision="fp16"``, ``atol=1e-3``, ``convert_libraries=False`` (leave installed
             packages' code as written); applied on top of ``options``.
 
     Returns:
-        A :class:`~fxport.report.ConversionResult`.
+        A :class:`~fxport.report.result.ConversionResult`.
 
     Raises:
         fxport.ConversionError: a subclass naming the stage, the user's file:line and a fix;
@@ -97,7 +97,7 @@ def run(
     until: str | None = None,
     **option_overrides: Any,
 ) -> Conversion:
-    """Run the stages in order, through ``until`` (a name in :data:`fxport.stages.STAGES`; None:
+    """Run the stages in order, through ``until`` (a name in :data:`fxport.engine.stages.STAGES`; None:
     all of them), and return the conversion with what they produced. Arguments as :func:`convert`.
     """
     to_run = stages_through(until)
@@ -144,7 +144,7 @@ def check_reads(stage: stages.Stage, produced: set[str]) -> None:
     missing = [field for field in stage.reads if field not in produced]
     if missing:
         raise RuntimeError(f"stage {stage.name!r} reads {', '.join(missing)}, which no earlier stage of this run "
-                           "added; move it after the stage that adds them (fxport.stages.STAGES)")
+                           "added; move it after the stage that adds them (fxport.engine.stages.STAGES)")
 
 
 def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, verify_inputs,
@@ -172,7 +172,7 @@ def start(model: torch.nn.Module, args: Any, *, kwargs, dynamic_shapes, output, 
 
 
 def stages_through(until: str | None) -> tuple[stages.Stage, ...]:
-    """The stages of :data:`fxport.stages.STAGES` from the first through ``until`` (all when None)."""
+    """The stages of :data:`fxport.engine.stages.STAGES` from the first through ``until`` (all when None)."""
     names = [stage.name for stage in stages.STAGES]
     if until is None:
         return stages.STAGES
@@ -185,8 +185,8 @@ def scan_model(target: str, *, inputs=(), dynamic=(), inputs_fn=None, opset=None
     """Load ``target`` like ``fxport convert`` does, run the stages through ``rewrite`` and list
     every op still without an ONNX translation (``fxport ops``)."""
     from fxport.lower.missing_ops import find_missing_ops
-    from fxport.load import load_model
-    from fxport.quiet import quiet_torch
+    from fxport.load.targets import load_model
+    from fxport.common.quiet import quiet_torch
 
     loaded = load_model(target, input_specs=list(inputs), dynamic_specs=list(dynamic), inputs_fn=inputs_fn)
     example = loaded.input_sets[0]

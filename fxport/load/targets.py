@@ -32,9 +32,9 @@ from typing import Any, Callable
 import torch
 
 from fxport.errors import InputSpecError, ModelLoadError, SourceLocation
-from fxport.frames import user_location_from_exception
-from fxport.eager import forward_parameters
-from fxport.inputs import InputSet, TensorSpec, make_tensor, parse_dynamic_spec, parse_input_spec, to_input_sets
+from fxport.common.frames import user_location_from_exception
+from fxport.eager.calls import forward_parameters
+from fxport.eager.inputs import InputSet, TensorSpec, make_tensor, parse_dynamic_spec, parse_input_spec, to_input_sets
 
 
 @dataclasses.dataclass

@@ -1,8 +1,8 @@
 """Model inputs: :class:`InputSet` (one set of positional and keyword inputs) and what builds
 one: a call's arguments (:meth:`InputSet.of`), what an inputs function returned
 (:func:`to_input_sets`), and the command line's ``-i NAME=SHAPE[:DTYPE]`` / ``--dynamic
-NAME:AXIS=DIM`` specs. The one owner of input sets; :mod:`fxport.load` re-exports these names,
-:mod:`fxport.verify.inputs.generated` draws the verification sets. Shapes are spelled as :mod:`fxport.shapes` says.
+NAME:AXIS=DIM`` specs. The one owner of input sets; :mod:`fxport.load.targets` re-exports these names,
+:mod:`fxport.verify.inputs.generated` draws the verification sets. Shapes are spelled as :mod:`fxport.common.shapes` says.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from fxport.errors import InputSpecError
-from fxport.shapes import parse_shape
+from fxport.common.shapes import parse_shape
 
 @dataclasses.dataclass
 class InputSet:

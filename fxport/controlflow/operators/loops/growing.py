@@ -20,7 +20,7 @@ Example::
 
     >>> import torch
     >>> from fxport.controlflow.operators import StatementInfo
-    >>> from fxport.controlflow.operators.growing import GrownLoop
+    >>> from fxport.controlflow.operators.loops.growing import GrownLoop
     >>> info = StatementInfo("while", None, ("t",), params=("t",))
     >>> loop = GrownLoop("doc", info, lambda t: (torch.cat([t, t[-1:] + 1]),), lambda t: t.shape[0] < 4,
     ...                  None, [], {0: (0,)}, [])
@@ -42,7 +42,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
-from fxport.controlflow.operators.loop_inputs import free_inputs
+from fxport.controlflow.operators.loops.grown_inputs import free_inputs
 from fxport.controlflow.operators.state import disabled, record, strategy
 from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense
 
@@ -94,7 +94,7 @@ class GrownLoop:
 
     The carried state is flat: a state value that is a list or tuple of tensors (a KV cache per
     layer) is its leaves, ``specs`` the tree of each state value. ``growing``: flat state index
-    → the axes that grow. ``free``: one :class:`~fxport.controlflow.operators.loop_inputs.Free` per value the body reads. ``modules``:
+    → the axes that grow. ``free``: one :class:`~fxport.controlflow.operators.loops.grown_inputs.Free` per value the body reads. ``modules``:
     ``(module, parameter/buffer names)`` whose tensors follow the free tensors among the op's
     inputs, in that order.
     """

@@ -11,7 +11,7 @@ rows in order.
 Example::
 
     >>> import torch
-    >>> from fxport.controlflow.operators.selected_list import SelectedList, aligned
+    >>> from fxport.controlflow.operators.lists.selected import SelectedList, aligned
     >>> taken, untaken = SelectedList("xs", []), SelectedList("xs", [])
     >>> taken.append(torch.tensor(3.0))
     >>> a, b = aligned(taken, untaken)          # one candidate row; kept only where appended
@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender, ByIdentity, SelectedBefore, stack
+from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, SelectedBefore, stack
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import (is_number, is_row_of_numbers, numbers_as_tensors, row_of_numbers,
                                                 same_size, scalar)

@@ -2,7 +2,7 @@
 
 A loop whose test or range is a Python value runs as a Python loop (unrolled by export). Once
 the test, a bound of ``range`` or the break flag is traced, the (remaining) iterations are
-lowered by :func:`~fxport.controlflow.operators.loop_lowering.tensor_loop`.
+lowered by :func:`~fxport.controlflow.operators.loops.while_loop.tensor_loop`.
 
 A disabled ``while-to-while_loop`` / ``for-to-while_loop`` (``<kind>-in-traced-body`` inside a
 traced body) leaves the loop as written: it runs as a Python loop, so the capture fails on a
@@ -25,15 +25,15 @@ from typing import Callable
 
 import torch
 
-from fxport.controlflow.operators.appender import Appender, stack
+from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import and_, not_
-from fxport.controlflow.operators.loop_lowering import tensor_loop
+from fxport.controlflow.operators.loops.while_loop import tensor_loop
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
 from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced
-from fxport.eager_limits import EagerRunStopped
+from fxport.eager.limits import EagerRunStopped
 from fxport.errors import ControlFlowError
 
 _TRIP_LIMIT: list[int | None] = [None]
@@ -41,8 +41,8 @@ _TRIP_LIMIT: list[int | None] = [None]
 
 @contextlib.contextmanager
 def trip_limit(trips: int):
-    """Loops run as Python (eagerly) stop with :class:`~fxport.eager_limits.EagerRunStopped`
-    after ``trips`` iterations (the coverage search's inputs; fxport/eager_limits.py)."""
+    """Loops run as Python (eagerly) stop with :class:`~fxport.eager.limits.EagerRunStopped`
+    after ``trips`` iterations (the coverage search's inputs; fxport/eager/limits.py)."""
     previous, _TRIP_LIMIT[0] = _TRIP_LIMIT[0], trips
     try:
         yield

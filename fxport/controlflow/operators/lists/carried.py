@@ -1,17 +1,17 @@
 """Lists grown with ``.append`` in a data-dependent loop: how each is carried, and what it is after.
 
 A loop whose carried shapes stay fixed (``while_loop``) carries a list as an
-:class:`~fxport.controlflow.operators.appender.Appender` in ``rows`` mode (a buffer of the
+:class:`~fxport.controlflow.operators.lists.appender.Appender` in ``rows`` mode (a buffer of the
 range's length plus a length) or ``count`` mode (a count, then a second pass that writes the
 rows); a loop whose state grows (an ONNX ``Loop`` around its exported body,
-:mod:`fxport.controlflow.operators.growing`) carries it in ``grow`` mode, the stack of its
+:mod:`fxport.controlflow.operators.loops.growing`) carries it in ``grow`` mode, the stack of its
 elements so far, one row longer after each append. The probe of the body (one run outside the
 loop) gives the element's type and shape.
 
 Example::
 
     >>> import torch
-    >>> from fxport.controlflow.operators.appender import Appender, stack
+    >>> from fxport.controlflow.operators.lists.appender import Appender, stack
     >>> probed = Appender("ys", [])
     >>> probed.probe = [torch.ones(2)]
     >>> grown = allocate_growing(Appender("ys", [torch.zeros(2)]), probed, None)
@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.appender import Appender, Replay, SelectedBefore, varies
+from fxport.controlflow.operators.lists.appender import Appender, Replay, SelectedBefore, varies
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import dense
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from fxport.conversion import Conversion
-from fxport.files import write_atomically
+from fxport.engine.conversion import Conversion
+from fxport.common.files import write_atomically
 from fxport.lower.external import load_weights_into
 
 

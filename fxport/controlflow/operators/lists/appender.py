@@ -20,7 +20,7 @@ on one set of modes; split by mode, each mode's invariants would live in two fil
 Example::
 
     >>> import torch
-    >>> from fxport.controlflow.operators.appender import Appender, stack
+    >>> from fxport.controlflow.operators.lists.appender import Appender, stack
     >>> grown = Appender("ys", [], torch.zeros(3, 2), torch.zeros((), dtype=torch.int64))
     >>> grown.append(torch.ones(2)); grown.append(torch.full((2,), 2.0))
     >>> stack(grown)
@@ -38,7 +38,7 @@ from fxport.controlflow.operators.failures import fail, refuse_here
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 from fxport.errors import ControlFlowError
-from fxport.frames import here
+from fxport.common.frames import here
 
 
 class SelectedBefore(list):

@@ -82,7 +82,7 @@ _LIBRARY_MARKERS = (
     os.sep + "lib" + os.sep + "python3",
     "<frozen ",
 )
-_FXPORT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_FXPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fxport/, above common/
 _TASK_MODELS_DIR = os.path.join(_FXPORT_DIR, "generation") + os.sep  # model code fxport builds: converted as the user's
 
 

@@ -7,7 +7,7 @@ The one owner of the metadata keys fxport writes and reads:
   (op rules' translations, and the nodes lowered from what a graph rule or pass made);
 - the exporter's own per-node metadata, which fxport reads: :data:`EXPORTER_FX_NODE_KEY` (the FX
   node an ONNX node was lowered from) and :data:`EXPORTER_STACK_KEY` (its stack-trace text, see
-  :func:`fxport.frames.user_location_in`).
+  :func:`fxport.common.frames.user_location_in`).
 
 Imports nothing heavy (ONNX nodes are used through their ``metadata_props``).
 

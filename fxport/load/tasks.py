@@ -25,9 +25,9 @@ from typing import Any
 import torch
 
 from fxport.errors import ModelLoadError, UsageError, VerificationError
-from fxport.inputs import InputSet
-from fxport.load import LoadedModel
-from fxport.quiet import transformers_progress_bars_off
+from fxport.eager.inputs import InputSet
+from fxport.load.targets import LoadedModel
+from fxport.common.quiet import transformers_progress_bars_off
 
 TASKS = ("text-generation", "text-generation-step")
 #: new tokens when neither the command line nor the checkpoint's generation_config says

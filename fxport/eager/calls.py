@@ -1,14 +1,14 @@
 """Calling the user's model: its forward's signature, an eager run, its outputs made exportable.
 
 The engine's one door to the model's code (capture, domain, verify and coverage call the model
-through it); :mod:`fxport.load` only loads user code for the CLI. :class:`Signature` is computed
+through it); :mod:`fxport.load.targets` only loads user code for the CLI. :class:`Signature` is computed
 once per conversion (``Conversion.signature``) and carried to the stages that bind inputs to
 parameter names.
 
 Example::
 
     >>> import torch
-    >>> from fxport.inputs import InputSet
+    >>> from fxport.eager.inputs import InputSet
     >>> signature = Signature.of(torch.nn.Bilinear(2, 2, 1))
     >>> signature.names, signature.bound_names(InputSet((torch.ones(1, 2),), {"input2": torch.ones(1, 2)}))
     (['input1', 'input2'], ['input1', 'input2'])
@@ -21,16 +21,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import time
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
-from fxport import eager_limits
+from fxport.eager import limits as eager_limits
 from fxport.errors import EagerRunError, SourceLocation, UsageError
-from fxport.frames import user_location_from_exception
-from fxport.inputs import InputSet
+from fxport.common.frames import user_location_from_exception
+from fxport.eager.inputs import InputSet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +154,7 @@ def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
     run starts from the state the ONNX model bakes in and the user's module is left unchanged.
     The model runs on a copy of ``inputs``: a forward that writes into its inputs leaves the
     caller's tensors (and the next run's) as they were. Under a time limit on inputs fxport made
-    up, the run is bounded by its budget (:func:`fxport.eager_limits.budgeted`).
+    up, the run is bounded by its budget (:func:`fxport.eager.limits.budgeted`).
     """
     inputs = inputs.copy()
     try:
@@ -169,18 +167,3 @@ def run_eager(module: torch.nn.Module, inputs: InputSet) -> Any:
             where=user_location_from_exception(exc),
             hint="check the input shapes and dtypes against what forward expects",
         ) from exc
-
-
-def run_eager_reference(job) -> None:
-    """The eager stage (``job``: the :class:`~fxport.conversion.Conversion`): the model runs
-    eagerly on the example (a failure here is the model's, not the export's);
-    its outputs, copied, are verification's reference for the example. The run is timed: eager
-    runs on inputs fxport makes up later are budgeted from it (:class:`~fxport.eager_limits.ExampleCost`;
-    a first run is cold, up to 3× a warm one for a tiny model, which errs towards longer budgets
-    and smaller made-up sizes)."""
-    started = time.perf_counter()
-    outputs = run_eager(job.model, job.example)
-    job.example_cost = eager_limits.ExampleCost.of(job.model, job.example, time.perf_counter() - started,
-                                                   rewrites=job.rewrites, notes=job.warnings)
-    register_output_dataclasses(outputs)
-    job.example_outputs = pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, outputs)

@@ -1,12 +1,12 @@
 """What a conversion is asked to do, as one value: :class:`Options`.
 
 ``fxport convert``'s flags, :func:`fxport.convert`'s keywords and the stages of
-:mod:`fxport.pipeline` all read the same frozen value; it is checked once, when it is built, so a
+:mod:`fxport.engine.pipeline` all read the same frozen value; it is checked once, when it is built, so a
 stage never meets a bad combination (a usage error names the flag).
 
 Example::
 
-    >>> from fxport.options import Options
+    >>> from fxport.engine.options import Options
     >>> options = Options(verify=False, optimize="ort")
     >>> options.optimize, options.replace(atol=1e-3).atol
     ('ort', 0.001)
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fxport.choices import check_opset, check_precision, check_tolerances, optimize_level
+from fxport.engine.choices import check_opset, check_precision, check_tolerances, optimize_level
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The values fxport's options accept, defined once for the core and the command line.
 
-The core validates against these (:class:`fxport.options.Options` through the checks below,
+The core validates against these (:class:`fxport.engine.options.Options` through the checks below,
 :mod:`fxport.verify.verification`, the control-flow converter) and the CLI builds its choices from them.
 Imports nothing but :mod:`fxport.errors` (when a check fails), so ``fxport --help`` stays fast.
 

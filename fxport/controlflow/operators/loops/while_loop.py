@@ -1,7 +1,7 @@
 """Lower a data-dependent loop to ``torch._higher_order_ops.while_loop`` (ONNX ``Loop``).
 
 Ranges get an int64 counter, lists grown with ``.append`` become an
-:class:`~fxport.controlflow.operators.appender.Appender` (a preallocated buffer plus a length
+:class:`~fxport.controlflow.operators.lists.appender.Appender` (a preallocated buffer plus a length
 for a range; for a ``while`` loop or elements that change size, a count whose rows a second run
 of the loop writes when the list is stacked: :class:`_Loop` runs it), carried Python numbers
 become 0-d tensors of the dtype the body gives them. The body is run once outside the loop
@@ -15,8 +15,8 @@ Example::
 
     >>> import torch
     >>> from fxport.controlflow.operators import StatementInfo
-    >>> from fxport.controlflow.operators.loop_lowering import tensor_loop
-    >>> from fxport.controlflow.operators.loops import TensorRange
+    >>> from fxport.controlflow.operators.loops.while_loop import tensor_loop
+    >>> from fxport.controlflow.operators.loops.statements import TensorRange
     >>> info = StatementInfo("for", None, ("acc",), params=("acc",))
     >>> tensor_loop(info, (torch.tensor(0),), (), body_fn=lambda i, acc: (acc + i,), rng=TensorRange(0, 4, 1))
     (tensor(6),)
@@ -28,15 +28,15 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from fxport.controlflow.operators.appender import Appender, SelectedBefore
-from fxport.controlflow.operators.selected_list import joined_after, lists_selected_before
+from fxport.controlflow.operators.lists.appender import Appender, SelectedBefore
+from fxport.controlflow.operators.lists.selected import joined_after, lists_selected_before
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
-from fxport.controlflow.operators.growing import grown_loop, loops_made_so_far
+from fxport.controlflow.operators.loops.growing import grown_loop, loops_made_so_far
 from fxport.controlflow.operators.indexing import getitem
-from fxport.controlflow.operators.list_lowering import allocate, allocate_growing, finish, finish_grown
+from fxport.controlflow.operators.lists.carried import allocate, allocate_growing, finish, finish_grown
 from fxport.controlflow.operators.logical import not_
-from fxport.controlflow.operators.peeling import peeled_loop
+from fxport.controlflow.operators.loops.peeling import peeled_loop
 from fxport.controlflow.operators.optional import as_optional, is_optional, placeholder, unset
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import probing, record
@@ -72,7 +72,7 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
 
 
 def _rest_of_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
-    """The loop after its peeled first trip (:mod:`~fxport.controlflow.operators.peeling`)."""
+    """The loop after its peeled first trip (:mod:`~fxport.controlflow.operators.loops.peeling`)."""
     return _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
 
 

@@ -1,9 +1,9 @@
 """The pipeline's stages, in order: eager → capture → rewrite → lower → precision → verify →
 coverage → write.
 
-Each stage is a function of the :class:`~fxport.conversion.Conversion` (it reads what earlier
+Each stage is a function of the :class:`~fxport.engine.conversion.Conversion` (it reads what earlier
 stages produced and adds its own product) plus a predicate saying whether it applies to this run.
-:data:`STAGES` is the order :func:`fxport.pipeline.run` follows; a new stage is one function and
+:data:`STAGES` is the order :func:`fxport.engine.pipeline.run` follows; a new stage is one function and
 one entry there.
 
 Example::
@@ -18,21 +18,21 @@ import dataclasses
 from typing import Callable
 
 from fxport.capture.stage import capture_program
-from fxport.conversion import Conversion
-from fxport.eager import run_eager_reference
+from fxport.engine.conversion import Conversion
+from fxport.eager.stage import run_eager_reference
 from fxport.lower.stage import convert_precision, lower_to_onnx
 from fxport.rules.stage import rewrite_graphs
 from fxport.verify.stage import converted_control_flow, exercise_converted_control_flow, verify_outputs
-from fxport.write import write_output, writes
+from fxport.write.stage import write_output, writes
 
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
     """A named step of the pipeline; ``applies`` says whether this run needs it.
 
-    ``reads`` names the :class:`~fxport.conversion.Conversion` fields the stage needs: set-up
-    fields (:data:`~fxport.conversion.SET_UP`) or fields an earlier stage ``adds``; the engine
-    checks that before running it (:func:`fxport.pipeline.run`).
+    ``reads`` names the :class:`~fxport.engine.conversion.Conversion` fields the stage needs: set-up
+    fields (:data:`~fxport.engine.conversion.SET_UP`) or fields an earlier stage ``adds``; the engine
+    checks that before running it (:func:`fxport.engine.pipeline.run`).
     """
 
     name: str
@@ -79,7 +79,7 @@ def stage_table(stages: tuple[Stage, ...] = None) -> str:
         >>> print(stage_table(STAGES[:1]))
         | stage | function | reads | adds to the `Conversion` |
         | --- | --- | --- | --- |
-        | eager | `eager.run_eager_reference` | `model`, `example` | `example_outputs`, `example_cost` |
+        | eager | `eager.stage.run_eager_reference` | `model`, `example` | `example_outputs`, `example_cost` |
     """
     def names(fields: tuple[str, ...]) -> str:
         return ", ".join(f"`{field}`" for field in fields) or "—"

@@ -12,7 +12,7 @@ The time a run may take is proportional to the example's own eager run (:class:`
 measured by the eager stage): :data:`BUDGET_MULTIPLE` × the example's seconds × how many times
 the example's input elements the set holds, at least :data:`BUDGET_FLOOR`, at most
 :data:`SECONDS`. A limit set without seconds (``time_limit()``) is narrowed to that budget when
-the model the conversion measured runs (:func:`budgeted`, called by :func:`fxport.eager.run_eager`).
+the model the conversion measured runs (:func:`budgeted`, called by :func:`fxport.eager.calls.run_eager`).
 ONNX Runtime's run of a made-up set is bounded by the same budget (:func:`onnx_runtime_limit`,
 applied by :class:`fxport.verify.isolated.ChildSession`), and the float64 reference of one by a
 multiple of the set's eager run (:mod:`fxport.verify.judges.float64_noise`).
@@ -47,7 +47,7 @@ import traceback
 import weakref
 from typing import Any, Callable
 
-from fxport.frames import SourceLocation, user_location_from_stack
+from fxport.common.frames import SourceLocation, user_location_from_stack
 
 #: Seconds an eager run on a generated or searched input set may take, at most.
 SECONDS = 60.0

@@ -1,0 +1,1 @@
+"""The report: what a conversion produced, as data (ConversionResult, AppliedRewrite, rows)."""

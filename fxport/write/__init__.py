@@ -1,0 +1,1 @@
+"""The write stage: the model (and its external data) at the output path, atomically."""
