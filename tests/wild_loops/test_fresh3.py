@@ -1,0 +1,37 @@
+"""fxport on the "fresh3" loops (tests/wild_loops/fresh3_models.py): 12 loops ported from public code
+that nobody on the engine team had seen (torchaudio's RNN-T beam search and edit distance, a YOLOv3
+evaluation matcher, the Deep Implicit Layers tutorial's Anderson solver, two hand-written KV-cache
+loops around tiny transformers models, whisper's word-timestamp DTW, fast_pytorch_kmeans, Tacotron 1's
+greedy decoder, deepspeech.pytorch's greedy decoder, ESPnet2's Transformer-TTS inference and
+mmdetection's MaxIoUAssigner), measured out of sample.
+
+One test per case: it converts, equals eager on every held-out set, and holds an ONNX ``Loop``.
+Cases fxport refuses today are strict xfails whose reason is the class of failure and the first
+line of fxport's message (file locations and hints left out), so a fix turns them red (XPASS).
+Measured table: ``python3 -m tests.wild_loops.measure --group fresh3``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.wild_loops.fresh3_models import CASES
+from tests.wild_loops.harness import cases_with_xfails, check
+
+XFAIL: dict[str, str] = {
+    'torchaudio_rnnt_beam_search': "a Python list indexed by a run-time value (b_hypos = [b_hypos[idx] for idx in sorted_idx] on a list of hypothesis tuples in `while a_hypos`): a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items",
+    'torchaudio_edit_distance': "a Python list written under a tensor condition (dnew[j] = dold[j - 1] under `if seq1[i - 1] == seq2[j - 1]`, rows of ints): if on a tensor condition writes into the list 'dnew'",
+    'yolov3_get_batch_statistics': "branches of different structure (target_labels = annotations[:, 0] if len(annotations) else []): if: the branches produce differently structured values for '<value>'",
+    'deq_tutorial_anderson': "loop counter used as a Python int in a converted loop body (n = min(k, m), F[:,:n], X[:,k%m] in the for with the .item() residual break): a number read from a tensor (.item(), float(), int()) is used as a Python int (a size, a count, a list length, range() outside a for header, str()) inside a converted branch or loop body (`for k in range(2, max_iter):`), which torch.cond/while_loop cannot trace",
+    'whisper_timing_dtw_backtrace': "loop counter used as a Python int in a converted loop body (cost[i - 1, j - 1] in the nested for over dynamic sizes around `if c0 < c1 and c0 < c2`): a number read from a tensor (.item(), float(), int()) is used as a Python int (a size, a count, a list length, range() outside a for header, str()) inside a converted branch or loop body (`for i in range(1, N + 1):`), which torch.cond/while_loop cannot trace",
+    'fast_pytorch_kmeans_fit_predict': "loop in a method called on another object (kmeans.fit_predict(X, centroids) on a plain KMeans object; the same loop in forward converts): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured",
+    'r9y9_tacotron_greedy_decoder': "a Python list written by index in a data-dependent loop, its refusal masked (decoder_rnn_hiddens[idx] = ... in `while True`; fxport's ControlFlowError and here() are traced by Dynamo): torch could not trace a converted loop or branch body (Dynamo does not know how to trace the builtin `sys._getframe.` This function is either a Python builtin (e.g. _warnings.warn) or a third-party C/C++ Python extension (perhaps created with pybind)), which torch's while_loop/cond cannot trace",
+    'deepspeech_greedy_decoder': "loop in a method called on another object (self.decoder.decode(...) on a plain GreedyDecoder: for i in range(size) with size = sizes[x], int_to_char[sequence[i].item()]): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured",
+    'espnet2_transformer_tts_inference': "branches of different structure (outs: a list, torch.cat'ed into a tensor on the break path of `while True`): if: the branches produce differently structured values for 'outs'",
+    'mmdet_max_iou_assigner': "loop in a method called on another object (self.assigner.assign -> assign_wrt_overlaps: for i in range(num_gts) with `if gt_max_overlaps[i] >= self.min_pos_iou`): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured",
+}
+
+
+@pytest.mark.parametrize("case", cases_with_xfails(CASES, XFAIL))
+def test_fresh3_loop(case):
+    check(case)
