@@ -13,8 +13,10 @@ exit on them converts); ``print(...)`` inside a branch or loop body →
 the traced graph (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
 at the function's top level, where they run as written).
 
-Plain names and ``self.method`` / ``module.function`` are wrapped; builtins, methods of local
-values and calls into ``torch``/``math``/… are left as written.
+Plain names, ``self.method`` / ``module.function`` and the methods of other objects
+(``self.assigner.assign``, ``solver.run``) are wrapped; builtins, methods a tensor or a builtin
+container has by name (``x.sum``, ``xs.append``) and calls into ``torch``/``math``/… are left as
+written.
 
 Example::
 
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+
+import torch
 
 from fxport.controlflow.astutil import RUNTIME, call, located, rt
 from fxport.controlflow.converters.base import ExpressionConverter
@@ -161,15 +165,39 @@ class CallConverter(ExpressionConverter):
         return ast.copy_location(converted, node)
 
     def _may_be_user_function(self, func: ast.expr) -> bool:
-        """Plain names and ``self.method`` / ``module.function``; not methods of local values."""
+        """Plain names, ``self.method`` / ``module.function``, and the methods of other objects
+        (``self.assigner.assign(...)``, ``solver.run(...)``, ``Solver().run(...)``) unless the
+        method's name is a tensor's or a builtin container's (``x.sum()``, ``xs.append(v)`` stay
+        as written); at run time :func:`~fxport.controlflow.operators.calls.call` converts only
+        user code and calls anything else as it is."""
         if isinstance(func, ast.Name):
             return func.id not in _BUILTINS and func.id not in _PLAIN_CALL_ROOTS and not func.id.startswith("_fx_")
-        if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
+        if not isinstance(func, ast.Attribute):
             return False
-        root = func.value.id
-        if root == self.ctx.self_name:
+        root = _root_name(func.value)
+        if root == self.ctx.self_name and isinstance(func.value, ast.Name):
             return True
-        return root not in self.ctx.local_names and root not in _PLAIN_CALL_ROOTS
+        if root in _PLAIN_CALL_ROOTS and (isinstance(func.value, ast.Name) or root != RUNTIME):
+            return False  # torch.x.y(...); not ``_fx.call(Solver)().run``: a method of what a call made
+        if isinstance(func.value, ast.Name) and root not in self.ctx.local_names:
+            return True  # module.function
+        return not _is_value_method(func.attr)
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """``a`` of ``a.b.c`` (or of ``a.b().c``); None for any other expression."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+#: types whose methods are left as written at call sites (a tensor's, a list's, a dict's, ...)
+_VALUE_TYPES = (torch.Tensor, list, dict, set, tuple, str, bytes, int, float)
+
+
+def _is_value_method(name: str) -> bool:
+    """A method name a tensor or a builtin value has (``sum``, ``append``, ``items``, ``format``)."""
+    return any(hasattr(kind, name) for kind in _VALUE_TYPES)
 
 
 #: legacy constructors given one list (torch.Tensor([to, d[to]]), torch.LongTensor(keep)) → their dtype
