@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import linecache
 import math
 import os
 import re
@@ -125,12 +126,7 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
     if traced_body is not None:
         return traced_body
     if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
-        return ControlFlowError(
-            "a Python number read from a tensor (.item(), float(), int()) is used as a number inside "
-            "a converted branch or loop body, which torch.cond/while_loop cannot trace",
-            where=where,
-            hint="keep it a tensor (x * x.max() rather than x * float(x.max().item()))",
-        )
+        return _number_in_body_refusal(exc, text, where)
     if _is_data_dependent(exc, text) and where is not None and where.function == "<lambda>":
         return ControlFlowError(
             "a tensor condition inside a lambda cannot be converted (fxport converts def functions "
@@ -169,6 +165,35 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
             "make the code that fixes it size-generic",
         )
     return _unclassified(exc, where, first_line)
+
+
+#: how torch read a number from a tensor as a Python value (the guard's frame) → the use, the hint
+_NUMBER_USES = {
+    "int": ("used as a Python int (a list length, range() outside a for header, str(), a library's int argument)",
+            "use it where a tensor can stand for it (an index, a slice bound, narrow, arithmetic, a comparison, "
+            "min/max, torch.tensor([n]), x.new_tensor, range() in a for header), or compute it before the loop"),
+    "float": ("used as a Python float (a library argument, a format, a function without a tensor form)",
+              "keep it a tensor (x * x.max() rather than x * float(x.max().item())); arithmetic, min/max and "
+              "math functions of it convert"),
+    "bool": ("tested as a Python bool (a condition in code fxport does not convert: a library's, a lambda's)",
+             "compare it as a tensor in the converted code itself (if/while on it, torch.where)"),
+}
+_GUARD_FRAMES = {"guard_int": "int", "__index__": "int", "__int__": "int", "guard_float": "float",
+                 "__float__": "float", "guard_bool": "bool", "__bool__": "bool"}
+
+
+def _number_in_body_refusal(exc: BaseException, text: str, where: SourceLocation) -> ControlFlowError:
+    """A number read from a tensor, used as a Python number inside a converted body: what it was
+    used as (the guard torch stopped at), the user's line as written, and what to do instead."""
+    frames = [f.name for error in _exception_chain(exc) for f in traceback.extract_tb(error.__traceback__)]
+    use = next((_GUARD_FRAMES[name] for name in frames if name in _GUARD_FRAMES),
+               "int" if "specialized integer" in text else None)
+    what, hint = _NUMBER_USES.get(use, ("used as a Python number", _NUMBER_USES["float"][1]))
+    line = linecache.getline(where.filename, where.lineno).strip() if where.filename else ""
+    written = f" (`{line[:80]}`)" if line else ""
+    return ControlFlowError(
+        f"a number read from a tensor (.item(), float(), int()) is {what} inside a converted branch or loop "
+        f"body{written}, which torch.cond/while_loop cannot trace", where=where, hint=hint)
 
 
 def _unclassified(exc: BaseException, where, first_line: str) -> ConversionError:

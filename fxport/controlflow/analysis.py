@@ -96,6 +96,8 @@ def in_place_call_targets(node: ast.Call, local_names=None) -> list[ast.expr]:
     """
     found = [kw.value for kw in node.keywords if kw.arg == "out"]
     func = node.func
+    if _is_bound_function(node):  # _fx.calls.bound(find, {...}, (parent,)): the function writes parent
+        return list(node.args[2].elts)
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == RUNTIME:
         return found  # fxport's own operators (_fx.len_, _fx.float_, _fx.print_) write nothing in place
     if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__"):
@@ -105,6 +107,13 @@ def in_place_call_targets(node: ast.Call, local_names=None) -> list[ast.expr]:
         if node.args and not on_local:
             found.append(node.args[0])
     return found
+
+
+def _is_bound_function(node: ast.Call) -> bool:
+    """``_fx.calls.bound(f, values, written)`` (converters/state_targets.py: a nested function
+    bound to a construct's locals); ``written``: a tuple of the names it writes in place."""
+    return (ast.unparse(node.func) == "_fx.calls.bound" and len(node.args) == 3
+            and isinstance(node.args[2], ast.Tuple))
 
 
 def root_name(node: ast.AST) -> str | None:
@@ -134,7 +143,8 @@ def _is_getitem(node: ast.Call) -> bool:
 
 
 def _is_setitem(node: ast.Call) -> bool:
-    return ast.unparse(node.func) == "_fx.setitem" and bool(node.args)
+    """``_fx.setitem(x, i, v)``, or ``_fx.targets.chained_setitem(x, (i, j), v)`` (``x[i][j] = v``)."""
+    return ast.unparse(node.func) in ("_fx.setitem", "_fx.targets.chained_setitem") and bool(node.args)
 
 
 # --- state targets: attributes, dict/list entries and locals written by a statement -------

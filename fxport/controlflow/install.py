@@ -110,7 +110,10 @@ def _build(fn: types.FunctionType) -> Callable:
     namespace: dict = {}
     exec(code, fn.__globals__, namespace)
     cells = [_cell_value(c, name) for c, name in zip(fn.__closure__ or (), result.freevars)]
-    converted = namespace[result.factory_name](operators, operators.info.register(result.infos), *cells)
+    factory, key = namespace[result.factory_name], operators.info.register(result.infos)
+    converted = factory(operators, key, *cells)
+    if cells and fn.__defaults__ is None and fn.__kwdefaults__ is None:  # made again bound to a body's values
+        operators.calls.REBUILDS[converted] = (factory, operators, key, result.freevars, tuple(cells))
     converted.__defaults__ = fn.__defaults__
     converted.__kwdefaults__ = fn.__kwdefaults__
     converted.__wrapped_original__ = fn

@@ -76,3 +76,37 @@ def names_bound_by_comprehensions(nodes) -> set[str]:
     the code, though not of the function."""
     return {n.id for node in (nodes if isinstance(nodes, list) else [nodes]) for sub in walk_same_scope(node)
             if isinstance(sub, COMPREHENSIONS) for n in _target_names(sub)}
+
+
+def nested_functions(fdef: ast.FunctionDef) -> dict[str, ast.FunctionDef]:
+    """The functions ``fdef`` defines with ``def`` in its own scope (in any of its blocks) whose
+    name nothing else binds there (no other def, assignment, parameter, import or
+    ``global``/``nonlocal``), undecorated and declaring no ``nonlocal``/``global`` themselves:
+    each name stands for that one function wherever the scope reads it.
+
+    >>> tree = ast.parse("def f(x):\\n    def g(i):\\n        return x[i]\\n    h = 1\\n    def h(): pass\\n    return g(0)")
+    >>> sorted(nested_functions(tree.body[0]))
+    ['g']
+    """
+    defs: dict[str, list] = {}
+    other: set[str] = {a.arg for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
+    for node in walk_same_scope(fdef):
+        if node is fdef:
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.ClassDef):
+            other.add(node.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            other.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            other |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            other |= set(node.names)
+    return {name: found[0] for name, found in defs.items()
+            if len(found) == 1 and name not in other and isinstance(found[0], ast.FunctionDef)
+            and not found[0].decorator_list and not _declares_outer(found[0])}
+
+
+def _declares_outer(fdef: ast.FunctionDef) -> bool:
+    return any(isinstance(node, (ast.Global, ast.Nonlocal)) for node in ast.walk(fdef))

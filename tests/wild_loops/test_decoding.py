@@ -27,7 +27,6 @@ XFAIL = {
     "nemo_rnnt_greedy": "a list read by position inside the loop that grows it (label == [] / label[-1]; x.narrow at the frame counter and hidden None before the loop convert): list 'label' grown in a data-dependent loop is read at position -1 inside the loop where it may hold fewer elements",
     "tacotron2_nvidia_inference": "state in attributes written by a callee inside the loop: an attribute or outer object written inside a converted loop or branch body, here through a function it calls, which torch's while_loop/cond cannot trace",
     "coqui_tacotron2_inference": 'a value changing size inside a converted branch: torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch',
-    "tacotron2_torchaudio_infer": 'in-place update of loop state in a called function: torch could not trace a converted loop or branch body (Higher order ops do not support input mutation. Found in <bound method HigherOrderOperator.name of torch._higher_order_ops.wh',
     "seq2seq_tutorial_evaluate": "carried value changes rank: for: loop variable 'decoder_input' changes shape from (1, 1) to ()",
     "torchnmt_beam_predict": 'first iteration unlike the rest (if t == 0: state repeated to batch*beam, preds undefined before the loop; GRU hidden batch unbacked in the body): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     "mingpt_generate": "set outside the range the model bounds itself to: ONNX Runtime differs from eager PyTorch on 1 of 11 input sets (first: size[prompt_len=6] outside exported 2..5, ONNX Runtime failed, max abs error nan); 'prompt_len' is bounded by ",
@@ -37,7 +36,6 @@ XFAIL = {
     "forced_align_backtrack": 'assert inside a data-dependent loop: while on a tensor condition has a side effect the converter cannot carry (assert at line 1450)',
     "wenet_ctc_greedy": 'a Python list from .tolist() indexed by a loop counter: a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items',
     "wenet_ctc_prefix_beam_search": "container written under a tensor condition: if on a tensor condition writes into the defaultdict 'next_hyps'",
-    "whisper_main_loop": 'wrong lowering caught by verification: ONNX Runtime differs from eager PyTorch on 9 of 13 input sets (first: example, output[1], max abs error 0.000852; vs a float64 run: onnx 0.000852, eager float32 0, beyond float32 n',
 }
 
 

@@ -42,7 +42,6 @@ _XFAIL = {
     "lbfgs_strong_wolfe": 'float() of the loss at the top level (runs as written), Python lists and min/max on tensors: data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     "demucs_separate_sources_chunks": "loop-local under `with torch.no_grad()` taken for loop state (the real blocker is the Fade attributes): while: variable 'out' is first defined inside a data-dependent loop and read after it or in the next iteration, with no value before the loop",
     "dbscan_grow_cluster_queue": "a Python list written at a tensor index under a tensor condition (labels[Pn] = C): if on a tensor condition writes into the list 'labels'",
-    "aiayn_translator_beam_item_break": 'wrong lowering caught by verification: ONNX Runtime differs from eager PyTorch on 2 of 6 input sets (first: smaller[src_len=2], output[0] shape [2] != [3], max abs error inf); run with --debug, or report the model; fxpo',
     "tensor_priority_queue_dijkstra": 'internal error leaks: torch.export failed: RuntimeError: The tensor has a non-zero number of elements, but its data is not allocated yet.',
     "xtransformers_generate_eos_break": 'attribute write in a nested for inside the converted loop (runs 0 times; cache None before the loop): for on a tensor condition has a side effect the converter cannot carry (assignment to inter.cached_kv at line 1815)',
 }

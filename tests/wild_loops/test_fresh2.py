@@ -17,7 +17,6 @@ from tests.wild_loops.fresh2_models import CASES
 from tests.wild_loops.harness import cases_with_xfails, check
 
 XFAIL: dict[str, str] = {
-    'kospeech_rnnt_decode_hidden_none': "number read from a tensor used as a Python number in a loop body (new_tensor([[int(pred_token.item())]]); hidden_state = None is peeled): a Python number read from a tensor (.item(), float(), int()) is used as a number inside a converted branch or loop body, which torch.cond/while_loop cannot trace",
     'rwkv_150_lines_init_state_none': "in-place update of loop state in a called function (state[5*i+2] = ... in time_mixing; init_state = None is peeled): torch could not trace a converted loop or branch body (Higher order ops do not support input mutation. Found in <bound method HigherOrderOperator.name of torch._higher_order_ops.wh",
     'gpt2_chitchat_past_none_sep_break': "numbers read with .item() into a list re-read inside the loop (for id in set(generated)): list 'generated' grown in a data-dependent loop can only be used with torch.stack/torch.cat",
     'pytorch_yolov3_2018_nms_output_none': "list written by the loop index under a data-dependent `continue` (output[image_i] = ... if output[image_i] is None else torch.cat(...)): if on a tensor condition writes into the list 'output'",

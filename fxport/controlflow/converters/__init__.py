@@ -27,7 +27,7 @@ from fxport.controlflow.converters.return_statements import ReturnsInIfs, Return
 from fxport.controlflow.converters.size_comparisons import SizeComparisons
 from fxport.controlflow.converters.slices import SliceConverter
 from fxport.controlflow.converters.try_statements import TryStatements
-from fxport.controlflow.converters.state_targets import StateTargets
+from fxport.controlflow.converters.state_targets import NestedFunctionCalls, StateTargets
 from fxport.controlflow.converters.while_statements import WhileConverter
 from fxport.controlflow.converters.with_statements import WithStatements
 
@@ -39,6 +39,7 @@ CONVERTERS: list[type] = [
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused
     WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced
     ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
+    NestedFunctionCalls,  # a nested function used in an if/while/for → bound to the construct's locals
     Aliases,  # x = y, then a statement rebinding one on some paths, then an in-place write → a carried flag
     StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
     NoneChecks,  # x is None → _fx.optional.is_none(x), a tensor for a value None on some paths

@@ -44,6 +44,7 @@ import torch
 
 from fxport.controlflow.astutil import RUNTIME, call, located, rt
 from fxport.controlflow.converters.base import ExpressionConverter
+from fxport.controlflow.operators.numbers import MATH_FUNCTIONS
 
 _PLAIN_CALL_ROOTS = {
     "torch", "F", "nn", "math", "np", "numpy", "operator", "functools", "itertools", RUNTIME,
@@ -121,6 +122,9 @@ class CallConverter(ExpressionConverter):
         if _is_torch_attr(func, ("tensor",)) and node.args:  # torch.tensor([[i, 0]]) with a traced counter
             node.func = ast.copy_location(rt("tensor_"), func)
             return node
+        constructed = _tensor_construction(node)
+        if constructed is not None:
+            return constructed
         if _is_torch_attr(func, tuple(_LEGACY_TENSORS)) and len(node.args) == 1 and not node.keywords:
             return self._legacy_tensor(node, func)
         if (isinstance(func, ast.Name) and func.id == "map" and len(node.args) >= 2
@@ -130,6 +134,9 @@ class CallConverter(ExpressionConverter):
         if isinstance(func, ast.Name) and func.id in ("int", "len", "all", "any") and len(node.args) == 1 and not node.keywords:
             node.func = ast.copy_location(rt(func.id + "_"), func)
             return node
+        number = _number_function(node)
+        if number is not None:
+            return number
         if not self._may_be_user_function(func):
             return node
         node.func = ast.copy_location(call(rt("call"), func), func)
@@ -177,8 +184,8 @@ class CallConverter(ExpressionConverter):
         root = _root_name(func.value)
         if root == self.ctx.self_name and isinstance(func.value, ast.Name):
             return True
-        if root in _PLAIN_CALL_ROOTS and (isinstance(func.value, ast.Name) or root != RUNTIME):
-            return False  # torch.x.y(...); not ``_fx.call(Solver)().run``: a method of what a call made
+        if root in _PLAIN_CALL_ROOTS and not (root == RUNTIME and isinstance(func.value, ast.Call)):
+            return False  # torch.x.y(...), _fx.optional.is_none(...); not ``_fx.call(Solver)().run``
         if isinstance(func.value, ast.Name) and root not in self.ctx.local_names:
             return True  # module.function
         return not _is_value_method(func.attr)
@@ -203,6 +210,45 @@ def _is_value_method(name: str) -> bool:
 #: legacy constructors given one list (torch.Tensor([to, d[to]]), torch.LongTensor(keep)) → their dtype
 _LEGACY_TENSORS = {"Tensor": None, "FloatTensor": "float32", "DoubleTensor": "float64", "LongTensor": "int64",
                    "IntTensor": "int32", "BoolTensor": "bool"}
+
+
+def _tensor_construction(node: ast.Call) -> ast.Call | None:
+    """``x.new_tensor(data, ...)`` → ``_fx.new_tensor_(x, data, ...)``, ``x.new_full(...)``
+    → ``_fx.new_full_(x, ...)``, ``torch.as_tensor(data, ...)`` → ``_fx.as_tensor_``:
+    data holding numbers read from tensors is built from them (no value read)."""
+    func = node.func
+    if _is_torch_attr(func, ("as_tensor",)) and node.args:
+        node.func = ast.copy_location(rt("as_tensor_"), func)
+        return node
+    if (isinstance(func, ast.Attribute) and func.attr in ("new_tensor", "new_full") and node.args
+            and not (isinstance(func.value, ast.Name) and func.value.id in _PLAIN_CALL_ROOTS)):
+        made = ast.Call(func=ast.copy_location(rt(func.attr + "_"), func), args=[func.value, *node.args],
+                        keywords=node.keywords)
+        return located(ast.copy_location(made, node), node)
+    return None
+
+
+#: builtins of numbers → their operator (operators/numbers.py: a number read from a tensor, kept a tensor)
+_NUMBER_BUILTINS = {"min": "min_", "max": "max_", "divmod": "divmod_", "bool": "bool_", "round": "round_"}
+
+
+def _number_function(node: ast.Call) -> ast.Call | None:
+    """``min(a, b)`` → ``_fx.min_(min, a, b)`` (so for ``max``, ``divmod``, ``bool``, ``round``) and
+    ``math.sqrt(x)`` → ``_fx.math_(math.sqrt, x)`` (of the functions
+    :data:`~fxport.controlflow.operators.numbers.MATH_FUNCTIONS` names): the operators compute a
+    number read from a tensor with tensor ops; the function itself is passed, so a name that is
+    not the builtin where it is called (``from torch import max``) is called as written."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS and node.args and not any(
+            isinstance(a, ast.Starred) for a in node.args):
+        node.args = [ast.copy_location(ast.Name(id=func.id, ctx=ast.Load()), func), *node.args]
+        node.func = ast.copy_location(rt(_NUMBER_BUILTINS[func.id]), func)
+        return node
+    if (isinstance(func, ast.Attribute) and func.attr in MATH_FUNCTIONS and isinstance(func.value, ast.Name)
+            and func.value.id == "math" and node.args and not node.keywords):
+        made = ast.Call(func=ast.copy_location(rt("math_"), func), args=[func, *node.args], keywords=[])
+        return located(ast.copy_location(made, node), node)
+    return None
 
 
 def _is_in_place_method(attr: str) -> bool:

@@ -30,16 +30,18 @@ class SliceConverter(ExpressionConverter):
     def visit_Call(self, node):
         """``x.narrow(dim, start, length)`` / ``torch.narrow(x, ...)`` → ``_fx.narrow(x, ...)``: a start
         that is a traced counter selects rows without reading it as a number (NeMo's RNN-T
-        ``x.narrow(dim=0, start=time_idx, length=1)``); any other start runs as written."""
+        ``x.narrow(dim=0, start=time_idx, length=1)``); any other start runs as written. ``x.roll(s, d)``
+        / ``torch.roll(x, s, d)`` → ``_fx.indexing.roll(x, s, d)``: a traced shift gathers the rows."""
         self.generic_visit(node)
         func = node.func
-        if not (isinstance(func, ast.Attribute) and func.attr == "narrow"):
+        if not (isinstance(func, ast.Attribute) and func.attr in ("narrow", "roll")):
             return node
         if isinstance(func.value, ast.Name) and func.value.id == "torch":
             args = list(node.args)
         else:
             args = [func.value, *node.args]
-        read = ast.Call(func=rt("narrow"), args=args, keywords=list(node.keywords))
+        operator = rt("narrow") if func.attr == "narrow" else ast.Attribute(value=rt("indexing"), attr="roll", ctx=ast.Load())
+        read = ast.Call(func=operator, args=args, keywords=list(node.keywords))
         return located(ast.copy_location(read, node), node) if getattr(node, "lineno", None) is not None else read
 
     def visit_Subscript(self, node):
@@ -59,8 +61,23 @@ class SliceConverter(ExpressionConverter):
             index = _index_expr(self.visit(target.slice))
             value = call(rt("setitem"), name(target.value.id), index, node.value)
             return ast.copy_location(ast.Assign(targets=[name(target.value.id, True)], value=value), node)
+        if len(node.targets) == 1 and _is_dynamic_chained_store(target):
+            return self._chained_store(target, node)
         self.generic_visit(node)
         return node
+
+    def _chained_store(self, target: ast.Subscript, node: ast.Assign) -> ast.Assign:
+        """``x[i][j] = v`` with a computed index → ``x = _fx.targets.chained_setitem(x, (i, j), v)``:
+        ``x[i]`` is a view where ``i`` picks one position, so the write reaches ``x``, which the
+        analysis then sees written (``_fx.getitem(x, i)[j] = v`` would write a copy at a traced ``i``)."""
+        indices, root = [], target
+        while isinstance(root, ast.Subscript):
+            indices.insert(0, _index_expr(self.visit(root.slice)))
+            root = root.value
+        node.value = self.visit(node.value)
+        operator = ast.Attribute(value=rt("targets"), attr="chained_setitem", ctx=ast.Load())
+        value = call(operator, name(root.id), tuple_(indices), node.value)
+        return located(ast.copy_location(ast.Assign(targets=[name(root.id, True)], value=value), node), node)
 
     def _assign_each(self, target: ast.Tuple, node: ast.Assign) -> list[ast.stmt]:
         """``a[i], a[j] = a[j].clone(), a[i].clone()`` (a swap) → the values into temporaries
@@ -76,8 +93,8 @@ class SliceConverter(ExpressionConverter):
 
     def visit_AugAssign(self, node):
         target = node.target
-        if _is_dynamic_item_store(target):
-            load = ast.Subscript(value=name(target.value.id), slice=copy.deepcopy(target.slice), ctx=ast.Load())
+        if _is_dynamic_item_store(target) or _is_dynamic_chained_store(target):
+            load = _loaded(target)
             combined = ast.copy_location(ast.BinOp(left=load, op=node.op, right=node.value), node)
             assign = ast.Assign(targets=[target], value=combined)
             return self.visit_Assign(ast.copy_location(assign, node))
@@ -94,6 +111,26 @@ def _index_expr(index: ast.expr) -> ast.expr:
     if isinstance(index, ast.Tuple):
         return ast.copy_location(tuple_([_index_expr(e) for e in index.elts]), index)
     return index
+
+
+def _loaded(target: ast.Subscript) -> ast.Subscript:
+    """A copy of the store target ``x[i]`` / ``x[i][j]`` as a read."""
+    load = copy.deepcopy(target)
+    for sub in ast.walk(load):
+        if isinstance(sub, (ast.Subscript, ast.Name)) and isinstance(sub.ctx, ast.Store):
+            sub.ctx = ast.Load()
+    return load
+
+
+def _is_dynamic_chained_store(target: ast.expr) -> bool:
+    """``x[i][j]`` (two indices or more) on a name with a computed index among them."""
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript)):
+        return False
+    parts, root = [], target
+    while isinstance(root, ast.Subscript):
+        parts.append(root.slice)
+        root = root.value
+    return isinstance(root, ast.Name) and not all(is_static_index(p) for p in parts)
 
 
 def _is_dynamic_item_store(target: ast.expr) -> bool:

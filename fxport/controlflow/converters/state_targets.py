@@ -13,6 +13,14 @@ updated in place after it (``_fx.targets.into``), so aliases, views and the call
 Targets whose path changes inside the statement (``self.bufs[i]`` with ``i`` assigned there)
 are left as written; the facts report them as side effects (refused under a tensor condition).
 
+A function defined inside the converted one and used inside a statement reads and writes the
+enclosing function's variables there (:class:`NestedFunctionCalls`): each use is bound to the
+statement's locals for them (``_fx.calls.bound``), so the analysis sees those reads and writes.
+
+Size: the three canonicalisations of state a statement changes outside its own locals
+(attributes and entries, locals written in place, the enclosing variables a nested function
+changes) share this module's reading of what a statement writes and its locals' naming.
+
 Example::
 
     >>> from fxport.controlflow.engine import convert_function
@@ -46,7 +54,7 @@ import types
 
 import torch
 
-from fxport.controlflow import analysis
+from fxport.controlflow import analysis, scopes
 from fxport.controlflow.astutil import at, call, located, map_blocks, name, rt, tuple_
 from fxport.controlflow.context import STATE_TARGET_PREFIXES
 from fxport.controlflow.converters.base import Canonicalization
@@ -389,3 +397,86 @@ def _replacement(item: ast.Subscript, method: str, args: list, module: ast.expr 
     if module is not None and hasattr(torch, plain) and analysis.root_name(module) in ("torch", "F"):
         return call(ast.Attribute(value=module, attr=plain, ctx=ast.Load()), _loaded(item), *args)
     return None
+
+
+class NestedFunctionCalls(Canonicalization):
+    """A function defined inside the converted one, used inside an if/while/for, reads and
+    writes the enclosing function's variables there (``def find(i): while parent[i] != i:
+    parent[i] = parent[parent[i]]`` called in a loop): the construct's outlined body holds
+    those variables as its own locals, so each use becomes ``_fx.calls.bound(find, {'parent':
+    parent}, (parent,))``, the function bound to the body's values (and the analysis sees the
+    reads, and the in-place writes in the tuple). Functions it uses that read them too are bound
+    with it (:func:`~fxport.controlflow.operators.calls.bound`)."""
+
+    def apply(self) -> None:
+        nested = scopes.nested_functions(self.ctx.fdef)
+        locals_ = self.ctx.local_names - set(nested) - {self.ctx.self_name}
+        reads = {n: scopes.free_names(d) & locals_ for n, d in nested.items()}
+        writes = {n: analysis.mutated(d.body) & reads[n] for n, d in nested.items()}
+        used = {}
+        for fn_name in nested:  # what it reads and writes itself and through the nested functions it uses
+            through = [fn_name, *_functions_used(fn_name, nested)]
+            fn_reads = set().union(*(reads[u] for u in through))
+            if fn_reads:
+                used[fn_name] = (sorted(fn_reads), sorted(set().union(*(writes[u] for u in through))))
+        if used:
+            self.ctx.fdef.body = [_BoundUses(used, _first_bindings(self.ctx.fdef)).visit(s) for s in self.ctx.fdef.body]
+
+
+class _BoundUses(ast.NodeTransformer):
+    """Each read of a nested function inside an if/while/for → ``_fx.calls.bound(...)`` (see
+    :class:`NestedFunctionCalls`); ``used``: name → (variables it reads, those it writes in place)."""
+
+    def __init__(self, used: dict, bindings: dict):
+        self.used, self.bindings, self.depth = used, bindings, 0
+
+    def _construct(self, node):
+        self.depth += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.depth -= 1
+
+    visit_If = visit_While = visit_For = _construct
+
+    def _scope(self, node):
+        return node  # a nested function or class reads its own names
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
+
+    def visit_Name(self, node):
+        if not (self.depth and isinstance(node.ctx, ast.Load) and node.id in self.used):
+            return node
+        reads, writes = self.used[node.id]
+        here = (node.lineno, node.col_offset)
+        known = [n for n in reads if self.bindings.get(n, here) < here]  # bound before this use
+        values = ast.Dict(keys=[ast.Constant(n) for n in known], values=[name(n) for n in known])
+        written = tuple_([name(n) for n in writes if n in known])
+        bound = call(ast.Attribute(value=rt("calls"), attr="bound", ctx=ast.Load()), name(node.id), values, written)
+        return located(ast.copy_location(bound, node), node)
+
+
+def _functions_used(start: str, nested: dict) -> set[str]:
+    """The nested functions ``start`` uses, directly or through the ones it uses."""
+    found, todo = set(), [start]
+    while todo:
+        current = todo.pop()
+        for used in scopes.free_names(nested[current]) & set(nested):
+            if used not in found and used != start:
+                found.add(used)
+                todo.append(used)
+    return found
+
+
+def _first_bindings(fdef) -> dict[str, tuple[int, int]]:
+    """Where each name of ``fdef``'s scope is first bound (parameters: before anything)."""
+    first: dict[str, tuple[int, int]] = {a.arg: (0, 0) for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
+    for node in scopes.walk_same_scope(fdef):
+        bound = None
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound = node.id
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not fdef:
+            bound = node.name
+        if bound is not None:
+            first[bound] = min(first.get(bound, (node.lineno, node.col_offset)), (node.lineno, node.col_offset))
+    return first

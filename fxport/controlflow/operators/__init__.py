@@ -32,7 +32,8 @@ module             what it does
                    (appended under a tensor condition outside a converted loop)
 ``calls``          ``call``: the converted version of a user function
 ``indexing``       ``getitem``/``setitem`` with a traced index
-``numbers``        ``float_``/``tolist``/``data_``/``numpy_``: numbers read from tensors in converted code
+``numbers``        ``float_``/``tolist``/``data_``/``numpy_``, ``min_``/``max_``/``math_``/...: numbers read
+                   from tensors in converted code
 ``contexts``       ``context``: a context manager in a body that may be traced
 ``info``           :class:`StatementInfo`, what the converter says about a statement
 ``containers``     library objects (a model's cache) carried as their tensors; the hook for them
@@ -60,9 +61,12 @@ from fxport.controlflow.operators.calls import (
     allclose,
     allclose_method,
     any_,
+    as_tensor_,
     call,
     equal,
     equal_method,
+    new_full_,
+    new_tensor_,
     print_,
     legacy_tensor_,
     tensor_,
@@ -85,7 +89,19 @@ from fxport.controlflow.operators.loops.statements import (
     trip_limit,
     while_stmt,
 )
-from fxport.controlflow.operators.numbers import data_, float_, numpy_, tolist, without_numpy
+from fxport.controlflow.operators.numbers import (
+    bool_,
+    data_,
+    divmod_,
+    float_,
+    math_,
+    max_,
+    min_,
+    numpy_,
+    round_,
+    tolist,
+    without_numpy,
+)
 from fxport.controlflow.operators.rule_names import CONTROL_FLOW_RULES, CONVERSIONS, rule_name
 from fxport.controlflow.operators.state import coverage, probing, records_rolled_back_on_failure, session
 from fxport.controlflow.operators.values import Undefined, undefined
@@ -110,11 +126,14 @@ __all__ = [
     "allclose_method",
     "and_",
     "any_",
+    "as_tensor_",
+    "bool_",
     "call",
     "cat",
     "context",
     "coverage",
     "data_",
+    "divmod_",
     "equal",
     "equal_method",
     "find_error",
@@ -127,6 +146,11 @@ __all__ = [
     "int_",
     "item_",
     "len_",
+    "math_",
+    "max_",
+    "min_",
+    "new_full_",
+    "new_tensor_",
     "in_",
     "not_",
     "numpy_",
@@ -136,6 +160,7 @@ __all__ = [
     "range_",
     "reversed_",
     "reversed_range",
+    "round_",
     "rule_name",
     "records_rolled_back_on_failure",
     "session",

@@ -24,8 +24,7 @@ from __future__ import annotations
 import torch
 
 from fxport.controlflow.operators.values import same_layout
-from fxport.errors import ControlFlowError
-from fxport.common.frames import here
+from fxport.controlflow.operators.failures import refuse_here
 
 
 def same(x, y):
@@ -50,13 +49,10 @@ def follow(flag, written, other, written_text: str, other_text: str):
     if not isinstance(flag, torch.Tensor):
         return other
     if not same_layout(written, other):
-        raise ControlFlowError(
-            f"{other_text} may still be the tensor {written_text} names (a converted statement rebinds one of "
-            f"them on some paths only), and the two differ in shape or dtype, so the write to {written_text} "
-            f"cannot be followed",
-            where=here(),
-            hint=f"assign a copy (.clone()) where one of {written_text} and {other_text} is set from the other, "
-                 "or rebind both names",
-        )
+        refuse_here(f"{other_text} may still be the tensor {written_text} names (a converted statement rebinds one of "
+                    f"them on some paths only), and the two differ in shape or dtype, so the write to {written_text} "
+                    f"cannot be followed",
+                    f"assign a copy (.clone()) where one of {written_text} and {other_text} is set from the other, "
+                    "or rebind both names")
     other.copy_(torch.where(flag, written, other))
     return other

@@ -24,7 +24,7 @@ import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.optional import call_with_optionals, has_optional
-from fxport.controlflow.operators.values import as_int64, is_traced
+from fxport.controlflow.operators.values import as_int64, is_number, is_traced, scalar
 
 #: original function → converted function (None: not user code, left alone)
 CONVERTED: dict[Callable, Callable | None] = {}
@@ -73,6 +73,47 @@ def _lookup(fn):
     if torch.compiler.is_dynamo_compiling() or not _CONVERTER:
         return None
     return _CONVERTER[0](fn)
+
+
+#: converted function → how to make it again with other values of the variables it reads from
+#: the function around it: ``(factory, runtime, key, names, values)``, the generated factory is
+#: called as ``factory(runtime, key, *values)`` (registered by the converter)
+REBUILDS: dict[Callable, tuple] = {}
+
+
+def bound(fn, values: dict, written: tuple = ()):
+    """``fn``, a function defined inside the converted function, where a converted branch or
+    loop body uses it: converted, and reading ``values`` (name → the body's value) for the
+    variables of the enclosing function it reads — the body's own copies of them, which the
+    loop carries, not the enclosing function's. A function it reads that reads them too is bound
+    the same way. ``written``: the values it writes in place (for the analysis; unused here).
+
+    >>> bound(len, {})([1, 2])               # not user code: called as is
+    2
+    """
+    converted = _lookup(fn) if isinstance(fn, types.FunctionType) else None
+    if converted is None:
+        return call(fn)
+    return _rebuilt(converted, values, ())
+
+
+def _rebuilt(converted, values: dict, seen: tuple):
+    """``converted`` made again with ``values`` for the variables it reads from outside."""
+    recipe = REBUILDS.get(converted)
+    if recipe is None:
+        return converted
+    factory, runtime, key, names, cells = recipe
+    seen = seen + (converted,)
+    new = []
+    for name, cell in zip(names, cells):
+        if name in values:
+            new.append(values[name])
+            continue
+        inner = _lookup(cell) if isinstance(cell, types.FunctionType) else None
+        if inner is not None and not any(inner is s for s in seen):
+            cell = _rebuilt(inner, values, seen)  # a nested function it calls, bound too
+        new.append(cell)
+    return factory(runtime, key, *new)
 
 
 def _same_shape(a: torch.Tensor, b: torch.Tensor):
@@ -146,6 +187,60 @@ def tensor_(data, *args, **kwargs):
         return torch.tensor(data, *args, **kwargs)
     dtype = kwargs.pop("dtype", None) or _python_dtype(leaves)
     return _stacked(data, dtype).to(**({"device": kwargs.pop("device")} if "device" in kwargs else {}))
+
+
+def new_tensor_(base, data, *args, **kwargs):
+    """``base.new_tensor(data, ...)`` in converted code: data holding traced values (a number read
+    from a tensor in a loop body, ``new_tensor([[int(tok.item())]])``) is built as :func:`tensor_`
+    builds it, in ``base``'s dtype unless ``dtype=`` is given and on its device, as
+    ``new_tensor`` does; anything else (a tensor, constants, another object's method) as written.
+
+    >>> new_tensor_(torch.zeros(2), [[1, 2]])
+    tensor([[1., 2.]])
+    """
+    if not isinstance(base, torch.Tensor) or args or not _holds_traced(data):
+        return base.new_tensor(data, *args, **kwargs)
+    dtype = kwargs.get("dtype") or base.dtype
+    return tensor_(data, dtype=dtype, device=kwargs.get("device") or base.device)
+
+
+def as_tensor_(data, *args, **kwargs):
+    """``torch.as_tensor(data, ...)`` in converted code: data holding traced values (not a tensor
+    itself, which ``as_tensor`` returns as it is) is built as :func:`tensor_` builds it.
+
+    >>> as_tensor_([1.5, 2])
+    tensor([1.5000, 2.0000])
+    """
+    if args or not _holds_traced(data):
+        return torch.as_tensor(data, *args, **kwargs)
+    return tensor_(data, **{k: v for k, v in kwargs.items() if v is not None and k in ("dtype", "device")})
+
+
+def new_full_(base, size, fill_value, *args, **kwargs):
+    """``base.new_full(size, fill_value, ...)`` in converted code: a traced fill value (a number
+    read from a tensor in a loop body) is expanded to ``size`` in ``base``'s dtype (or ``dtype=``)
+    instead of being read as a number; anything else as written.
+
+    >>> new_full_(torch.zeros(1, dtype=torch.long), (2,), 7)
+    tensor([7, 7])
+    """
+    one_element = isinstance(fill_value, torch.Tensor) and fill_value.numel() == 1
+    if not isinstance(base, torch.Tensor) or args or not (is_traced(fill_value) and (one_element or is_number(fill_value))):
+        return base.new_full(size, fill_value, *args, **kwargs)
+    value = fill_value.reshape(()) if isinstance(fill_value, torch.Tensor) else scalar(fill_value)
+    dtype = kwargs.get("dtype") or base.dtype
+    size = tuple(size) if isinstance(size, (list, tuple, torch.Size)) else (size,)
+    return value.to(dtype=dtype, device=kwargs.get("device") or base.device).expand(size).clone()
+
+
+def _holds_traced(data) -> bool:
+    """Data for a new tensor (not a tensor itself) with a traced value among its leaves."""
+    if isinstance(data, torch.Tensor):
+        return False
+    if isinstance(data, Appender):
+        return True
+    leaves = pytree.tree_leaves(data, is_leaf=lambda v: isinstance(v, Appender))
+    return any(isinstance(v, Appender) or is_traced(v) for v in leaves)
 
 
 def legacy_tensor_(constructor, data, dtype):

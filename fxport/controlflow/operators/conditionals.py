@@ -30,13 +30,13 @@ import torch.utils._pytree as pytree
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.lists.appender import Appender
-from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.optional import as_optional, is_optional, merged, one_side_none, truth, unset
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.lists.selected import aligned_outputs, selected_lists, truth_of_selected
 from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
-from fxport.controlflow.operators.targets import Missing
+from fxport.controlflow.operators.targets import Missing, versions
 from fxport.controlflow.operators.state import (
     grows_in_body,
     in_traced_body,
@@ -205,8 +205,8 @@ _APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"  # 
 
 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
-    true_out, false_out = _return_value_on_both_paths(run_branch(true_fn, _fresh(args, info), info, "true"),
-                                                      run_branch(false_fn, _fresh(args, info), info, "false"), info)
+    true_out, false_out = _return_value_on_both_paths(_run_watched(true_fn, args, info, "true"),
+                                                      _run_watched(false_fn, args, info, "false"), info)
     true_out, false_out = aligned_outputs(true_out, false_out)
     outs = _none_on_one_side_merged(pred, true_out, false_out, info)
     if isinstance(outs, str):
@@ -246,6 +246,25 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
                         else "where: pure cheap branches, same dtype and shape")
     record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
+
+
+def _run_watched(fn, args, info, side: str):
+    """One branch run for a where, refusing a branch that writes in place a tensor the ``if`` does
+    not name as written (a function it calls writes it): both branches run before one is
+    selected, so that write would not depend on the condition. (Inside a body dynamo traces no
+    version counter can be read; the probe of that body, run outside, checked it.)"""
+    fresh = _fresh(args, info)
+    watched = None if torch.compiler.is_dynamo_compiling() else versions(fresh)
+    outs = run_branch(fn, fresh, info, side)
+    if watched is not None:
+        written = [n for n, a, b in zip(info.params, fresh, watched)
+                   if b is not None and a._version != b and n not in info.mutated]
+        if written:
+            fail(f"if on a tensor condition: a function its {side} branch calls writes {written[0]!r} in place, "
+                 "which the if cannot carry", info,
+                 f"have the function return a new tensor and assign it in the branch ({written[0]} = f({written[0]}, ...) "
+                 f"with no in-place write inside f)")
+    return outs
 
 
 def _none_on_one_side_merged(pred, true_out, false_out, info):
@@ -409,6 +428,11 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
         inner = find_error(exc)
         if inner is not None:
             raise inner from None
+        if writes_an_input(exc):
+            fail("if on a tensor condition: a branch writes in place into a tensor the if does not carry (a function "
+                 "it calls writes its argument, an attribute or a buffer)", info,
+                 "have the function return a new tensor and assign it in the branch (buf = f(buf, ...) with no "
+                 "in-place write inside f)")
         raise
     record(info, rule_name(info.kind, "cond"), f"cond: {reason}", lowering="torch.cond")
     bound_merged_sizes(outs)

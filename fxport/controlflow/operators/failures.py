@@ -105,3 +105,22 @@ def _own_error(exc: BaseException) -> ControlFlowError | None:
             if isinstance(arg, BaseException):
                 todo.append(arg)
     return None
+
+
+def writes_an_input(exc: BaseException) -> bool:
+    """torch refused a cond branch or while_loop body that writes in place a value from outside it
+    (a function it calls writes an attribute, a buffer or a variable the statement does not carry).
+
+    >>> writes_an_input(RuntimeError("Higher order ops do not support input mutation."))
+    True
+    """
+    seen, todo = set(), [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if "do not support input mutation" in str(current):
+            return True
+        todo.extend([current.__cause__, current.__context__])
+    return False

@@ -1,7 +1,8 @@
 """``value[index]`` and ``target[index] = value`` with an index computed at run time.
 
 A traced 0-d integer index becomes ``index_select``/``index_put`` instead of a guard on its
-value (``.item()``); everything else indexes as Python does.
+value (``.item()``), as does a traced start of ``narrow`` and a traced shift of ``roll``;
+everything else indexes as Python does.
 
 Example::
 
@@ -18,9 +19,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.failures import refuse_here
-from fxport.controlflow.operators.values import is_symbolic, is_traced, scalar
-from fxport.errors import ControlFlowError
-from fxport.common.frames import here
+from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced, scalar
 
 
 class TensorSlice:
@@ -71,6 +70,28 @@ def narrow(input, dim, start, length):
         rows = torch.arange(length, dtype=torch.int64) + _position(start, size)  # a negative start counts from the end
         return torch.index_select(input, dim, rows.clamp(max=size - 1))  # clamped as _position clamps
     return getitem(input, (slice(None),) * dim + (TensorSlice(start, start + length, None),))
+
+
+def roll(input, *args, **kwargs):
+    """``input.roll(shifts, dims)`` (``torch.roll(x, ...)`` comes as ``x``; ``np.roll(a, ...)`` as
+    the module ``np``, whose ``roll`` is called as written); a traced 0-d integer shift (a number
+    read from a tensor in a loop body) gathers each row from its rolled position (``index_select``
+    at ``(i - shift) mod size``) instead of reading the shift as a number.
+
+    >>> roll(torch.arange(4), 1).tolist()
+    [3, 0, 1, 2]
+    """
+    shifts = args[0] if args else kwargs.get("shifts")
+    dims = args[1] if len(args) > 1 else kwargs.get("dims")
+    dim = dims[0] if isinstance(dims, (list, tuple)) and len(dims) == 1 else dims
+    if not (isinstance(input, torch.Tensor) and _is_traced_index(shifts) and (dim is None or isinstance(dim, int))
+            and len(args) + len(kwargs) <= 2):
+        return input.roll(*args, **kwargs)
+    if dim is None:  # the flattened tensor rolled, in its shape again
+        return roll(input.reshape(-1), shifts, 0).reshape(input.shape)
+    size = input.shape[dim]
+    rows = torch.remainder(torch.arange(size, dtype=torch.int64) - shifts.to(torch.int64), as_int64(size))
+    return torch.index_select(input, dim, rows)
 
 
 def _is_traced_index(index) -> bool:
@@ -228,11 +249,8 @@ def setitem(target, index, value):
     if _traced_beside_index_tensors(target, index):  # path[rows, idx, j] = 1 with a traced j
         return _set_advanced(target, index, value)
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
-        raise ControlFlowError(
-            f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
-            where=here(),
-            hint="use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it",
-        )
+        refuse_here(f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
+                    "use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it")
     if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and value.dtype != target.dtype:
         value = value.to(target.dtype)  # as eager's assignment casts (a counter promoted to int64 into floats)
     target[index] = value

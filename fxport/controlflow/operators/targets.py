@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from fxport.controlflow.operators.containers import fresh_copy, is_container
+from fxport.controlflow.operators.indexing import TensorSlice, getitem, setitem
 from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
 from fxport.errors import ControlFlowError
 from fxport.common.frames import here
@@ -144,3 +146,113 @@ def apart(originals: tuple, values: tuple, texts: tuple) -> None:
                 hint="write through one of them only, or clone the view",
             )
         seen[id(base)] = text
+
+
+def probe_copy(value):
+    """What a probe of a loop body (one run outside the loop, whose ops are dead code) gets for
+    ``value``: a tensor cloned, a library object rebuilt from clones, anything else as it is. A
+    function the body calls may write a tensor in place where the converter cannot see it; the
+    probe then writes only its copy, and :func:`versions` tell which copies it wrote.
+
+    >>> x = torch.zeros(2); probe_copy(x) is x, probe_copy(3)
+    (False, 3)
+    """
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    return fresh_copy(value) if is_container(value) else value
+
+
+def versions(values) -> tuple:
+    """The version counter of each tensor among ``values`` (None for anything else): an in-place
+    write into a tensor, or into a view of it, advances it.
+
+    >>> y = torch.zeros(3); before = versions([y, 1]); y[0] = 1
+    >>> [n for n, b, a in zip("ab", before, versions([y, 1])) if a != b]
+    ['a']
+    """
+    return tuple(v._version if isinstance(v, torch.Tensor) else None for v in values)
+
+
+def written_into(original, value):
+    """``original`` (a tensor the converter did not know a loop writes: a function its body
+    calls writes it) given the loop's ``value`` for it with ``copy_``, whatever its layout (a
+    view, a caller's input, a buffer: every alias sees it, as in eager); ``original``.
+
+    >>> y = torch.zeros(2); row = y[0:1]
+    >>> written_into(row, torch.ones(1)) is row, y
+    (True, tensor([1., 0.]))
+    """
+    if isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor) and value is not original:
+        original.copy_(value)
+    return original if isinstance(original, torch.Tensor) else value
+
+
+def chained_setitem(target, indices: tuple, value):
+    """``target[i][j] = value`` (``indices``: ``(i, j)``, as many as written): the new target.
+
+    Where an index picks one position (an int, a 0-d integer tensor, a tuple of those),
+    ``target[i]`` is a view in eager and the write reaches ``target``. So the write goes down
+    one position at a time: through the view itself where the position is a Python number, and
+    where it is traced (a loop counter, a count read from a tensor) through the row read at it,
+    written, and put back at it (no value of the index is read). An index that does not pick one
+    position applies as written (a slice is a view too; a mask or an index tensor makes a copy,
+    which eager writes in vain).
+
+    >>> m = torch.zeros(2, 3)
+    >>> chained_setitem(m, (1, torch.tensor(2)), 5.0)[1]
+    tensor([0., 0., 5.])
+    """
+    first, rest = _first_position(indices)
+    if first is None:
+        return setitem(target, indices[0], value) if len(indices) == 1 else _chained_as_written(target, indices, value)
+    if not rest:
+        return setitem(target, first, value)
+    if isinstance(target, torch.Tensor) and is_traced(first):
+        return setitem(target, first, chained_setitem(getitem(target, first), rest, value))
+    view = target[first] if isinstance(target, torch.Tensor) else getitem(target, first)
+    written = chained_setitem(view, rest, value)
+    if written is not view and isinstance(view, torch.Tensor):
+        view.copy_(written)  # written functionally below (a traced position): back into the view
+    return target
+
+
+def _first_position(indices: tuple):
+    """``(p, rest)``: the first index when it picks one position (from a tuple, its first part)
+    and the indices after it; ``(None, indices)`` when it does not."""
+    head = indices[0]
+    if isinstance(head, tuple):
+        if not head or not _one_position(head[0]):
+            return None, indices
+        tail = head[1:]
+        return head[0], ((tail[0] if len(tail) == 1 else tail,) if tail else ()) + tuple(indices[1:])
+    return (head, tuple(indices[1:])) if _one_position(head) else (None, indices)
+
+
+def _chained_as_written(target, indices: tuple, value):
+    """``target[i][j] = value`` applied one index after the other, as Python does."""
+    view = target
+    for index in indices[:-1]:
+        if isinstance(view, torch.Tensor) and _traced_slice(index):
+            raise ControlFlowError(
+                "an assignment through chained indexing (x[a][b] = v) whose first index slices by a bound computed "
+                "at run time", where=here(), hint="write it with one index, x[a, b] = v")
+        view = getitem(view, index) if not isinstance(view, torch.Tensor) else view[index]  # a copy where eager makes one
+    written = setitem(view, indices[-1], value)
+    if written is not view and isinstance(view, torch.Tensor):
+        view.copy_(written)
+    return target
+
+
+def _one_position(index) -> bool:
+    """An index that picks one position along one dimension (``x[i]`` is a view)."""
+    if isinstance(index, (bool, torch.SymBool)):
+        return False
+    if isinstance(index, (int, torch.SymInt)):
+        return True
+    return (isinstance(index, torch.Tensor) and index.dim() == 0 and not index.dtype.is_floating_point
+            and index.dtype not in (torch.bool, torch.uint8) and not index.is_complex())
+
+
+def _traced_slice(index) -> bool:
+    """A slice by a traced bound (a view in eager, which reading it by its bound could not be)."""
+    return any(isinstance(p, TensorSlice) for p in (index if isinstance(index, tuple) else (index,)))

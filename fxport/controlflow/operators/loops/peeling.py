@@ -25,11 +25,11 @@ from typing import Callable
 
 import torch
 
-from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.logical import and_
 from fxport.controlflow.operators.optional import MaybeNone, is_optional, placeholder, unset
 from fxport.controlflow.operators.state import probing, record
+from fxport.controlflow.operators.targets import probe_copy
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.values import Undefined, as_bool_tensor, as_int64, is_number, is_traced, scalar
 
@@ -85,9 +85,8 @@ def _item_operands(free, rng, item_from_rows) -> tuple:
 def _first_trip_probe(info, state, free, body_fn, item) -> tuple:
     """The values one trip gives from ``state`` (run outside the loop; its ops are dead code, and
     it writes in place only into copies)."""
-    copies = tuple(fresh_copy(v) if is_container(v) else v.clone() if isinstance(v, torch.Tensor) and n in info.mutated
-                   else v for n, v in zip(info.names, state))
-    params = copies + tuple(free[: len(info.params) - len(info.names)])
+    copies = tuple(probe_copy(v) for v in state)  # every tensor: a function the body calls may write one
+    params = copies + tuple(probe_copy(v) for v in free[: len(info.params) - len(info.names)])
     with probing():
         return tuple(body_fn(item, *params) if item is not None else body_fn(*params))
 

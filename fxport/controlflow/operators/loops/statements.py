@@ -32,6 +32,7 @@ from fxport.controlflow.operators.logical import and_, not_
 from fxport.controlflow.operators.loops.while_loop import tensor_loop
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
+from fxport.controlflow.operators.targets import versions
 from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced
 from fxport.eager.limits import EagerRunStopped
 from fxport.errors import ControlFlowError
@@ -240,7 +241,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
         return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn,
                            rng=TensorRange(iterable.start, iterable.stop, iterable.step))
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
-    trips, before, entry = 0, state, state
+    trips, before, entry, wrote = 0, state, state, False
     for position, item in enumerate(iterable):
         stop = None if stop_fn is None else stop_fn(*state, *free)
         if is_traced(stop) and not _left_as_written(info.kind):  # the rest as a while_loop asking it
@@ -259,7 +260,7 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
                 # Nor when that entry state holds a None the iteration replaced (``pred = None``
                 # before the loop, ``x = ... if pred is None else pred``): the iteration is then
                 # the first one, peeled, and the loop carries its tensors from there
-                if set(info.mutated) - {info.break_flag} or _replaces_none(before, state):
+                if set(info.mutated) - {info.break_flag} or wrote or _replaces_none(before, state):
                     return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, test_fn)
                 return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info, test_fn)
             if flag:
@@ -267,7 +268,12 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
         # the entry state, kept apart from what this iteration may change in place inside a
         # library object (a StaticCache's index_copy_), in case the loop takes over from it
         before = tuple(fresh_copy(v) if flag_slot is not None and is_container(v) else v for v in state)
+        # a function the body calls may write a tensor of the state or of the function in place
+        # (the converter cannot see it): then that iteration is not run again from its entry state
+        # (dynamo reads no version counter inside a body it traces)
+        seen = versions(state + free) if flag_slot is not None and not torch.compiler.is_dynamo_compiling() else None
         state = tuple(body_fn(item, *state, *free))
+        wrote = seen is not None and versions(before + free) != seen
         trips = _count_trip(trips, info)
     _note_how_it_ended(info, trips, entry, state)
     return state

@@ -5,11 +5,14 @@ Ranges get an int64 counter, lists grown with ``.append`` become an
 for a range; for a ``while`` loop or elements that change size, a count whose rows a second run
 of the loop writes when the list is stacked: :class:`_Loop` runs it), carried Python numbers
 become 0-d tensors of the dtype the body gives them. The body is run once outside the loop
-(a *probe*) to learn those types; its ops are dead code and get removed.
+(a *probe*, on copies of every tensor) to learn those types; its ops are dead code and get
+removed. A tensor the probe wrote in place that the converter did not see written (a function
+the body calls writes it) is carried too (:class:`_Writes`: the loop starts again carrying it).
 
 Size: the probe, the carried-state preparation and the loop's two runs share their state
-(``_Loop``); the kinds of state have their own modules (appender.py, growing.py, peeling.py,
-optional.py), what stays here is the one lowering that sequences them.
+(``_Loop``, and :class:`_Writes`, which the probe's findings reshape); the kinds of state have
+their own modules (appender.py, growing.py, peeling.py, optional.py), what stays here is the one
+lowering that sequences them.
 
 Example::
 
@@ -24,14 +27,17 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from fxport.controlflow.operators.lists.appender import Appender, SelectedBefore
 from fxport.controlflow.operators.lists.selected import joined_after, lists_selected_before
-from fxport.controlflow.operators.containers import fresh_copy, is_container
-from fxport.controlflow.operators.failures import check_side_effects, fail, find_error
+from fxport.controlflow.operators.containers import is_container
+from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.loops.growing import grown_loop, loops_made_so_far
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.lists.carried import allocate, allocate_growing, finish, finish_grown
@@ -39,7 +45,8 @@ from fxport.controlflow.operators.logical import not_
 from fxport.controlflow.operators.loops.peeling import peeled_loop
 from fxport.controlflow.operators.optional import as_optional, is_optional, placeholder, unset
 from fxport.controlflow.operators.rule_names import rule_name
-from fxport.controlflow.operators.state import probing, record
+from fxport.controlflow.operators.state import is_probing, probing, record
+from fxport.controlflow.operators.targets import probe_copy, versions, written_into
 from fxport.controlflow.operators.values import (
     Undefined,
     as_bool_tensor,
@@ -65,10 +72,189 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     check_side_effects(info, kind)
     state, selected_before = lists_selected_before(state)
     free = tuple(as_int64(v) if _read_from_data(v) else v for v in free)  # while_loop takes no unbacked number
+    values = _carrying_writes(info, state, free, body_fn, test_fn, rng, item_from_rows)
+    return joined_after(values, selected_before)
+
+
+def _lowered(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
+    """The loop's final state: its first trip peeled where that sets a None, then while_loop."""
     values = peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows, _rest_of_loop)
     if values is None:
         values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
-    return joined_after(values, selected_before)
+    return values
+
+
+# --- tensors a function the body calls writes in place ------------------------------------------
+
+#: the attribute of a loop's StatementInfo holding what probes of its body saw written in place
+#: (set outside any traced body; a loop nested in a body dynamo traces reads it there)
+_SEEN = "_fx_seen_written"
+#: the state a loop carries for a tensor its body rebinds after a called function wrote it: what
+#: the first trip left in the tensor it started from, and whether a trip ran
+FIRST, TRIPPED = "_fx_first_", "_fx_tripped"
+
+
+class _BodyWrote(Exception):
+    """A probe of a loop body wrote carried tensors in place that the loop's StatementInfo does
+    not name as written (a function the body calls wrote them): ``names``; ``kept``: the state
+    names the body gave back as the very object it got (not rebound)."""
+
+    def __init__(self, token, names, kept):
+        super().__init__("a loop body wrote carried tensors in place")
+        self.token, self.names, self.kept = token, frozenset(names), frozenset(kept)
+
+
+def _carrying_writes(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
+    """The loop's final state, carrying every tensor its body writes in place, also where a
+    function it calls writes it (``state[5*i+1] = x`` in a method the body calls with ``state``).
+
+    The probe of the body runs on copies of every tensor (:func:`probe_copy`); one it wrote that
+    the StatementInfo does not name makes the loop start again as a loop that carries it
+    (:class:`_Writes`): a tensor the body only read (the enclosing function's) becomes loop state,
+    each trip writes its own clone, and after the loop the tensor the loop started from takes the
+    value eager leaves in it (``copy_``: its aliases, views and the caller see it). What the
+    probes of this run found is kept on the StatementInfo for the same loop met again inside a
+    body dynamo traces, where no probe can start the loop again."""
+    traced = torch.compiler.is_dynamo_compiling()
+    writes = (getattr(info, _SEEN, None) if traced else None) or _Writes(info)
+    while True:
+        token = None if traced else object()  # no probe raises in a traced body
+        entry, entry_free = writes.entry(state, free)
+        try:
+            values = _lowered(writes.info, entry, entry_free, writes.body(body_fn, token, rng is not None),
+                              writes.test(test_fn), rng, item_from_rows)
+        except _BodyWrote as wrote:
+            if wrote.token is not token:
+                raise
+            _refuse_shared_memory(info, wrote.names, state, free)
+            writes = writes.widened(wrote, state)
+            continue
+        if not traced:
+            setattr(info, _SEEN, writes)
+        return writes.written_back(values, state, free)
+
+
+def _refuse_shared_memory(info, written, state, free) -> None:
+    """Refuse a tensor a called function writes in place that shares memory with another value
+    the loop carries (``row = y[0]`` both read and written there): each is carried on its own, so
+    the other would not see the write."""
+    values = dict(zip(info.params, tuple(state) + tuple(free)))
+    for name in sorted(written):
+        for other, value in values.items():
+            if other != name and _share_memory(values.get(name), value):
+                fail(f"{info.kind}: {name!r} and {other!r} share memory (one is a view of the other, or they are one "
+                     f"tensor), and a function the loop body calls writes {name!r} in place", info,
+                     f"pass one of them only, or a copy (.clone()) of {other!r}")
+
+
+def _share_memory(a, b) -> bool:
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    try:
+        return StorageWeakRef(a.untyped_storage()) == StorageWeakRef(b.untyped_storage())
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse): taken as apart
+        return a is b
+
+
+class _Writes:
+    """A loop as it carries the tensors probes saw its body write in place (``written``): a free
+    tensor (``moved``) becomes loop state; a state tensor the converter did not see written is
+    cloned per trip, and the tensor it started from takes the final value after the loop when the
+    body gives it back (``kept``, ``back``), or what the first trip wrote into it when the body
+    rebinds it (``first``: carried as ``_fx_first_<name>`` beside a ``_fx_tripped`` flag)."""
+
+    def __init__(self, info, written=frozenset(), kept=frozenset(), first=frozenset()):
+        own = tuple(info.params[len(info.names):])
+        self.original, self.written, self.kept = info, frozenset(written), frozenset(kept) - frozenset(first)
+        self.moved = tuple(n for n in own if n in written)
+        unseen = [n for n in info.names if n in written and n not in info.mutated]
+        self.first = tuple(n for n in unseen if n in first)
+        self.back = tuple(n for n in unseen if n in self.kept)
+        extra = self.moved + tuple(FIRST + n for n in self.first) + ((TRIPPED,) if self.first else ())
+        names = tuple(info.names) + extra
+        self.extended = bool(extra)  # the loop carries more than the original's names
+        self.params = names + tuple(n for n in own if n not in self.moved)
+        mutated = tuple(sorted(set(info.mutated) | (self.written & set(names))))
+        self.info = info if names == tuple(info.names) and mutated == tuple(info.mutated) else \
+            dataclasses.replace(info, names=names, params=self.params, mutated=mutated)
+
+    def widened(self, wrote: _BodyWrote, state) -> "_Writes":
+        """These writes and what a probe found besides (``wrote``); ``state``: the loop's entry.
+        A state name one probe saw rebound is no longer kept (the first trip's write is what stays)."""
+        info = self.original
+        rebound = {n for n in wrote.names - wrote.kept if n in info.names}
+        first = set(self.first) | {n for n in rebound if isinstance(state[info.names.index(n)], torch.Tensor)}
+        return _Writes(info, self.written | wrote.names, (self.kept | wrote.kept) - rebound, first)
+
+    def entry(self, state, free) -> tuple:
+        """(state, free) the loop starts from: the moved tensors and the first trip's snapshots
+        after the state, the rest of ``free`` (and what follows the body's own values) after."""
+        info = self.original
+        if not self.extended:
+            return tuple(state), tuple(free)
+        own = len(info.params) - len(info.names)
+        by_name = dict(zip(info.params[len(info.names):], free[:own]))
+        snapshots = tuple(state[info.names.index(n)] for n in self.first)
+        flag = (torch.zeros((), dtype=torch.bool),) if self.first else ()
+        rest = tuple(v for n, v in by_name.items() if n not in self.moved) + tuple(free[own:])
+        return tuple(state) + tuple(by_name[n] for n in self.moved) + snapshots + flag, rest
+
+    def body(self, body_fn, token, counted: bool):
+        """``body_fn`` on this loop's values: the original order in, the moved tensors (as the
+        trip wrote them) and the snapshots appended to what it returns; a probe's unseen writes raise."""
+        original = self.original
+
+        def body(*args):
+            item, values = (args[:1], args[1:]) if counted else ((), args)
+            by_name = dict(zip(self.params, values))
+            watched = versions(values) if is_probing() else None
+            outs = tuple(body_fn(*item, *(by_name[p] for p in original.params)))
+            if watched is not None:
+                self._check(token, values, watched, outs)
+            if not self.extended:
+                return outs
+            tripped = by_name.get(TRIPPED)
+            snapshots = tuple(torch.where(tripped, by_name[FIRST + n], by_name[n]) for n in self.first)
+            flag = (torch.ones((), dtype=torch.bool),) if self.first else ()
+            return outs + tuple(by_name[n] for n in self.moved) + snapshots + flag
+
+        return body
+
+    def _check(self, token, values, before, outs) -> None:
+        """Raise when a probe wrote a tensor these writes do not carry, or rebound one they keep."""
+        original = self.original
+        written = {p for p, v, b in zip(self.params, values, before) if b is not None and v._version != b}
+        found = frozenset(written & set(original.params)) - set(original.mutated)
+        kept = frozenset(n for n, v, o in zip(original.names, values, outs) if o is v) & found
+        if found - self.written or (found - kept) & self.kept:
+            raise _BodyWrote(token, found, kept)
+
+    def test(self, test_fn):
+        """``test_fn`` on this loop's values (the original order)."""
+        if test_fn is None or not self.extended:
+            return test_fn
+        original = self.original
+
+        def test(*values):
+            by_name = dict(zip(self.params, values))
+            return test_fn(*(by_name[p] for p in original.params))
+
+        return test
+
+    def written_back(self, values, state, free) -> tuple:
+        """The original loop's final state; the tensors it started from given what eager leaves in them."""
+        info, values = self.original, list(values)
+        count = len(info.names)
+        by_name = dict(zip(info.params[count:], free))
+        for offset, name in enumerate(self.moved):
+            written_into(by_name[name], values[count + offset])
+        for name in self.back:
+            index = info.names.index(name)
+            values[index] = written_into(state[index], values[index])
+        for offset, name in enumerate(self.first):
+            index = info.names.index(name)
+            written_into(state[index], values[count + len(self.moved) + offset])
+        return tuple(values[:count])
 
 
 def _rest_of_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
@@ -138,6 +324,12 @@ class _Loop:
             inner = find_error(exc)
             if inner is not None:
                 raise inner from None
+            if writes_an_input(exc):
+                fail(f"{self.info.kind}: the loop body writes in place into a tensor it reaches other than through "
+                     "the loop's variables (an attribute or buffer, a container's entry, or a variable of a "
+                     "function it calls)", self.info,
+                     "pass the tensor to the function that writes it and take it back (buf = f(buf, x)), or keep it "
+                     "in a local variable of the loop")
             raise
         # fresh tensors: an in-place write into a view of an output (view = h[:, 1:3]; view.mul_(2)
         # after the loop) is refused by autograd for the outputs of a multi-output op (fuzzer find)
@@ -225,12 +417,9 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
     grown loop (more than ``made`` so far), grow too.
     """
     promoted = [_number_to_tensor(v) for v in state]
-    probe_in = [
-        v.copy() if isinstance(v, Appender) else fresh_copy(v) if is_container(v) else
-        (v.clone() if isinstance(v, torch.Tensor) and n in info.mutated else v)
-        for n, v in zip(info.names, promoted)
-    ]
-    params = tuple(probe_in) + tuple(free[: len(info.params) - len(info.names)])
+    # copies of every tensor: a function the body calls may write one in place (seen after the probe)
+    probe_in = [v.copy() if isinstance(v, Appender) else probe_copy(v) for v in promoted]
+    params = tuple(probe_in) + tuple(probe_copy(v) for v in free[: len(info.params) - len(info.names)])
     with probing():
         if rng is not None:
             first = as_int64(rng.start)
