@@ -218,19 +218,6 @@ class LoopInLoop(nn.Module):
         return total
 
 
-class AppendedInNestedLoops(nn.Module):
-    def forward(self, x, n):
-        parts = [x]
-        i = torch.zeros((), dtype=torch.int64)
-        while i < n:
-            j = torch.zeros((), dtype=torch.int64)
-            while j < i:  # error-line
-                parts.append(x + j)
-                j = j + 1
-            i = i + 1
-        return torch.stack(parts)
-
-
 class LenOfGrownList(nn.Module):
     def forward(self, x):
         parts = [x]

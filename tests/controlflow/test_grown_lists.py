@@ -168,7 +168,6 @@ def test_the_second_pass_writes_at_the_running_offset(monkeypatch):
 
 REFUSALS = {
     "index_of_rows_that_change_size": (m.IndexOfVaryingRows, r"indexing list 'parts' grown in a data-dependent loop with elements that change size is not supported"),
-    "nested_appends": (m.AppendedInNestedLoops, r"while: list 'parts' is appended to in nested data-dependent loops"),
     "iterate_prefixes": (m.IterateGrownPrefixes, r"iterating over list 'parts' grown in a data-dependent loop with "
                                                  r"elements that change size is not supported"),
     "truth_value": (m.TruthOfGrownList, r"truth value of list 'parts' grown in a data-dependent loop is not known"),
@@ -183,7 +182,7 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
     model = cls()
     with pytest.raises(ControlFlowError) as info:
         with convert_control_flow(model):
-            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name in ("nested_appends", "iterate_prefixes")
+            torch.export.export(model, (torch.rand(3) * 3, n(2)) if name == "iterate_prefixes"
                                 else (torch.rand(3) * 3,),
                                 strict=False)
     message = str(info.value)

@@ -33,7 +33,8 @@ from fxport.controlflow.operators.lists.appender import Appender
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.optional import as_optional, is_optional, merged, one_side_none, truth, unset
 from fxport.controlflow.operators.rule_names import rule_name
-from fxport.controlflow.operators.lists.selected import aligned_outputs, selected_lists, truth_of_selected
+from fxport.controlflow.operators.lists.selected import (LIST_WRITTEN, aligned_outputs, is_written_list, lists_written,
+                                                        selected_lists, truth_of_selected, written_back)
 from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
 from fxport.controlflow.operators.targets import Missing, versions
@@ -93,6 +94,8 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     true_fn, false_fn = specialised(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
     if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
         return _if_where(pred, true_fn, false_fn, args, info, forced=_APPENDER_READ)
+    if lists_written(args, info):  # out[i] = v under the condition: each branch writes its copy, entries selected
+        return written_back(_if_where(pred, true_fn, false_fn, args, info, forced=LIST_WRITTEN), args, info)
     if nested:
         return _if_in_loop_body(pred, true_fn, false_fn, args, info, forced=chosen == "where")
     if grows_in_body(info.names) and cond_ok and chosen != "where":
@@ -157,7 +160,8 @@ _FAULTS = ("fail on the other path", "divide by zero on the other path", "out of
 def _check_no_container_written(args: tuple, info) -> None:
     """A list or dict written in a branch (``d[k] = v``) cannot be carried: both would write it."""
     for name, value in zip(info.params, args):
-        if name in info.mutated and isinstance(value, (list, dict)) and name not in info.appended:
+        if name in info.mutated and isinstance(value, (list, dict)) and name not in info.appended \
+                and not is_written_list(name, value, info):  # merged entry by entry: lists/selected.py
             fail(f"if on a tensor condition writes into the {type(value).__name__} {name!r}", info,
                  f"use a constant index or key ({name}[0] = v, {name}['k'] = v), or select the value with "
                  "torch.where and store it after the if")
@@ -191,7 +195,7 @@ def _fresh(args: tuple, info) -> list:
     for name, a in zip(info.params, args):
         if isinstance(a, Appender):
             a = a.copy()
-        elif isinstance(a, list) and name in info.appended:  # appended to and not read after the if
+        elif isinstance(a, list) and (name in info.appended or name in mutated):  # appended to, or written (out[i] = v)
             a = list(a)
         elif isinstance(a, torch.Tensor) and name in mutated:
             a = a.clone()
@@ -228,13 +232,13 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
         if shape_problem and name in info.dead_if_false:  # the false side ends the loop: b is never read
             selected.append(a)
             continue
-        if shape_problem and forced == _APPENDER_READ and can_select_sized(a, b):
+        if shape_problem and forced in (_APPENDER_READ, LIST_WRITTEN) and can_select_sized(a, b):
             selected.append(select_sized(mask, a, b))  # an append on one side; one box vs some
             continue
         if shape_problem:
-            if forced == _APPENDER_READ:
-                fail(f"if: a list grown by a data-dependent loop is read in a branch, so both branches run and are "
-                     f"selected with where, but {name!r} has shape {shape_problem}", info,
+            if forced in (_APPENDER_READ, LIST_WRITTEN):
+                fail(f"if: {forced}, so both branches run and are selected with where, but {name!r} has shape "
+                     f"{shape_problem}", info,
                      "give both branches values of one rank and sizes (an empty result shaped like the other "
                      "branch's, e.g. torch.zeros((0, *shape)))")
             if forced:

@@ -14,8 +14,9 @@ after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
 * ``grow`` — in a loop whose state grows (an ONNX ``Loop`` around its exported body): the stack
   of the elements so far, one row longer after each append, read and indexed inside the loop too.
 
-Size: over 400 lines because the class and its readers (``stack``, ``cat``, ``len_``) dispatch
-on one set of modes; split by mode, each mode's invariants would live in two files.
+Size: over 400 lines because the class and its readers (``stack``, ``cat``, ``len_``, the index
+tensor it makes of itself in ``t[parts, :]``) dispatch on one set of modes; split by mode, each
+mode's invariants would live in two files.
 
 Example::
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 
 from fxport.controlflow.operators.failures import fail, refuse_here
 from fxport.controlflow.operators.optional import known_set
@@ -47,6 +48,17 @@ class SelectedBefore(list):
     their number is not known inside it."""
 
 
+class NestedIn(SelectedBefore):
+    """The (empty) ``initial`` of a list that a data-dependent loop appends to while another
+    data-dependent loop around it (or before it) grows it too (carried.py): the inner loop grows a
+    list of its own, which then extends the outer one; the outer one's elements are not read
+    inside the inner loop. One empty instance, :data:`NESTED_IN`, serves every loop (dynamo cannot
+    build a list subclass inside a body it traces); nothing appends to it, the loop's list does."""
+
+
+NESTED_IN = NestedIn()
+
+
 class Appender:
     """A list grown with ``.append`` inside a tensor loop (see the module doc for the modes).
 
@@ -55,6 +67,8 @@ class Appender:
     ``exact``: every iteration appended exactly once (``rows``: the buffer is the stacked list).
     ``tail``: elements appended after the loop. ``axis``: ``write``'s layout (``None``: stack,
     else the cat dimension moved to the front). ``replay``: reruns the loop (``count``).
+    ``extended``: the probe saw a loop nested in this one append to it (carried.py), so the
+    loop appends a data-dependent number of elements per trip and carries a count.
     """
 
     def __init__(self, name: str, initial: list, buf=None, length=None, *, mode: str | None = None,
@@ -69,6 +83,7 @@ class Appender:
         self.exact = False
         self.finished = False
         self.read_inside = False  # indexed inside its loop (seen by the probe): the loop carries a stack
+        self._shared = {"extended": False}  # one for the copies a probe's branches make
 
     @property
     def data(self):
@@ -92,6 +107,14 @@ class Appender:
     @property
     def buf(self):
         return self.data
+
+    @property
+    def extended(self) -> bool:
+        return self._shared["extended"]
+
+    @extended.setter
+    def extended(self, value: bool) -> None:
+        self._shared["extended"] = value
 
     def append(self, value):
         value = known_set(value)  # None on some paths: the list is read back as tensors, where None would raise
@@ -125,14 +148,18 @@ class Appender:
         self.length = self.length + 1
 
     def _write(self, value):
-        rows = value.unsqueeze(0) if self.axis is None else value.movedim(self.axis, 0)
-        rows = rows.to(self.data.dtype)
+        self.write_rows(value.unsqueeze(0) if self.axis is None else value.movedim(self.axis, 0), 1)
+
+    def write_rows(self, rows, appends) -> None:
+        """``write`` mode: ``rows`` (along ``axis`` moved to the front) written at the running
+        offset, as ``appends`` elements (one per append; a nested loop's list writes all of its)."""
+        rows = rows.to(self.data.dtype).contiguous()  # a moved view's strides are symbolic: no ONNX op reads them
         for got, want in zip(rows.shape[1:], self.data.shape[1:]):
             torch._check(got == want)
         end = self.data.shape[0] - 1  # the last row takes writes past the end (an untaken append)
         index = torch.clamp(self.length[0] + torch.arange(rows.shape[0]), max=end)
         self.data = torch.index_put(self.data, (index,), rows)
-        self.length = self.length + torch.stack([as_int64(rows.shape[0]), as_int64(1)])  # next row, appends
+        self.length = self.length + torch.stack([as_int64(rows.shape[0]), as_int64(appends)])  # next row, appends
 
     def rebuilt(self, data, length) -> "Appender":
         """The same list with other tensors (a loop's carried values)."""
@@ -140,6 +167,7 @@ class Appender:
         clone.probe, clone.tail, clone.exact, clone.finished = self.probe, list(self.tail), self.exact, self.finished
         clone.read_inside = self.read_inside
         clone.location = self.location
+        clone._shared = self._shared
         return clone
 
     def copy(self) -> "Appender":
@@ -244,6 +272,58 @@ class Appender:
                  self, "torch.stack/torch.cat the list and iterate over that, or keep what you need in a tensor")
         return stack(self)
 
+    def as_index(self, bare: bool) -> torch.Tensor:
+        """The list as part of a tuple index (``t[parts, :]``, ``t[:, parts]``): the 1-d tensor of
+        its elements, numbers, as torch makes it of a list there. A bare ``t[parts]`` means
+        that only for Python numbers; for tensors (``.item()`` stays one in a converted body)
+        torch reads it as a tuple of indices, one per dimension, which fxport cannot tell apart."""
+        if bare:
+            self._refuse(f"t[{self.name}] with list {self.name!r} grown in a data-dependent loop as the whole index: torch "
+                         "reads a list of Python numbers there as an index tensor but a list of tensors as one index per "
+                         "dimension, and inside converted code its numbers are tensors",
+                         f"write t[{self.name}, ...] or t[torch.tensor({self.name})]")
+        rows = self._index_rows()
+        if rows.dim() != 1 or rows.dtype == torch.bool or rows.dtype.is_floating_point or rows.dtype.is_complex:
+            self._refuse(f"a tensor is indexed by list {self.name!r} grown in a data-dependent loop, whose elements are "
+                         f"{'bools' if rows.dtype == torch.bool else 'not integers' if rows.dim() == 1 else 'not numbers'}",
+                         f"index with a tensor built from {self.name!r} (torch.stack({self.name}) or torch.cat({self.name}))")
+        return rows
+
+    def _index_rows(self) -> torch.Tensor:
+        """The stacked elements for :meth:`as_index`; inside its loop the stack so far (the probe
+        marks the list read inside, so the loop carries that stack)."""
+        if self.mode == "probe":
+            _check_prefix_known(self, "indexing a tensor by")
+            self.read_inside = True
+            items = list(self.initial) + list(self.probe)
+            return torch.stack(items) if items else torch.zeros(0, dtype=torch.int64)
+        if self.mode == "select":
+            return stack(self) if self.data is not None or self.initial else torch.zeros(0, dtype=torch.int64)
+        if self.mode == "grow" and not self.finished:
+            _check_prefix_known(self, "indexing a tensor by")
+        problem = None if self.mode == "grow" else self._unreadable("inside the loop that grows it")
+        if problem is not None:
+            fail(f"indexing a tensor by list {self.name!r} grown in a data-dependent loop {problem} is not supported",
+                 self, f"index with a tensor you keep beside {self.name!r}, or index after the loop")
+        return stack(self)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """``t[parts, :]``, ``t[parts]`` and ``t[parts] = v`` with a grown list in the index: the
+        list as an index tensor (:meth:`as_index`). No other torch function takes a grown list."""
+        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) >= 2:
+            target, index, *rest = args
+            index = index.as_index(bare=True) if isinstance(index, Appender) else tuple(
+                p.as_index(bare=False) if isinstance(p, Appender) else p for p in index) if isinstance(index, tuple) else index
+            return func(target, index, *rest, **(kwargs or {}))
+        grown = next((v for v in pytree.tree_leaves((args, kwargs), is_leaf=lambda v: isinstance(v, Appender))
+                      if isinstance(v, Appender)), None)
+        if grown is None:
+            return NotImplemented
+        name = getattr(func, "__name__", str(func))
+        grown._refuse(f"list {grown.name!r} grown in a data-dependent loop is passed to {name}, which takes tensors",
+                      f"pass torch.stack({grown.name}) or torch.cat({grown.name})")
+
     def __iter__(self):
         self._refuse(f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
                      "stack or concatenate it right after the loop")
@@ -301,16 +381,17 @@ class ByIdentity:
 def _appender_flatten(appender):
     context = (appender.name, ByIdentity(appender.initial), appender.exact, appender.mode, appender.axis,
                ByIdentity(appender.replay), appender.finished, ByIdentity(appender.tail) if appender.tail else None,
-               ByIdentity(appender.probe), appender.location)
+               ByIdentity(appender.probe), appender.location, ByIdentity(appender._shared))
     return [appender.data, appender.length], context
 
 
 def _appender_unflatten(children, context):
-    name, initial, exact, mode, axis, replay, finished, tail, probe, location = context
+    name, initial, exact, mode, axis, replay, finished, tail, probe, location, extended = context
     result = Appender(name, initial.value, children[0], children[1], mode=mode, axis=axis, replay=replay.value)
     result.exact, result.finished = exact, finished
     result.tail = list(tail.value) if tail is not None else []
     result.probe, result.location = probe.value, location
+    result._shared = extended.value
     return result
 
 
@@ -329,6 +410,7 @@ def stack(tensors, dim: int = 0, *, out=None):
     rows = grown.data if grown.mode == "grow" else _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
     pieces = [torch.stack(grown.initial)] if grown.initial else []
     pieces += [rows] + ([torch.stack(grown.tail)] if grown.tail else [])
+    _check_sizes_agree(pieces, skip=0)
     return torch.movedim(torch.cat(pieces) if len(pieces) > 1 else rows, 0, dim)  # cat promotes dtypes
 
 
@@ -349,7 +431,21 @@ def cat(tensors, dim: int = 0, *, out=None):
     else:
         loop_part = torch.movedim(_two_pass(grown, dim), 0, dim)
     pieces = list(grown.initial) + [loop_part] + list(grown.tail)
+    _check_sizes_agree(pieces, skip=dim)
     return torch.cat(pieces, dim) if len(pieces) > 1 else loop_part
+
+
+def _check_sizes_agree(pieces: list, skip: int) -> None:
+    """The pieces' sizes other than along ``skip`` are equal, as torch.stack/torch.cat require of
+    the elements (where they are not, eager raises): stated, so that rows whose sizes were read
+    from the data (:func:`data_sized`) join the elements before and after the loop."""
+    first = pieces[0]
+    for piece in pieces[1:]:
+        if piece.dim() != first.dim():
+            continue  # torch.cat says what is wrong
+        for axis, (a, b) in enumerate(zip(first.shape, piece.shape)):
+            if axis != skip and not (isinstance(a, int) and isinstance(b, int)):
+                torch._check(a == b)
 
 
 def len_(value):
@@ -389,6 +485,10 @@ def _length_so_far(grown: Appender):
 
 
 def _check_prefix_known(grown: Appender, what: str) -> None:
+    if isinstance(grown.initial, NestedIn):
+        fail(f"{what} of list {grown.name!r} inside a data-dependent loop nested in another one that grows it is not "
+             "supported", grown, "count the elements in a tensor, or collect the inner loop's elements in a list of its "
+             f"own and append to {grown.name!r} after it")
     if isinstance(grown.initial, SelectedBefore):
         fail(f"{what} of list {grown.name!r} inside a data-dependent loop, after appends under a tensor condition "
              "before the loop, is not supported", grown,
@@ -430,7 +530,7 @@ def _two_pass(grown: Appender, axis: int | None):
     if axis is None:
         rows, rest = count, shape
     else:
-        rows = _size(grown.data[axis]) if varies(element.shape[axis]) else count * shape[axis]
+        rows = _size(grown.data[axis]) if data_sized(element.shape[axis]) else count * shape[axis]
         rest = shape[:axis] + shape[axis + 1:]
     buf = torch.zeros([rows + 1] + rest, dtype=element.dtype)  # + 1: the row for untaken writes
     # the initial elements are not written (stack/cat put them first), but len() in the body counts them
@@ -442,7 +542,7 @@ def _two_pass(grown: Appender, axis: int | None):
 def _element_size(grown: Appender, j: int, count):
     """Size ``j`` of the elements: the probe's when it is fixed, else the mean of pass 1's sums."""
     size = grown.replay.element.shape[j]
-    if not varies(size):
+    if not varies(size):  # in a body dynamo traces too: where eager stacks, every element has the probe's size
         return size
     return _size(grown.data[j] // torch.clamp(grown.length, min=1))
 
@@ -450,6 +550,33 @@ def _element_size(grown: Appender, j: int, count):
 def varies(size) -> bool:
     """A size from data (an unbacked symbol): it may change between iterations."""
     return isinstance(size, torch.SymInt) and bool(free_unbacked_symbols(size))
+
+
+def data_sized(size) -> bool:
+    """A size of the elements that may change from one to the next (the cat dimension's rows then
+    come from pass 1's sums, and a ``for`` counts instead of writing one row per trip): one read
+    from a tensor (:func:`varies`), and inside a body dynamo traces (a loop nested in a converted
+    loop or branch) every size not known to be one number, since dynamo shows a size read from a
+    tensor there as a Python int (the probe's size was taken for every element's: a wrong file)."""
+    if varies(size):
+        return True
+    return torch.compiler.is_dynamo_compiling() and not _one_value(size)
+
+
+def _one_value(size) -> bool:
+    """The size is statically one number: bounded above, and its least bound also a lower bound
+    (bounds are what dynamo answers about a size; a constant has the tightest)."""
+    top = 2 ** 62
+    if not statically_known_true(size <= top):
+        return False
+    low, high = 0, top
+    while low < high:
+        middle = (low + high) // 2
+        if statically_known_true(size <= middle):
+            high = middle
+        else:
+            low = middle + 1
+    return statically_known_true(size >= low)
 
 
 def _size(value: torch.Tensor):

@@ -8,6 +8,19 @@ rows); a loop whose state grows (an ONNX ``Loop`` around its exported body,
 elements so far, one row longer after each append. The probe of the body (one run outside the
 loop) gives the element's type and shape.
 
+A list an outer (or earlier) data-dependent loop grows that a loop inside it appends to as well
+(``for c in labels.unique(): ... while dc.shape[0]: det_max.append(dc[:1])``, ultralytics'
+YOLOv3 NMS per class): the inner loop cannot carry the outer one's buffer, so it grows a list of
+its own, started empty (:class:`~fxport.controlflow.operators.lists.appender.NestedIn`), and after
+it :func:`extended` adds every element of that list to the outer one in the outer one's mode:
+``probe`` (the inner list's element, and ``extended``, so the outer loop counts its appends: a
+trip appends a data-dependent number of elements), ``count`` (the inner list's number of elements
+and sums of sizes), ``write`` (its rows, its stack or its cat along the outer list's cat
+dimension, at the running offset), ``grow`` (its stack, concatenated), a finished list (the two
+stacks joined). Exact after any number of trips of either loop: the inner list holds the
+elements in the order the inner loop appended them, and each outer trip adds them after the
+ones before.
+
 Example::
 
     >>> import torch
@@ -20,6 +33,11 @@ Example::
     >>> grown.append(torch.full((2,), 3.0)); grown.finished = True
     >>> stack(grown).tolist()
     [[0.0, 0.0], [3.0, 3.0]]
+    >>> from fxport.controlflow.operators.lists.appender import NESTED_IN
+    >>> inner = Appender("ys", NESTED_IN, torch.ones(2, 2), torch.zeros((), dtype=torch.int64), mode="grow")
+    >>> inner.finished = True                   # what a loop inside grew: two more elements
+    >>> stack(extended(grown, inner)).tolist()
+    [[0.0, 0.0], [3.0, 3.0], [1.0, 1.0], [1.0, 1.0]]
 """
 
 from __future__ import annotations
@@ -27,19 +45,21 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.lists.appender import Appender, Replay, SelectedBefore, varies
+from fxport.controlflow.operators.lists.appender import (Appender, NestedIn, Replay, SelectedBefore, cat, data_sized,
+                                                        stack, varies)
 from fxport.controlflow.operators.failures import fail
-from fxport.controlflow.operators.values import dense
+from fxport.controlflow.operators.values import as_int64, dense, same_size
 
 
 def allocate(appender: Appender, probed, rng, info) -> Appender:
-    """``rows`` mode (a range, elements of one shape), else ``count`` mode (two passes)."""
+    """``rows`` mode (a range, elements of one shape, one append a trip at most), else ``count``
+    mode (two passes); a list a nested loop appends to (``extended``) gets a count."""
     element, values = _probed_element(appender, probed, info)
-    if rng is None or any(varies(s) for v in values for s in v.shape):
+    if rng is None or probed.extended or any(data_sized(s) for v in values for s in v.shape):
         sums = torch.zeros(element.dim(), dtype=torch.int64)
         grown = Appender(appender.name, appender.initial, sums, torch.zeros((), dtype=torch.int64), mode="count")
         grown.probe, grown.location = [element], appender.location
-        return grown
+        return _noted(grown, appender, probed)
     trips = rng.trip_count()
     if isinstance(trips, torch.Tensor):
         trips = trips.item()
@@ -47,7 +67,7 @@ def allocate(appender: Appender, probed, rng, info) -> Appender:
     buf = torch.zeros((trips,) + tuple(element.shape), dtype=element.dtype)
     grown = Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
     grown.location = appender.location  # refusals about the list name its loop
-    return grown
+    return _noted(grown, appender, probed)
 
 
 def allocate_growing(appender: Appender, probed, info) -> Appender:
@@ -59,9 +79,15 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
              f"append elements of one shape to {appender.name!r}, or grow a tensor with torch.cat instead")
     rows = [e.to(element.dtype).unsqueeze(0) for e in appender.initial]
     data = torch.cat(rows) if rows else torch.zeros((0,) + tuple(element.shape), dtype=element.dtype)
-    initial = SelectedBefore() if isinstance(appender.initial, SelectedBefore) else []
+    initial = appender.initial if isinstance(appender.initial, SelectedBefore) else []  # empty: SelectedBefore, NestedIn
     grown = Appender(appender.name, initial, dense(data), torch.zeros((), dtype=torch.int64), mode="grow")
     grown.location = appender.location
+    return _noted(grown, appender, probed)
+
+
+def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:
+    """``grown`` with what the probe learned: a loop nested in this one appends to the list."""
+    grown.extended = probed.extended
     return grown
 
 
@@ -112,3 +138,96 @@ def check_not_returned(outputs) -> None:
         if isinstance(value, Appender):
             fail(f"the model returns list {value.name!r}, whose number of elements depends on the data", value,
                  f"return torch.stack({value.name}) or torch.cat({value.name}) instead of the list")
+
+
+# --- a list a loop nested in its loop (or a later loop) appends to ---------------------------------
+
+
+def extended(outer: Appender, inner) -> Appender:
+    """``outer`` with every element of ``inner`` (the inner loop's list, or the :class:`NestedIn`
+    it started from when it appended nothing) added after its own (see the module doc)."""
+    if isinstance(inner, NestedIn):
+        for value in inner:
+            outer.append(value)
+        return outer
+    if not isinstance(inner, Appender):
+        fail(f"list {outer.name!r}, grown in a data-dependent loop, is replaced in a data-dependent loop inside it",
+             outer, f"only append to {outer.name!r} there")
+    if outer.finished:
+        return _joined(outer, inner)
+    if outer.mode == "probe":
+        outer.probe.append(_element(inner))
+        outer.extended = True
+        return outer
+    if outer.mode == "count":
+        return _counted(outer, inner)
+    if outer.mode == "write":
+        return _written(outer, inner)
+    if outer.mode == "grow":
+        return outer.rebuilt(torch.cat([outer.data, _rows_like(outer, inner, stack(inner))]), outer.length)
+    fail(f"list {outer.name!r} is appended to in a data-dependent loop nested in another one that grows it, on a path "
+         "the outer loop's first run did not take", outer,
+         f"collect the inner loop's elements in a list of its own and append torch.cat of it to {outer.name!r}")
+
+
+def _element(inner: Appender) -> torch.Tensor:
+    """An element of the inner list (its dtype, rank, and which sizes are fixed), for the probe."""
+    if inner.mode == "count":
+        return inner.replay.element
+    return inner.data.new_zeros(inner.data.shape[1:])
+
+
+def _count(inner: Appender) -> torch.Tensor:
+    """The number of elements the inner loop appended, a 0-d int64 tensor."""
+    if inner.mode == "count" or (inner.mode == "rows" and not inner.exact):
+        return as_int64(inner.length)
+    return as_int64(inner.data.shape[0])  # every row of the buffer, or the stack that grew
+
+
+def _counted(outer: Appender, inner: Appender) -> Appender:
+    """Pass 1: the counts and the sums of each size add up."""
+    element = _element(inner)
+    if element.dim() != outer.data.shape[0]:
+        fail(f"list {outer.name!r} grown in a data-dependent loop gets elements of {element.dim()} and "
+             f"{outer.data.shape[0]} dimensions", outer, "append tensors of one rank")
+    count = _count(inner)
+    if not element.dim():
+        return outer.rebuilt(outer.data, outer.length + count)
+    sums = inner.data if inner.mode == "count" else count * torch.stack([as_int64(s) for s in element.shape])
+    return outer.rebuilt(outer.data + sums, outer.length + count)
+
+
+def _written(outer: Appender, inner: Appender) -> Appender:
+    """Pass 2: the inner list's rows, in the outer buffer's layout, at the running offset."""
+    if outer.axis is None:
+        rows = stack(inner)
+    else:
+        rows = torch.movedim(cat(inner, outer.axis), outer.axis, 0)
+    writer = outer.rebuilt(outer.data, outer.length)
+    writer.write_rows(rows, _count(inner))
+    return writer
+
+
+def _rows_like(outer: Appender, inner: Appender, rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` (the inner list's stack) checked to continue ``outer``'s stack."""
+    want = outer.data.shape[1:]
+    if rows.dim() != outer.data.dim() or not all(same_size(a, b) for a, b in zip(rows.shape[1:], want)) \
+            or any(varies(s) for s in rows.shape[1:]):
+        fail(f"list {outer.name!r} gets elements of changing size in a loop whose state grows", outer,
+             f"append elements of one shape to {outer.name!r}, or grow a tensor with torch.cat instead")
+    return rows.to(outer.data.dtype)
+
+
+def _joined(outer: Appender, inner: Appender) -> Appender:
+    """A list grown by an earlier loop, appended to by a later one: one stack of both."""
+    if not (outer._one_shape() and inner._one_shape()):
+        fail(f"list {outer.name!r}, grown by a data-dependent loop with elements that change size, is appended to by "
+             "a later data-dependent loop", outer,
+             "torch.cat each loop's list on its own and join the results, or start a new list for the later loop")
+    first = stack(outer)
+    stacked = Appender(outer.name, [], first, torch.zeros((), dtype=torch.int64), mode="grow")
+    stacked.location = outer.location
+    joined = Appender(outer.name, [], torch.cat([first, _rows_like(stacked, inner, stack(inner))]),
+                      torch.zeros((), dtype=torch.int64), mode="grow")
+    joined.location, joined.finished = outer.location, True
+    return joined

@@ -8,6 +8,14 @@ flag. Running both branches of the ``if`` and selecting them with ``where`` (aft
 :func:`aligned` gives both the same candidates) is exact, and the list read back is the kept
 rows in order.
 
+A Python list of fixed length written by index under a tensor condition (YOLOv5's ``output[xi] =
+x[i]`` after ``if not x.shape[0]: continue`` in a loop over the images) is merged the same way by
+entries: each branch writes its own copy, both run, every entry is selected with ``where``
+(entries of other sizes padded, selected and cut back: sized_select.py), and the entries are
+written back into the list object the ``if`` started from (:func:`written_back`), so every name
+for it sees them. Not inside a body torch traces, where a Python list cannot be written (refused
+there as before, conditionals.py).
+
 Example::
 
     >>> import torch
@@ -26,7 +34,9 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, SelectedBefore, stack
+from fxport.controlflow.operators.lists.appender import NESTED_IN, Appender, ByIdentity, SelectedBefore, stack
+from fxport.controlflow.operators.lists.carried import extended
+from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import (is_number, is_row_of_numbers, numbers_as_tensors, row_of_numbers,
                                                 same_size, scalar)
@@ -192,18 +202,24 @@ def aligned_outputs(true_out, false_out) -> tuple:
 
 def lists_selected_before(state: tuple) -> tuple[tuple, dict]:
     """A converted loop's entry state with each SelectedList as an empty list the loop grows
-    (``SelectedBefore``), and ``{slot: SelectedList}`` to put back in front after the loop."""
-    before = {i: v for i, v in enumerate(state) if isinstance(v, SelectedList)}
-    return tuple(SelectedBefore() if i in before else v for i, v in enumerate(state)), before
+    (``SelectedBefore``), and each list an enclosing (or earlier) data-dependent loop grows as one
+    too (``NestedIn``, carried.py); and ``{slot: list}`` to join them to after the loop."""
+    before = {i: v for i, v in enumerate(state) if isinstance(v, Appender)}
+    return tuple((SelectedBefore() if isinstance(v, SelectedList) else NESTED_IN) if i in before else v
+                 for i, v in enumerate(state)), before
 
 
 def joined_after(values: tuple, before: dict) -> tuple:
-    """The loop's final state with each list selected before it joined to what the loop appended."""
+    """The loop's final state with each list selected before it (or grown by a loop around it)
+    joined to what the loop appended."""
     if not before:
         return values
     values = list(values)
     for slot, selected in before.items():
         grown = values[slot]
+        if not isinstance(selected, SelectedList):  # a list an outer (or earlier) loop grows
+            values[slot] = extended(selected, grown)
+            continue
         if isinstance(grown, Appender) and not isinstance(grown, SelectedList):
             values[slot] = selected.extend_rows(stack(grown)) if grown.data is not None else selected
         elif isinstance(grown, SelectedBefore) and not grown:
@@ -213,6 +229,43 @@ def joined_after(values: tuple, before: dict) -> tuple:
                  selected, "only append to it")
     return tuple(values)
 
+
+
+#: the reason a written list's ``if`` is a where (the branches must run in Python to write lists)
+LIST_WRITTEN = "a Python list is written in a branch"
+
+
+def is_written_list(name: str, value, info) -> bool:
+    """``value`` (the argument ``name`` of an ``if``) is a list the branches write by index and the
+    code after the ``if`` reads, outside a body torch traces."""
+    return (isinstance(value, list) and name in info.mutated and name in info.names and name not in info.appended
+            and not in_traced_body())
+
+
+def lists_written(args: tuple, info) -> bool:
+    """Whether the ``if`` writes an entry of a list (:func:`is_written_list`)."""
+    return any(is_written_list(name, value, info) for name, value in zip(info.params, args))
+
+
+def written_back(outs: tuple, args: tuple, info) -> tuple:
+    """The ``if``'s outputs with each written list's selected entries put into the list object it
+    started from (which then stands for the list after the ``if``).
+
+    >>> from fxport.controlflow.operators import StatementInfo
+    >>> info = StatementInfo("if", None, ("out",), params=("out",), mutated=("out",))
+    >>> out = [torch.zeros(1)]
+    >>> merged = written_back(([torch.ones(1)],), (out,), info)
+    >>> merged[0] is out, out
+    (True, [tensor([1.])])
+    """
+    incoming = dict(zip(info.params, args))
+    outs = list(outs)
+    for slot, name in enumerate(info.names):
+        original = incoming.get(name)
+        if is_written_list(name, original, info) and isinstance(outs[slot], list) and outs[slot] is not original:
+            original[:] = outs[slot]
+            outs[slot] = original
+    return tuple(outs)
 
 
 def _flatten(selected: SelectedList):
