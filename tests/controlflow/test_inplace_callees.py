@@ -373,3 +373,13 @@ def test_writes_that_cannot_be_carried_are_refused_at_the_statement(make, refusa
     message = str(raised.value).splitlines()[0]
     assert refusal in message
     assert raised.value.where.lineno == line_in_source(make.forward, line)
+
+
+def test_nested_functions_beside_generated_code_convert():
+    """A function whose try/except an earlier converter inlined (its names carry no source
+    location) and that defines nested functions converts (transformers' cache registration,
+    converted for --task models: it raised AttributeError 'lineno' and refused every beam search)."""
+    from fxport.controlflow.install import converted_source
+    from fxport.generation import caches
+
+    assert "def flatten" in converted_source(caches._register_encoder_decoder_cache)

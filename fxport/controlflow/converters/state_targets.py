@@ -445,8 +445,8 @@ class _BoundUses(ast.NodeTransformer):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
 
     def visit_Name(self, node):
-        if not (self.depth and isinstance(node.ctx, ast.Load) and node.id in self.used):
-            return node
+        if not (self.depth and isinstance(node.ctx, ast.Load) and node.id in self.used) or not hasattr(node, "lineno"):
+            return node  # (a name an earlier converter generated has no place to compare bindings with)
         reads, writes = self.used[node.id]
         here = (node.lineno, node.col_offset)
         known = [n for n in reads if self.bindings.get(n, here) < here]  # bound before this use
@@ -468,6 +468,9 @@ def _functions_used(start: str, nested: dict) -> set[str]:
     return found
 
 
+_UNPLACED = 1 << 30  #: the line of a binding without a source location
+
+
 def _first_bindings(fdef) -> dict[str, tuple[int, int]]:
     """Where each name of ``fdef``'s scope is first bound (parameters: before anything)."""
     first: dict[str, tuple[int, int]] = {a.arg: (0, 0) for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
@@ -477,6 +480,7 @@ def _first_bindings(fdef) -> dict[str, tuple[int, int]]:
             bound = node.id
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not fdef:
             bound = node.name
-        if bound is not None:
-            first[bound] = min(first.get(bound, (node.lineno, node.col_offset)), (node.lineno, node.col_offset))
+        if bound is not None:  # a binding an earlier converter generated counts as after every use
+            where = (getattr(node, "lineno", _UNPLACED), getattr(node, "col_offset", 0))
+            first[bound] = min(first.get(bound, where), where)
     return first
