@@ -34,6 +34,7 @@ from fxport.lower.missing_ops import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
 from fxport.lower.exporter import export_program
 from fxport.lower.grown_loops import loop_translations
+from fxport.lower.loop_attention import loop_attention_for_onnxruntime
 from fxport.lower.loop_invariants import hoist_loop_invariants
 from fxport.lower.ort_workarounds import apply_ort_workarounds
 from fxport.lower.size_arithmetic import size_arithmetic_in_double
@@ -88,7 +89,10 @@ def lower_model(
     size_arithmetic_in_double(onnx_program.model)  # Python floats of sizes in double, as eager (size_arithmetic.py)
     fusions: dict[str, int] = {}
     if level == "ort":
+        in_loops = loop_attention_for_onnxruntime(onnx_program.model)  # before the library's fusions (loop_attention.py)
         onnx_program.model, fusions = fuse_ort(onnx_program.model, translation_table)
+        if in_loops:
+            fusions["loop_group_query_attention"] = in_loops
         counts["ort"] = count_ir_nodes(onnx_program.model)
     found = {"translated_program": onnx_program.exported_program, "node_counts": counts, "fusions": fusions}
     if not external_data_wanted(external_data, ir_initializer_bytes(onnx_program.model)):
