@@ -30,3 +30,31 @@ def squeeze(self):
     if not axes:
         return op.Identity(self)
     return op.Squeeze(self, ints(*axes))
+
+
+@fxport.onnx_op("aten::squeeze.dim", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def squeeze_dim(self, dim: int):
+    """``x.squeeze(1)``: the axis removed when its traced size is 1, else ``x`` unchanged (as
+    torch does). The stock translation squeezes it whatever its size, and ONNX Runtime then
+    refuses to load the file ("Dimension of input 1 must be 1 instead of 4": NVIDIA Tacotron 2's
+    ``mel_output.squeeze(1)`` on its (batch, 80) frames, found by the public-loop corpus)."""
+    return _squeeze_axes(self, [dim])
+
+
+@fxport.onnx_op("aten::squeeze.dims", opset=18, priority=fxport.BUILTIN_PRIORITY)
+def squeeze_dims(self, dim):
+    """``x.squeeze((0, 2))``: each axis removed when its traced size is 1 (see :func:`squeeze_dim`)."""
+    return _squeeze_axes(self, list(dim))
+
+
+def _squeeze_axes(self, dims: list[int]):
+    shape = self.shape
+    if shape is None:
+        return op.Squeeze(self, ints(*dims))
+    rank = len(shape)
+    if rank == 0:
+        return op.Identity(self)
+    axes = sorted({d % rank for d in dims if isinstance(shape[d % rank], int) and shape[d % rank] == 1})
+    if not axes:
+        return op.Identity(self)
+    return op.Squeeze(self, ints(*axes))

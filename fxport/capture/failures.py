@@ -164,7 +164,23 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
             hint="drop that axis from the dynamic shapes (the model runs at one size only), or "
             "make the code that fixes it size-generic",
         )
+    if _in_torch_func_derivative(exc):
+        return CaptureError(
+            "a torch.func derivative (jacfwd, jacrev, jvp, vjp, grad) cannot be captured by torch.export",
+            where=where,
+            hint="write the derivative out with tensor ops (the Jacobian of an elementwise function is a "
+            "diagonal of its derivative), or compute it before export and pass it in")
     return _unclassified(exc, where, first_line)
+
+
+_TORCH_FUNC_TRANSFORMS = os.path.join("_functorch", "eager_transforms.py")
+
+
+def _in_torch_func_derivative(exc: BaseException) -> bool:
+    """The failure was raised inside one of torch.func's derivative transforms (forward- or
+    reverse-mode: their dual or grad-tracking tensors are not fake tensors export can trace)."""
+    return any(frame.filename.endswith(_TORCH_FUNC_TRANSFORMS) for error in _exception_chain(exc)
+               for frame in traceback.extract_tb(error.__traceback__))
 
 
 #: how torch read a number from a tensor as a Python value (the guard's frame) → the use, the hint
@@ -192,8 +208,20 @@ def _number_in_body_refusal(exc: BaseException, text: str, where: SourceLocation
     line = linecache.getline(where.filename, where.lineno).strip() if where.filename else ""
     written = f" (`{line[:80]}`)" if line else ""
     return ControlFlowError(
-        f"a number read from a tensor (.item(), float(), int()) is {what} inside a converted branch or loop "
+        f"{_number_subject(line)} is {what} inside a converted branch or loop "
         f"body{written}, which torch.cond/while_loop cannot trace", where=where, hint=hint)
+
+
+#: a line that reads a number from a tensor itself
+_READS_A_NUMBER = re.compile(r"\.item\(|\bint\(|\bfloat\(|\.tolist\(")
+
+
+def _number_subject(line: str) -> str:
+    """What the number is: read from a tensor on this line, or (no read here) a loop counter or a
+    value read earlier, which the message then does not blame on a read the line does not hold."""
+    if not line or _READS_A_NUMBER.search(line):
+        return "a number read from a tensor (.item(), float(), int())"
+    return "a number known only at run time (a loop counter, a number computed from one, or read from a tensor earlier)"
 
 
 def _unclassified(exc: BaseException, where, first_line: str) -> ConversionError:

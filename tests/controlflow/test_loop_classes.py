@@ -210,19 +210,16 @@ def test_coverage_wants_a_shrinking_state_seen_empty(tmp_path):
         ["0 iterations", "exit at its trip bound"]
 
 
-def test_state_written_into_attributes_by_a_callee_is_refused_in_one_line_at_the_write():
-    """dynamo's UncapturedHigherOrderOpError reached the user as 'torch.export failed'; it is one
-    line at the attribute write in the user's code, saying what to do."""
-    import inspect
-
+def test_state_written_into_attributes_by_a_callee_is_carried():
+    """NVIDIA Tacotron 2's ``decode``: dynamo's refusal of the attribute write inside the loop
+    body (once 'torch.export failed', then a one-line refusal) is gone: the method runs on an
+    overlay of the carried ``self.hidden`` (method_state.py)."""
     model = m.StateInAttributesOfACallee()
-    with pytest.raises(fxport.ConversionError) as info:
-        fxport.convert(model, (torch.zeros(2, 4),), dynamic_shapes={"x": {0: "b"}}, verify=False)
-    message = str(info.value)
-    assert "\n" not in message and "torch.export failed" not in message
-    assert "attribute or outer object written inside a converted loop" in message
-    line = inspect.getsourcelines(m.StateInAttributesOfACallee.decode)[1] + 1
-    assert f"loop_class_models.py:{line}" in message and "write the attribute after the loop" in message
+    exported = export_to_ort(model, (torch.zeros(2, 4),), dynamic_shapes={"x": {0: "b"}})
+    inputs = [(torch.full((1, 4), 3.0),), (torch.zeros(2, 4),), (torch.full((3, 4), -0.5),)]
+    assert len(set().union(*trip_counts(model, inputs).values())) >= 2
+    assert_matches_eager(model, exported, inputs)
+    assert exported.ops.get("Loop")
 
 
 def test_a_size_read_before_a_loop_whose_state_grows_keeps_its_value():

@@ -254,6 +254,10 @@ CASES = [
                                                     unitriangular=True),
          (_systems(36)[0], _systems(36)[1].transpose(-1, -2)), 1e-5, 1e-4,
          "upper, left=False, unitriangular"),
+    Case("squeeze_dim_one", "aten::squeeze.dim", lambda x: x.squeeze(-2) * 2,
+         (torch.arange(6.0).reshape(2, 1, 3),), 0, 0, "squeeze(-2) of a size-1 dimension: removed"),
+    Case("squeeze_dims_mixed", "aten::squeeze.dims", lambda x: x.squeeze((0, 1, 2)) * 2,
+         (torch.arange(12.0).reshape(1, 4, 1, 3),), 0, 0, "dims (0, 1, 2) of sizes 1, 4, 1: two removed"),
 ]
 
 

@@ -21,8 +21,8 @@ Notes on some refusals (found while measuring; the ports are as their origins wr
   ``bilstm_crf_tutorial_viterbi`` gets past its Viterbi loops (rows of arg-maxes, a reversed
   backtrack, ``pop``/``reverse``) and stops at its sanity ``assert`` on a tensor's value, which
   fxport refuses by policy (docs/control-flow.md, "assert").
-- ``tensor_priority_queue_dijkstra`` is an fxport-internal error reaching the user as
-  ``torch.export failed``: ``torch.tensor`` of a list of tensors inside a class ``__init__``.
+- ``tensor_priority_queue_dijkstra`` was an fxport-internal error reaching the user as
+  ``torch.export failed``; it is now refused in one line at the callee's attribute write.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.wild_loops.harness import cases_with_xfails, check
 
 _XFAIL = {
     "bilstm_crf_tutorial_viterbi": "assert on a tensor's value after the loop (a sanity check): assert on a tensor's value cannot be kept in the ONNX file",
-    "speechbrain_rnn_greedy_all_ended": 'state in attributes written inside the loop (attention cache set on the first step): self.precomputed_enc_h is a Python NoneType changed under a tensor condition or in a data-dependent loop',
+    'speechbrain_rnn_greedy_all_ended': "a tuple as loop state (the attention cache None before the loop now converts): for: loop variable 'memory' is a tuple that changes in a data-dependent loop",
     "icefall_transducer_greedy_search": "a list read inside a loop after appends under a tensor condition before it (hyp[-context_size:]): indexing of list 'hyp' inside a data-dependent loop, after appends under a tensor condition before the loop, is not supported",
     "fastspeech_length_regulator_alignment": 'a dimension the model narrows to 2.. (out.squeeze() in the duration predictor changes rank at L=1; the chained-index writes in its loops now convert): ONNX Runtime differs from eager PyTorch on a set of size L=1 outside the exported range 2..inf',
     "wavernn_generate_raw": 'raise in a dead Python-constant branch of a size-dependent loop: for on a tensor condition has a side effect the converter cannot carry (raise at line 799)',
@@ -42,7 +42,7 @@ _XFAIL = {
     "lbfgs_strong_wolfe": 'float() of the loss at the top level (runs as written), Python lists and min/max on tensors: data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     "demucs_separate_sources_chunks": "loop-local under `with torch.no_grad()` taken for loop state (the real blocker is the Fade attributes): while: variable 'out' is first defined inside a data-dependent loop and read after it or in the next iteration, with no value before the loop",
     "dbscan_grow_cluster_queue": "a Python list written at a tensor index under a tensor condition (labels[Pn] = C): if on a tensor condition writes into the list 'labels'",
-    "tensor_priority_queue_dijkstra": 'internal error leaks: torch.export failed: RuntimeError: The tensor has a non-zero number of elements, but its data is not allocated yet.',
+    'tensor_priority_queue_dijkstra': "state in attributes written by a callee inside the loop (priorityQ_torch.push/pop rebind self.q; it leaked as torch.export's RuntimeError before): an attribute or outer object written inside a converted loop or branch body, here through a function it calls, which torch's while_loop/cond cannot trace",
     "xtransformers_generate_eos_break": 'attribute write in a nested for inside the converted loop (runs 0 times; cache None before the loop): for on a tensor condition has a side effect the converter cannot carry (assignment to inter.cached_kv at line 1815)',
 }
 

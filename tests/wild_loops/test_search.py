@@ -17,7 +17,7 @@ from tests.wild_loops.search_models import CASES, STATIC_CASES
 
 _XFAIL = {
     "nms_argsort_stack": "a loop whose state grows inside a branch (an early return on the box count): while: a loop whose state grows inside a converted branch or another data-dependent loop is not supported",
-    "newton_beignet_return_in_loop": "internal error leaks: torch.export failed: AttributeError: 'Tensor' object has no attribute 'constant'",
+    'newton_beignet_return_in_loop': "a torch.func derivative in the loop (torch.func.jacfwd(func)(x0) in the Newton step; it leaked as torch.export's AttributeError): a torch.func derivative (jacfwd, jacrev, jvp, vjp, grad) cannot be captured by torch.export",
     "ssd_nms_keep_count": 'size read from a tensor inside a branch of a loop body: a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
     "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape): if: a list grown by a data-dependent loop is read in a branch, so both branches run and are selected with where, but '_fx_retval' has shape (Max(0, u0), 3, 8, 8) in the true branch",
     "power_iteration_return_raise": 'carried value changes rank (torch.Tensor([inf]) of shape (1,), then 0-d): torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch.cat) inside a converted branch, or in the rest of the function after a loop that returns',

@@ -42,12 +42,19 @@ class ListExtensions(Canonicalization):
 
 
 def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
+    """Names bound to list displays and to nothing else where ``xs += [..]`` can meet them: a
+    rebinding in the function's own body after the last ``xs += [..]`` (``mel_outputs, ... =
+    self.parse_decoder_outputs(mel_outputs, ...)`` after the decoding loop) does not count."""
+    extended = _last_list_extension(fdef)
     lists, others = set(), set()
     for node in walk_same_scope(fdef):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 for name, value in _pairs(target, node.value):
-                    (lists if isinstance(value, ast.List) else others).add(name)
+                    if isinstance(value, ast.List):
+                        lists.add(name)
+                    elif not _after_every_extension(node, name, extended, fdef):
+                        others.add(name)
         elif isinstance(node, (ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
             targets = [node.target] if not isinstance(node, ast.With) else [i.optional_vars for i in node.items if i.optional_vars]
             for target in targets:
@@ -57,6 +64,21 @@ def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
     arguments = fdef.args
     others |= {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
     return lists - others
+
+
+def _last_list_extension(fdef: ast.FunctionDef) -> dict[str, int]:
+    """name → the last line where ``name += [..]`` ends."""
+    last: dict[str, int] = {}
+    for node in walk_same_scope(fdef):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and isinstance(node.value, ast.List):
+            last[node.target.id] = max(last.get(node.target.id, 0), node.end_lineno or node.lineno)
+    return last
+
+
+def _after_every_extension(node: ast.Assign, name: str, extended: dict[str, int], fdef: ast.FunctionDef) -> bool:
+    """Whether ``node`` is a statement of the function's own body (in no loop or branch) after
+    the last ``name += [..]``: no extension can meet the value it binds."""
+    return name in extended and node in fdef.body and node.lineno > extended[name]
 
 
 def _pairs(target: ast.expr, value: ast.expr):

@@ -48,15 +48,14 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import inspect
 import re
-import types
 
 import torch
 
 from fxport.controlflow import analysis, scopes
 from fxport.controlflow.astutil import at, call, located, map_blocks, name, rt, tuple_
 from fxport.controlflow.context import STATE_TARGET_PREFIXES
+from fxport.controlflow.converters import method_state
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.facts import is_static_index
 from fxport.controlflow.views import view_bases
@@ -173,11 +172,44 @@ class StateTargets(Canonicalization):
                 candidates[key].line = path.lineno
         paths = [t for t in candidates.values() if not _overlaps(t, candidates.values(), names)]
         paths = _not_used_otherwise(node, paths, self.ctx.self_name)
-        if _calls_a_method(node, self.ctx):  # it may read self.h: leave self's attributes as written
-            paths = [t for t in paths if analysis.root_name(t.path) != self.ctx.self_name]
+        paths = self._with_method_state(node, paths)
         for target in paths:
-            target.local = self._fresh(VALUE_PREFIX + re.sub(r"\W+", "_", target.text).strip("_"))
+            if not target.local:
+                target.local = self._fresh(VALUE_PREFIX + re.sub(r"\W+", "_", target.text).strip("_"))
         return [Target(name(n), self._fresh(ORIGINAL_PREFIX + n), True) for n in names], paths
+
+    def _with_method_state(self, node, paths: list[Target]) -> list[Target]:
+        """``paths`` with the attributes of ``self`` the methods ``node`` calls write, when those
+        methods can run on an overlay of the carried locals (method_state.py; ``node`` is then
+        rewritten so); otherwise without the attributes the methods may read or write, which
+        stay as written."""
+        self_name = self.ctx.self_name
+        methods = method_state.methods_called(node, self.ctx.fn, self_name)
+        if methods is not None and not methods.touched:
+            return paths
+        mine = [t for t in paths if _self_attribute_in(t.path, self_name, None)]
+        plain = {t.path.attr: t for t in mine if _is_plain_attribute(t.path, self_name)}
+        shared = [t for t in mine if methods is None or _self_attribute_in(t.path, self_name, methods.touched)]
+        others = [t for t in paths if all(t is not s for s in shared)]
+        if (methods is None or not (methods.written or shared)
+                or method_state.uses_self_otherwise(node, self_name, methods.methods)
+                or any(not _is_plain_attribute(t.path, self_name) for t in shared)):
+            return others
+        targets = dict(plain)
+        for attribute in sorted(methods.written - set(targets)):
+            targets[attribute] = Target(ast.Attribute(value=name(self_name), attr=attribute, ctx=ast.Load()), "", True)
+        for attribute, target in targets.items():
+            target.in_place &= attribute not in methods.assigned
+            if not target.local:
+                target.local = self._fresh(VALUE_PREFIX + f"{self_name}_{attribute}")
+        trial = _Replace({ast.dump(_loaded(t.path)): t.local for t in paths + list(targets.values())}).visit(copy.deepcopy(node))
+        if not method_state.sync_method_calls(trial, self_name, {a: t.local for a, t in targets.items()}, methods):
+            return others
+        for field in node._fields:
+            setattr(node, field, getattr(trial, field))
+        self.ctx.local_names.add(method_state.OVERLAY)
+        self.ctx.local_names.add(method_state.RESULT)
+        return [t for t in paths if t not in targets.values()] + list(targets.values())
 
     def _fresh(self, wanted: str) -> str:
         candidate, number = wanted, 1
@@ -188,29 +220,21 @@ class StateTargets(Canonicalization):
         return candidate
 
 
-def _calls_a_method(node, ctx) -> bool:
-    """Whether ``node`` calls a method of ``self`` (``self.helper(x)``; ``self.fc(x)`` of a
-    submodule is no method): it could read an attribute the statement writes, so those stay
-    as written (refused as side effects under a tensor condition, plain Python otherwise)."""
-    cls = _owner_class(ctx.fn)
-    for sub in ast.walk(node):
-        if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
-                and isinstance(sub.func.value, ast.Name) and sub.func.value.id == ctx.self_name):
-            found = inspect.getattr_static(cls, sub.func.attr, None) if cls is not None else True
-            if found is True or isinstance(found, (types.FunctionType, staticmethod, classmethod, property)):
-                return True
-    return False
+def _self_attribute_in(path: ast.expr, self_name: str | None, attributes: set[str] | None) -> bool:
+    """Whether ``path`` (``self.h``, ``self.cache[0]``) is an attribute of ``self`` in
+    ``attributes`` (any, when None)."""
+    if analysis.root_name(path) != self_name:
+        return False
+    while isinstance(path, (ast.Attribute, ast.Subscript)):
+        if isinstance(path, ast.Attribute) and isinstance(path.value, ast.Name):
+            return attributes is None or path.attr in attributes
+        path = path.value
+    return attributes is None
 
 
-def _owner_class(fn) -> type | None:
-    """The class a method is defined in (``Net`` for ``Net.forward``), when it can be found."""
-    parts = fn.__qualname__.split(".")[:-1]
-    if not parts or "<locals>" in parts:
-        return None
-    owner = fn.__globals__.get(parts[0])
-    for part in parts[1:]:
-        owner = getattr(owner, part, None)
-    return owner if isinstance(owner, type) else None
+def _is_plain_attribute(path: ast.expr, self_name: str | None) -> bool:
+    """``self.h`` (not ``self.cache[0]`` nor ``self.a.b``)."""
+    return isinstance(path, ast.Attribute) and isinstance(path.value, ast.Name) and path.value.id == self_name
 
 
 def _stable_part(path: ast.expr, rebound: set[str]) -> ast.expr:

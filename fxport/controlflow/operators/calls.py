@@ -14,8 +14,8 @@ Example::
 from __future__ import annotations
 
 import builtins
-
 import functools
+import time
 import types
 from typing import Callable
 
@@ -51,7 +51,34 @@ def call(f):
         return f if inner is f.func else functools.partial(inner, *f.args, **f.keywords)
     if isinstance(f, torch.nn.Module) and "forward" not in f.__dict__:  # not a user module converted in place
         return none_aware(f)
+    for read, clock in _CLOCKS:  # by identity: dynamo cannot hash a builtin
+        if f is read:
+            return clock
     return f
+
+
+def _clock(read):
+    """A clock (``time.time``, ``time.perf_counter``) as converted code calls it: read as
+    usual, except inside a body torch traces (a while_loop body, a cond branch), which cannot
+    call the clock: there it gives the last reading from outside, the same number every time
+    (an ONNX file has no clock; in the loops people write the clock times a print or a log).
+
+    >>> _clock(time.monotonic)() > 0
+    True
+    """
+    last = [0.0]
+
+    def clock():
+        if torch.compiler.is_dynamo_compiling():
+            return last[0]
+        last[0] = read()
+        return last[0]
+
+    return clock
+
+
+#: the clocks a model reads to time itself, and their converted calls
+_CLOCKS = tuple((read, _clock(read)) for read in (time.time, time.perf_counter, time.monotonic, time.process_time))
 
 
 def none_aware(f):

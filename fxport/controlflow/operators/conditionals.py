@@ -30,6 +30,7 @@ import torch.utils._pytree as pytree
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.lists.appender import Appender
+from fxport.controlflow.operators.numbers import ints_read_as_tensors
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.optional import as_optional, is_optional, merged, one_side_none, truth, unset
 from fxport.controlflow.operators.rule_names import rule_name
@@ -398,7 +399,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
     branch, so a branch that updates it changes its own copy, never an object outside the cond.
     A variable None before the ``if`` that a branch assigns goes in as a
     :class:`~fxport.controlflow.operators.optional.MaybeNone` and leaves each branch as one."""
-    args = _none_inputs_as_optional(true_fn, false_fn, args, info)
+    args = ints_read_as_tensors(_none_inputs_as_optional(true_fn, false_fn, args, info))
     slots = [(i, operand_spec(a)) for i, a in enumerate(args) if isinstance(a, torch.Tensor) or is_container(a)]
     operands = tuple(dense(leaf) for i, _ in slots for leaf in pytree.tree_leaves(args[i]))
     relations = size_relations(operands)

@@ -4,6 +4,9 @@ A traced 0-d integer index becomes ``index_select``/``index_put`` instead of a g
 value (``.item()``), as does a traced start of ``narrow`` and a traced shift of ``roll``;
 everything else indexes as Python does.
 
+Size: reads and writes by traced positions share their reading of an index (tensor slices,
+several traced positions in one write, numbers read from data), so they stay one module.
+
 Example::
 
     >>> import torch
@@ -19,6 +22,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.failures import refuse_here
+from fxport.controlflow.operators.numbers import int_read_from_data
 from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced, scalar
 
 
@@ -116,8 +120,25 @@ def _position(index: torch.Tensor, size) -> torch.Tensor:
     return position.clamp(max=size - 1).clamp(min=0)
 
 
+def _read_int(part) -> bool:
+    """An int torch keeps symbolic that was read from data (a loop counter, ``t.item()``), which
+    dynamo's indexing refuses inside a body it traces ("got SymInt"); sizes index as written."""
+    return int_read_from_data(part)
+
+
+def _numbers_as_positions(index):
+    """``index`` with each int read from data (:func:`_read_int`) as a 0-d int64 tensor, which the
+    tensor-index paths select with (``cost[i - 1, j - 1]``, ``X[:, k % m]``); slices keep their
+    symbolic bounds (``F[:, :n]``: a length torch relates to ``torch.eye(n)``)."""
+    if isinstance(index, tuple):
+        return tuple(as_int64(p) if _read_int(p) else p for p in index)
+    return as_int64(index) if _read_int(index) else index
+
+
 def getitem(value, index):
     """``value[index]``; a traced 0-d integer index becomes index_select (no .item() guard)."""
+    if isinstance(value, torch.Tensor):
+        index = _numbers_as_positions(index)
     parts = index if isinstance(index, tuple) else (index,)
     if isinstance(value, Appender) and value.finished and isinstance(index, (slice, TensorSlice)):
         return value.sliced(getitem(stack(value), index))  # history[:seq_ends[i]]: a list of those rows
@@ -229,6 +250,8 @@ def _one_traced_axis(target, index) -> int | None:
 
 def setitem(target, index, value):
     """``target[index] = value``; with a traced 0-d index the tensor is updated functionally."""
+    if isinstance(target, torch.Tensor):
+        index = _numbers_as_positions(index)
     axis = _traced_slice_axis(target, index)
     if axis is not None:  # scores[pos:] = w * scores[pos:], buf[:, t:t + 1] = v: rows written by index
         return _set_slice(target, index if isinstance(index, tuple) else (index,), axis, value)
@@ -248,6 +271,8 @@ def setitem(target, index, value):
         return _set_row(target, index, axis, value)
     if _traced_beside_index_tensors(target, index):  # path[rows, idx, j] = 1 with a traced j
         return _set_advanced(target, index, value)
+    if _traced_among_basic_parts(target, index):  # cost[i, j] = v, H[:, a:b, a:b] = v: positions per axis
+        return _set_basic(target, index, value)
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
         refuse_here(f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
                     "use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it")
@@ -266,6 +291,46 @@ def _traced_axis_among_basic_parts(target, index) -> int | None:
     basic = all(isinstance(part, (int, slice)) and not isinstance(part, bool)
                 for i, part in enumerate(index) if i not in traced)
     return traced[0] if len(traced) == 1 and basic else None
+
+
+def _traced_among_basic_parts(target, index) -> bool:
+    """``target[..]``'s tuple holds traced 0-d indices or slices with traced bounds (any number of
+    them), every other part an int or a slice, one part per dimension at most."""
+    if not isinstance(target, torch.Tensor) or not isinstance(index, tuple) or len(index) > target.dim():
+        return False
+    return (any(_is_traced_index(p) or _has_traced_bound(p) for p in index)
+            and all(_is_traced_index(p) or _has_traced_bound(p) or isinstance(p, slice)
+                    or isinstance(p, int) and not isinstance(p, bool) for p in index))
+
+
+def _set_basic(target: torch.Tensor, index: tuple, value):
+    """``target[index] = value`` for :func:`_traced_among_basic_parts`: the positions each part
+    takes along its axis (one for an index, the rows of a slice), broadcast against each other as
+    the axes the slices keep, written with ``index_put``; the value lines up with those axes and the
+    ones the index does not reach, as eager's assignment lines it up. The result is the new target."""
+    positions = [_positions_of(part, target.shape[axis]) for axis, part in enumerate(index)]
+    kept = [rows for rows, keeps in positions if keeps]
+    indices, axis = [], 0
+    for rows, keeps in positions:
+        shape = [1] * len(kept)
+        if keeps:
+            shape[axis] = -1
+            axis += 1
+        indices.append(rows.reshape(shape))
+    region = [rows.shape[0] for rows in kept] + list(target.shape[len(index):])
+    value = value.to(target.dtype) if isinstance(value, torch.Tensor) else scalar(value, target.dtype)
+    return torch.index_put(target, tuple(indices), value.expand(region))
+
+
+def _positions_of(part, size) -> tuple:
+    """(int64 positions, whether the axis is kept) of one basic index part along an axis of ``size``."""
+    if _is_traced_index(part):
+        return _position(part, size), False
+    if _has_traced_bound(part):
+        return _slice_rows(part, size), True
+    if isinstance(part, slice):
+        return torch.arange(size, dtype=torch.int64)[part], True
+    return _position(scalar(part, torch.int64), size), False
 
 
 def _traced_beside_index_tensors(target, index) -> bool:

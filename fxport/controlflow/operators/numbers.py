@@ -28,10 +28,10 @@ import functools
 import math
 
 import torch
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, optimization_hint, statically_known_true
 
 from fxport.controlflow.operators.state import in_traced_body
-from fxport.controlflow.operators.values import is_number, is_symbolic, is_traced, scalar
+from fxport.controlflow.operators.values import as_int64, is_number, is_symbolic, is_traced, scalar
 from fxport.controlflow.operators.failures import refuse_here
 
 
@@ -226,6 +226,33 @@ def math_(function, *args):
     else:
         result = _MATH_FLOATS[name](*doubles)
     return result.item()
+
+
+def ints_read_as_tensors(values: tuple) -> tuple:
+    """``values`` with each int read from data (a loop counter in its body, ``t.item()``: a symbol
+    with no size behind it) as a 0-d int64 tensor: ``torch.cond`` takes no such number into its
+    branches ("Unbacked SymInt input is not supported yet"), and inside them it computes as a
+    tensor, as ``int(t)`` does there. Sizes (``x.shape[0]``) stay numbers.
+
+    >>> ints_read_as_tensors((1, 2.5))
+    (1, 2.5)
+    """
+    return tuple(as_int64(v) if int_read_from_data(v) else v for v in values)
+
+
+#: two stand-ins for a number read from data, far apart and of opposite signs (see int_read_from_data)
+_STAND_INS = (-1_000_003, 1_000_033)
+
+
+def int_read_from_data(value) -> bool:
+    """A symbolic int whose value depends on a number read from data. torch's ``optimization_hint``
+    puts ``fallback`` in for each such number (a size has its own hint), and dynamo answers it
+    inside a body it traces too, where ``free_unbacked_symbols`` cannot be asked: the value
+    depends on one when two stand-ins far apart give two answers (``u - 1``, ``min(u, 5)``, ``u % m``)."""
+    if isinstance(value, (bool, float, torch.SymBool, torch.SymFloat)) or not is_symbolic(value):
+        return False
+    low, high = (optimization_hint(value, fallback=stand_in) for stand_in in _STAND_INS)
+    return low != high
 
 
 def _read_numbers(values):

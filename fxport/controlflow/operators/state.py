@@ -133,9 +133,38 @@ def probing():
         return
     _PROBING[0] += 1
     try:
-        yield
+        with _no_shape_facts():
+            yield
     finally:
         _PROBING[0] -= 1
+
+
+@contextlib.contextmanager
+def _no_shape_facts():
+    """Keep what a probe's ops teach torch about existing sizes out of the capture.
+
+    A probe is dead code, yet indexing ``order[0]`` in it makes torch assert, and then assume,
+    that the unbacked length of ``order`` is at least 1; the loop's own test ``order.numel() >
+    0``, asked afterwards on the same state, was then folded to True, and a file whose state
+    starts empty (an NMS after a score threshold no box passes) ran its body on nothing in ONNX
+    Runtime. The ranges, runtime asserts and axioms of the symbols that existed before the
+    probe are put back after it (symbols the probe made keep theirs)."""
+    from torch._guards import detect_fake_mode
+
+    env = getattr(detect_fake_mode(), "shape_env", None)
+    if env is None:
+        yield
+        return
+    ranges, axioms = dict(env.var_to_range), dict(env.axioms)
+    asserts = {key: list(found) for key, found in env.deferred_runtime_asserts.items()}
+    try:
+        yield
+    finally:
+        env.var_to_range.update(ranges)
+        env.deferred_runtime_asserts.update(asserts)
+        for key in [k for k in env.axioms if k not in axioms]:
+            del env.axioms[key]
+        env._update_version_counter()  # torch's caches of static answers hold the refined ranges
 
 
 def is_probing() -> bool:

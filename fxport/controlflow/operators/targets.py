@@ -22,13 +22,15 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import types
+
 import torch
 
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.indexing import TensorSlice, getitem, setitem
 from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
-from fxport.errors import ControlFlowError
-from fxport.common.frames import here
+from fxport.controlflow.operators.failures import refuse_here
 
 
 class Missing(Undefined):
@@ -64,12 +66,10 @@ def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
     current = load(owner, key, kind, text)
     if value is current:
         return  # plain Python ran on the object itself
-    if not isinstance(current, (torch.Tensor, Undefined)) and isinstance(value, torch.Tensor) and is_traced(value):
-        raise ControlFlowError(
-            f"{text} is a Python {type(current).__name__} changed under a tensor condition or in a data-dependent loop",
-            where=here(),
-            hint=f"keep {text} a tensor (register_buffer) or change it outside the branch or loop",
-        )
+    if _number_becomes_tensor(current, value):
+        refuse_here(f"{text} is a Python {type(current).__name__} changed under a tensor condition or in a "
+                    "data-dependent loop",
+                    f"keep {text} a tensor (register_buffer) or change it outside the branch or loop")
     if isinstance(owner, torch.Tensor) and kind == "item":
         owner[key] = value  # a write into the owner's element (a view): x[i].add_(1)
     elif in_place and _keeps_identity(owner, key, kind, current, value):
@@ -78,6 +78,17 @@ def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
         setattr(owner, key, value)
     else:
         owner[key] = value
+
+
+def _number_becomes_tensor(current, value) -> bool:
+    """Whether writing ``value`` would turn a Python value (a number, a flag, a string) into a
+    traced tensor, which changes what later Python code reads. ``None`` is no such value: the
+    construct that produced a plain tensor for it has decided it is a tensor on every path (a
+    value ``None`` on some paths comes back as an optional, see optional.py), as ``self.cache =
+    None`` before a loop that sets it on its first trip."""
+    if current is None or isinstance(current, (torch.Tensor, Undefined)):
+        return False
+    return isinstance(value, torch.Tensor) and is_traced(value)
 
 
 def _keeps_identity(owner, key, kind: str, current, value) -> bool:
@@ -89,6 +100,47 @@ def _keeps_identity(owner, key, kind: str, current, value) -> bool:
     if isinstance(owner, torch.nn.Module) and kind == "attr" and key not in owner._buffers and key not in owner._parameters:
         return False
     return same_layout(current, value)
+
+
+class Overlay:
+    """``self`` as the methods a converted statement calls see it: the attributes the
+    statement carries as locals hold the locals' values (and take the methods' writes, read
+    back by :func:`overlaid`); every other attribute is the object's, and a method of its
+    class is bound to the overlay, so the methods it calls see the overlay too.
+
+    >>> class Decoder:
+    ...     scale = 2.0
+    ...     def step(self, x):
+    ...         self.h = self.h * self.scale + x
+    ...         return self.h
+    >>> decoder = Decoder(); decoder.h = torch.zeros(1)
+    >>> seen = overlay(decoder, ("h",), (torch.ones(1),), (False,))
+    >>> seen.step(torch.ones(1)), overlaid(seen, ("h",)), decoder.h
+    (tensor([3.]), (tensor([3.]),), tensor([0.]))
+    """
+
+    def __init__(self, owner, names: tuple, values: tuple, copied: tuple):
+        self._fx_owner = owner
+        for key, value, copy in zip(names, values, copied):
+            # a value a method writes into (``self.h += x``) is a copy: the carried value stays an input
+            setattr(self, key, value.clone() if copy and isinstance(value, torch.Tensor) else value)
+
+    def __getattr__(self, key):
+        owner = self.__dict__["_fx_owner"]
+        member = getattr(type(owner), key, None)
+        if isinstance(member, types.FunctionType) and not isinstance(owner.__dict__.get(key, None), types.FunctionType):
+            return functools.partial(member, self)  # partial, not MethodType: dynamo traces partial
+        return getattr(owner, key)
+
+
+def overlay(owner, names: tuple, values: tuple, copied: tuple) -> Overlay:
+    """``owner`` with ``names`` standing for ``values`` (see :class:`Overlay`)."""
+    return Overlay(owner, names, values, copied)
+
+
+def overlaid(seen: Overlay, names: tuple) -> tuple:
+    """The values of ``names`` after the methods ran on the overlay ``seen``."""
+    return tuple(getattr(seen, key) for key in names)
 
 
 def into(original, value):
@@ -121,9 +173,8 @@ def into_enclosing(original, value, text: str) -> None:
     if isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor) and same_layout(original, value):
         original.copy_(value)
         return
-    raise ControlFlowError(f"{text!r}, a variable of the enclosing function, is replaced by a converted statement of "
-                           "a nested function", where=here(),
-                           hint=f"write into {text} in place with values of its shape and dtype, or pass it as an argument")
+    refuse_here(f"{text!r}, a variable of the enclosing function, is replaced by a converted statement of a nested "
+                "function", f"write into {text} in place with values of its shape and dtype, or pass it as an argument")
 
 
 def apart(originals: tuple, values: tuple, texts: tuple) -> None:
@@ -139,12 +190,9 @@ def apart(originals: tuple, values: tuple, texts: tuple) -> None:
     for original, text in changed:
         base = original._base if original._base is not None else original
         if id(base) in seen:
-            raise ControlFlowError(
-                f"{seen[id(base)]} and {text} share memory (one is a view of the other) and are both written "
-                "in place under a tensor condition or in a data-dependent loop",
-                where=here(),
-                hint="write through one of them only, or clone the view",
-            )
+            refuse_here(f"{seen[id(base)]} and {text} share memory (one is a view of the other) and are both "
+                        "written in place under a tensor condition or in a data-dependent loop",
+                        "write through one of them only, or clone the view")
         seen[id(base)] = text
 
 
@@ -233,9 +281,8 @@ def _chained_as_written(target, indices: tuple, value):
     view = target
     for index in indices[:-1]:
         if isinstance(view, torch.Tensor) and _traced_slice(index):
-            raise ControlFlowError(
-                "an assignment through chained indexing (x[a][b] = v) whose first index slices by a bound computed "
-                "at run time", where=here(), hint="write it with one index, x[a, b] = v")
+            refuse_here("an assignment through chained indexing (x[a][b] = v) whose first index slices by a bound "
+                        "computed at run time", "write it with one index, x[a, b] = v")
         view = getitem(view, index) if not isinstance(view, torch.Tensor) else view[index]  # a copy where eager makes one
     written = setitem(view, indices[-1], value)
     if written is not view and isinstance(view, torch.Tensor):

@@ -38,8 +38,6 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statica
 from fxport.controlflow.operators.failures import fail, refuse_here
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
-from fxport.errors import ControlFlowError
-from fxport.common.frames import here
 
 
 class SelectedBefore(list):
@@ -344,7 +342,7 @@ class Appender:
         failure)."""
         if torch.compiler.is_dynamo_compiling():
             fail(what, self, hint)
-        raise ControlFlowError(what, where=here(), hint=hint)
+        refuse_here(what, hint)
 
 
 class Replay:
@@ -423,8 +421,8 @@ def cat(tensors, dim: int = 0, *, out=None):
         return grown.catted(dim)
     rank = _element_rank(grown)
     if rank == 0:
-        raise ControlFlowError(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
-                               where=here(), hint="use torch.stack")
+        refuse_here(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
+                    "use torch.stack")
     dim = dim + rank if dim < 0 else dim
     if grown.mode in ("rows", "grow"):
         loop_part = _cat_rows(grown.data if grown.mode == "grow" else _stacked(grown), dim)

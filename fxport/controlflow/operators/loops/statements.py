@@ -238,8 +238,8 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
     if (info.break_flag and info.appended and isinstance(iterable, range) and torch.compiler.is_exporting()
             and not _left_as_written(info.kind) and not (len(iterable) and _none_carried(state, info))):
         # a data-dependent break would leave appends under a tensor condition: loop on tensors
-        return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn,
-                           rng=TensorRange(iterable.start, iterable.stop, iterable.step))
+        rng = TensorRange(iterable.start, iterable.stop, iterable.step)
+        return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng)
     flag_slot = info.names.index(info.break_flag) if info is not None and info.break_flag else None
     trips, before, entry, wrote = 0, state, state, False
     for position, item in enumerate(iterable):
@@ -295,7 +295,8 @@ def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, tes
         fail(f"for: break on a tensor condition in a loop over a {type(iterable).__name__}", info,
              "loop over range(...) so the remaining iterations can become a while_loop")
     rest = iterable[position:]
-    return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=TensorRange(rest.start, rest.stop, rest.step))
+    rng = TensorRange(rest.start, rest.stop, rest.step)
+    return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng)
 
 
 def _test_then_going_on(test_fn: Callable, stop_fn: Callable) -> Callable:

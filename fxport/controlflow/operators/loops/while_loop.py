@@ -542,9 +542,27 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
                  "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it")
     elif may_grow and _tensor_tree(before) and _tensor_tree(after):  # a KV cache per layer: a list of tensors
         return _check_tree_carry(name, before, after, info)
+    elif is_tensor_tuple(before):  # an LSTM's (h, c): each leaf carried like a tensor
+        _check_tuple_carry(name, before, after, info)
     elif not isinstance(before, Appender) and after is not before and not (is_number(before) and before == after):
         fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop",
              info, "carry tensors only")
+
+
+def is_tensor_tuple(value) -> bool:
+    """A tuple or list (nested) of tensors only: ``(h, c)`` of an LSTM, a list of per-layer states."""
+    return isinstance(value, (tuple, list)) and not is_container(value) and _leaves_are_tensors(value)
+
+
+def _check_tuple_carry(name, before, after, info) -> None:
+    """A carried tuple of tensors keeps its structure; each leaf its dtype and shape."""
+    leaves_before, spec_before = pytree.tree_flatten(before)
+    leaves_after, spec_after = pytree.tree_flatten(after)
+    if spec_before != spec_after:
+        fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop "
+             "(another structure after an iteration)", info, f"give {name!r} one structure (as many tensors) on every path")
+    for index, (leaf_before, leaf_after) in enumerate(zip(leaves_before, leaves_after)):
+        _check_carry(f"{name}[{index}]" if len(leaves_before) > 1 else name, leaf_before, leaf_after, info)
 
 
 def _tensor_tree(value) -> bool:
@@ -584,6 +602,9 @@ class _Layout:
                 self.kinds.append(("optional", pytree.tree_flatten(value)[1]))
             elif isinstance(value, torch.Tensor):
                 self.kinds.append(("tensor", value.dtype, value.dim()))
+            elif is_tensor_tuple(value):
+                leaves, spec = pytree.tree_flatten(value)
+                self.kinds.append(("tuple", spec, tuple(leaf.dtype for leaf in leaves)))
             else:
                 self.kinds.append(("constant",))
                 self.constants[i] = value
@@ -611,6 +632,13 @@ class _Layout:
                 if not isinstance(value, Appender):
                     fail(f"{info.kind}: list {name!r} is replaced inside a data-dependent loop", info, "only append to it")
                 flat.extend([value.data, value.length])
+            elif kind[0] == "tuple":
+                leaves, spec = pytree.tree_flatten(value) if is_tensor_tuple(value) else ([], None)
+                if spec != kind[1] or tuple(leaf.dtype for leaf in leaves) != kind[2]:
+                    fail(f"{info.kind}: loop variable {name!r} is a {getattr(kind[1].type, '__name__', 'tuple')} that "
+                         "changes in a data-dependent loop (another structure or dtype after an iteration)", info,
+                         f"give {name!r} one structure and dtype on every path")
+                flat.extend(leaves)
             elif kind[0] == "tensor":
                 tensor = value if isinstance(value, torch.Tensor) else _number_tensor(name, value, kind[1], info)
                 if tensor.dtype != kind[1]:
@@ -630,6 +658,11 @@ class _Layout:
                 values.append(kind[1].rebuilt(carried.pop(0), carried.pop(0)))
             elif kind[0] == "optional":
                 leaves = [carried.pop(0) for _ in range(kind[1].num_leaves)]
+                values.append(pytree.tree_unflatten(leaves, kind[1]))
+            elif kind[0] == "tuple":
+                leaves = [carried.pop(0) for _ in range(kind[1].num_leaves)]
+                if fresh and self.names[i] in mutated:
+                    leaves = [leaf.clone() for leaf in leaves]
                 values.append(pytree.tree_unflatten(leaves, kind[1]))
             elif kind[0] == "tensor":
                 tensor = carried.pop(0)
