@@ -20,6 +20,10 @@ BODY_OPS = {"concat": {"Concat"}, "scatternd": {"ScatterND"}, "tensorscatter": {
             "gqa": {"GroupQueryAttention"}, "gqa_buffer": {"GroupQueryAttention"}}
 
 
+# one generator conversion shared by the variants (about 40 s on the 2-core machine): with the slow set
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def fxport_file(tmp_path_factory):
     torch.manual_seed(0)

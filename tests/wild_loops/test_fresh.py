@@ -32,6 +32,9 @@ import pytest
 from tests.wild_loops.fresh_models import CASES
 from tests.wild_loops.harness import cases_with_xfails, check
 
+# the corpus converts every loop end to end (seconds each): measured in CI with the slow set
+pytestmark = pytest.mark.slow
+
 _XFAIL = {
     "bilstm_crf_tutorial_viterbi": "assert on a tensor's value after the loop (a sanity check): assert on a tensor's value cannot be kept in the ONNX file",
     'speechbrain_rnn_greedy_all_ended': "a tuple as loop state (the attention cache None before the loop now converts): for: loop variable 'memory' is a tuple that changes in a data-dependent loop",

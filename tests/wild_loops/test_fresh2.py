@@ -16,6 +16,9 @@ import pytest
 from tests.wild_loops.fresh2_models import CASES
 from tests.wild_loops.harness import cases_with_xfails, check
 
+# the corpus converts every loop end to end (seconds each): measured in CI with the slow set
+pytestmark = pytest.mark.slow
+
 XFAIL: dict[str, str] = {
     'rwkv_150_lines_init_state_none': 'float() of a tensor read as a Python number in a called function (sample_logits: float(...); the in-place state writes in time_mixing and init_state = None now convert): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     'gpt2_chitchat_past_none_sep_break': "numbers read with .item() into a list re-read inside the loop (for id in set(generated)): list 'generated' grown in a data-dependent loop can only be used with torch.stack/torch.cat",

@@ -18,6 +18,9 @@ import pytest
 from tests.wild_loops.fresh3_models import CASES
 from tests.wild_loops.harness import cases_with_xfails, check
 
+# the corpus converts every loop end to end (seconds each): measured in CI with the slow set
+pytestmark = pytest.mark.slow
+
 XFAIL: dict[str, str] = {
     'torchaudio_rnnt_beam_search': "a Python list indexed by a run-time value (b_hypos = [b_hypos[idx] for idx in sorted_idx] on a list of hypothesis tuples in `while a_hypos`): a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items",
     'torchaudio_edit_distance': "a Python list written under a tensor condition (dnew[j] = dold[j - 1] under `if seq1[i - 1] == seq2[j - 1]`, rows of ints): if on a tensor condition writes into the list 'dnew'",

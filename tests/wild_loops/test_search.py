@@ -13,6 +13,9 @@ from __future__ import annotations
 import pytest
 
 from tests.wild_loops.harness import cases_with_xfails, check
+
+# the corpus converts every loop end to end (seconds each): measured in CI with the slow set
+pytestmark = pytest.mark.slow
 from tests.wild_loops.search_models import CASES, STATIC_CASES
 
 _XFAIL = {
