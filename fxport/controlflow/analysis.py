@@ -299,9 +299,12 @@ def _live_in_stmt(stmt: ast.stmt, live_out: set[str], flags, result: Liveness) -
         return reads(stmt.test) | _live_in(stmt.body, live_out, flags, result) | _live_in(stmt.orelse, live_out, flags, result)
     if isinstance(stmt, (ast.While, ast.For)):
         return _live_in_loop(stmt, live_out, flags, result)
-    if isinstance(stmt, (ast.With, ast.Try)):
+    if isinstance(stmt, ast.With):  # the body runs once, through: its assignments kill what follows
+        bound = set().union(*(writes(item.optional_vars) for item in stmt.items if item.optional_vars is not None))
+        return reads(stmt.items) | (_live_in(stmt.body, live_out, flags, result) - bound)
+    if isinstance(stmt, ast.Try):
         return reads(stmt) | live_out
-    if isinstance(stmt, ast.Return):
+    if isinstance(stmt, (ast.Return, ast.Raise)):  # the path ends: nothing after it is read on it
         return reads(stmt)
     killed = _definite_writes(stmt)
     return (live_out - killed) | reads(stmt)

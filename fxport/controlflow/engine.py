@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 
 from fxport.controlflow import facts
@@ -69,6 +70,15 @@ def _of_stage(converters: list[type], stage: str) -> list[type]:
 
 
 def _factory(fdef: ast.FunctionDef, freevars: tuple[str, ...]) -> ast.FunctionDef:
-    """``def _fx_factory(_fx, _fx_meta, *freevars): <fdef>; return <fdef.name>``."""
-    ret = at(ast.Return(value=name(fdef.name)), fdef)
-    return function("_fx_factory", (RUNTIME, META) + freevars, [fdef, ret], fdef)
+    """``def _fx_factory(_fx, _fx_meta, *freevars): <fdef>; return <fdef.name>``.
+
+    A function whose body reads its own name (a method ``maxmul`` calling the module's function
+    ``maxmul``) is defined in the factory as ``_fx_def_<name>``: under its own name it would be a
+    local of the factory, and the body's ``maxmul`` would call the method itself instead of the
+    global Python finds (install.py gives the function its name back)."""
+    inner = fdef
+    if any(isinstance(n, ast.Name) and n.id == fdef.name and isinstance(n.ctx, ast.Load) for n in ast.walk(fdef)):
+        inner = copy.copy(fdef)  # the same body under another name; converted_source shows fdef
+        inner.name = f"_fx_def_{fdef.name}"
+    ret = at(ast.Return(value=name(inner.name)), fdef)
+    return function("_fx_factory", (RUNTIME, META) + freevars, [inner, ret], fdef)

@@ -34,6 +34,7 @@ import re
 from typing import Mapping, Sequence
 
 from fxport.controlflow import analysis
+from fxport.controlflow.append_aliases import aliased_appends
 
 #: methods that change the object they are called on
 _MUTATING_METHODS = ("append", "extend", "insert", "pop", "update", "add", "clear", "remove")
@@ -187,7 +188,7 @@ def _loop_facts(node, live_after: frozenset, body_live_in: frozenset, flag: str 
         body_live_in=body_live_in,
         live_after=live_after,
         break_flag=flag,
-        side_effects=tuple(side_effects(node.body)),
+        side_effects=tuple(side_effects(node.body, asserts=False)) + tuple(SideEffect(what) for what in aliased_appends(node.body)),
     )
 
 
@@ -295,10 +296,23 @@ def is_static_index(index: ast.expr) -> bool:
     return True
 
 
-def side_effects(stmts) -> list[SideEffect]:
-    """Effects in ``stmts`` a tensor-conditioned branch or loop cannot carry (see SideEffect)."""
+def side_effects(stmts, *, asserts: bool = True) -> list[SideEffect]:
+    """Effects in ``stmts`` a tensor-conditioned branch or loop cannot carry (see SideEffect);
+    ``asserts=False`` for a loop body, whose trips all run what a traced trip runs: its
+    ``assert`` decides for itself (a Python test as Python, a tensor's value refused at the
+    assert's line: :mod:`fxport.controlflow.operators.asserts`).
+
+    A ``raise`` or ``assert`` under an ``if`` nested in ``stmts`` is that ``if``'s effect, not the
+    block's: the nested ``if`` (converted like every ``if``) runs as Python when its test is a
+    Python value (the ``else: raise`` of an ``if self.mode == ...`` chain never runs) and
+    refuses the effect itself when its test is a tensor."""
     found = []
+    guarded = _guarded_exits(stmts)
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, (ast.Raise, ast.Assert)) and id(node) in guarded:
+            continue
+        if isinstance(node, ast.Assert) and not asserts:
+            continue
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             found.append(SideEffect(f"assignment to {ast.unparse(node)} at line {node.lineno}"))
         elif isinstance(node, (ast.Raise, ast.Assert)):
@@ -315,6 +329,17 @@ def side_effects(stmts) -> list[SideEffect]:
                     found.append(SideEffect(f"{text}() on outer {owner!r} at line {node.lineno}", owner,
                                             append=node.func.attr == "append"))
     return found
+
+
+def _guarded_exits(stmts) -> set[int]:
+    """``id``s of the ``raise`` / ``assert`` statements that sit under an ``if`` nested in ``stmts``."""
+    guarded: set[int] = set()
+    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(node, ast.If):
+            for inner in ast.walk(ast.Module(body=node.body + node.orelse, type_ignores=[])):
+                if isinstance(inner, (ast.Raise, ast.Assert)):
+                    guarded.add(id(inner))
+    return guarded
 
 
 #: modules whose ``name.fn_(t)`` writes ``t`` (the function form); anything else is a method call

@@ -60,6 +60,8 @@ def converted_function(fn: Callable) -> Callable | None:
     """
     if fn in _CONVERTED:
         return _CONVERTED[fn]
+    if getattr(fn, "__fxport_source__", None) is not None:  # converted already (a module's installed forward)
+        return fn
     if fn in _LEFT_ALONE:
         return None
     original = fn
@@ -114,6 +116,7 @@ def _build(fn: types.FunctionType) -> Callable:
     converted = factory(operators, key, *cells)
     if cells and fn.__defaults__ is None and fn.__kwdefaults__ is None:  # made again bound to a body's values
         operators.calls.REBUILDS[converted] = (factory, operators, key, result.freevars, tuple(cells))
+    converted.__name__, converted.__qualname__ = fn.__name__, fn.__qualname__  # engine._factory may rename it
     converted.__defaults__ = fn.__defaults__
     converted.__kwdefaults__ = fn.__kwdefaults__
     converted.__wrapped_original__ = fn

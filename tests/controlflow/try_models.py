@@ -194,3 +194,37 @@ class PythonIfTryExceptOutsideControlFlow(nn.Module):
         except RuntimeError:
             y = x
         return y
+
+
+class _Separator(nn.Module):
+    """A submodule whose ``forward`` the loop below calls by name (``model.forward(chunk)``)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv = nn.Conv1d(2, 4, kernel_size=3, padding=1)
+
+    def forward(self, mix):
+        return self.conv(mix)
+
+
+class NoGradLocalInChunkLoop(nn.Module):
+    """torchaudio's Demucs ``separate_sources`` shape: ``while start < length`` over chunks, ``out``
+    assigned under ``with torch.no_grad():`` on every trip and read after it — local to the trip,
+    not loop state (the liveness analysis saw through no ``with`` before)."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = _Separator()
+
+    def forward(self, mix):
+        length = mix.shape[-1]
+        final = torch.zeros(mix.shape[0], 4, length)
+        start, chunk = 0, 3
+        while start < length:
+            piece = mix[:, :, start:start + chunk]
+            with torch.no_grad():
+                out = self.model.forward(piece)
+            final[:, :, start:start + chunk] += out * 0.5
+            start += chunk
+        return final

@@ -8,13 +8,13 @@ table: ``python3 -m tests.wild_loops.measure --group fresh``.
 
 Notes on some refusals (found while measuring; the ports are as their origins wrote them):
 
-- ``demucs_separate_sources_chunks``: the refusal names ``out`` as loop state, but ``out`` is
-  local to each trip; the cause is the ``with torch.no_grad():`` block around its first
-  assignment (without the ``with``, the refusal becomes the expected one: ``fade.fade_in_len``
-  is a Python int changed in the loop).
-- ``wavernn_generate_raw``: the ``raise`` is the origin's ``else`` branch of a Python-constant
-  ``if self.mode == ...`` chain, dead at capture time.
-- ``yolov5_nms_per_image`` points at another line than the write it names;
+- ``demucs_separate_sources_chunks``: ``out``, assigned under ``with torch.no_grad():`` on each trip,
+  is no longer taken for loop state (the liveness analysis sees through a ``with``); the loop stops
+  at the Fade attributes, a Python int written in the loop.
+- ``wavernn_generate_raw`` converts since a ``raise`` under an ``if`` nested in a loop body is that
+  ``if``'s effect (its ``if self.mode == ...`` chain is a Python value: the ``raise`` never runs).
+- ``yolov5_nms_per_image`` converts and equals eager (measured 2026-12-02 in the seventh round's
+  tree; it had been refused at its ``n = x.shape[0]`` tests, an unbacked size passed into a cond);
   ``aiayn_translator_beam_item_break`` points at the ``def`` of the called method (the cause is a
   data-dependent guard in fxport's advanced-indexing operator).
 - ``centertrack_greedy_assignment`` converts since its conditional appends became a selected list;
@@ -37,14 +37,12 @@ pytestmark = pytest.mark.slow
 
 _XFAIL = {
     "bilstm_crf_tutorial_viterbi": "assert on a tensor's value after the loop (a sanity check): assert on a tensor's value cannot be kept in the ONNX file",
-    'speechbrain_rnn_greedy_all_ended': "a tuple as loop state (the attention cache None before the loop now converts): for: loop variable 'memory' is a tuple that changes in a data-dependent loop",
+    'speechbrain_rnn_greedy_all_ended': "an in-place write into a tensor already appended to a list (log_probs[has_ended] = inf after log_probs_lst.append(log_probs); it was a wrong lowering verification caught; the tuple state memory = (None, c) now converts): for on a tensor condition has a side effect the converter cannot carry (in-place write into 'log_probs' at line 304 after log_probs_lst.append(log_probs) at line 302",
     "icefall_transducer_greedy_search": "a list read inside a loop after appends under a tensor condition before it (hyp[-context_size:]): indexing of list 'hyp' inside a data-dependent loop, after appends under a tensor condition before the loop, is not supported",
     "fastspeech_length_regulator_alignment": 'a dimension the model narrows to 2.. (out.squeeze() in the duration predictor changes rank at L=1; the chained-index writes in its loops now convert): ONNX Runtime differs from eager PyTorch on a set of size L=1 outside the exported range 2..inf',
-    "wavernn_generate_raw": 'raise in a dead Python-constant branch of a size-dependent loop: for on a tensor condition has a side effect the converter cannot carry (raise at line 799)',
-    "yolov5_nms_per_image": "an unbacked size passed into a torch.cond branch (n = x.shape[0] read by `if not n: continue` / `elif n > max_nms`; output[xi] = x[i] under the first `continue` converts): torch could not trace a converted loop or branch body (Unbacked SymInt input is not supported yet), which torch's while_loop/cond cannot trace",
     "lbfgs_strong_wolfe": 'float() of the loss at the top level (runs as written), Python lists and min/max on tensors: data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
-    "demucs_separate_sources_chunks": "loop-local under `with torch.no_grad()` taken for loop state (the real blocker is the Fade attributes): while: variable 'out' is first defined inside a data-dependent loop and read after it or in the next iteration, with no value before the loop",
-    "dbscan_grow_cluster_queue": "a Python list written at a tensor index under a tensor condition (labels[Pn] = C): if on a tensor condition writes into the list 'labels'",
+    "demucs_separate_sources_chunks": "a Python int attribute changed in a data-dependent loop (fade.fade_in_len = int(overlap_frames) under `if start == 0`; the loop-local under `with torch.no_grad()` now converts): fade.fade_in_len is a Python int changed under a tensor condition or in a data-dependent loop",
+    "dbscan_grow_cluster_queue": "a Python list indexed by a run-time value (labels[P] in `for P in range(0, len(D))`, labels = [0] * len(D)): a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items",
     'tensor_priority_queue_dijkstra': "state in attributes written by a callee inside the loop (priorityQ_torch.push/pop rebind self.q; it leaked as torch.export's RuntimeError before): an attribute or outer object written inside a converted loop or branch body, here through a function it calls, which torch's while_loop/cond cannot trace",
     "xtransformers_generate_eos_break": 'attribute write in a nested for inside the converted loop (runs 0 times; cache None before the loop): for on a tensor condition has a side effect the converter cannot carry (assignment to inter.cached_kv at line 1815)',
 }

@@ -10,7 +10,7 @@ facts, then walks the statements dispatching each to the statement converter of 
 Example::
 
     >>> [(c.__name__, c.stage) for c in CONVERTERS][:3]
-    [('ReturnsInLoops', 'canonicalize'), ('ListExtensions', 'canonicalize'), ('LoopExits', 'canonicalize')]
+    [('ReturnsInLoops', 'canonicalize'), ('BreakTails', 'canonicalize'), ('ListExtensions', 'canonicalize')]
 """
 
 from fxport.controlflow.converters.aliases import Aliases
@@ -21,7 +21,7 @@ from fxport.controlflow.converters.for_statements import ForConverter
 from fxport.controlflow.converters.if_statements import IfConverter
 from fxport.controlflow.converters.list_extensions import ListExtensions
 from fxport.controlflow.converters.logical_expressions import LogicalConverter
-from fxport.controlflow.converters.loop_exits import LoopExits
+from fxport.controlflow.converters.loop_exits import BreakTails, LoopExits
 from fxport.controlflow.converters.none_checks import NoneChecks
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
 from fxport.controlflow.converters.size_comparisons import SizeComparisons
@@ -34,6 +34,7 @@ from fxport.controlflow.converters.with_statements import WithStatements
 #: every converter, in order
 CONVERTERS: list[type] = [
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
+    BreakTails,  # a while True's break path rebinding a list it grows → after the loop (before +=[..] → append)
     ListExtensions,  # xs += [a] on a list → xs.append(a) (before the exits: the appends sit where += sat)
     LoopExits,  # break/continue → flags
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused

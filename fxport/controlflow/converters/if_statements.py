@@ -32,6 +32,7 @@ import copy
 from fxport.controlflow.astutil import assign_outputs, call, meta, name, outline, rt, tuple_
 from fxport.controlflow.context import state_names
 from fxport.controlflow.converters.base import StatementConverter
+from fxport.controlflow.converters.conditional_expressions import is_empty_sequence, read_as_rows
 from fxport.controlflow.converters.return_statements import RETVAL
 from fxport.controlflow.astutil import RUNTIME
 from fxport.controlflow.operators.info import StatementInfo
@@ -72,6 +73,7 @@ class IfConverter(StatementConverter):
             branch_writes=(facts.writes_true, facts.writes_false),
             retval=RETVAL if RETVAL in outputs else None,
             dead_if_false=self._dead_when_the_loop_ends(node, outputs),
+            rows=tuple(n for n in outputs if n in self._rows()),
         )
         index = ctx.add_info(info)
         body, orelse = ctx.nested(info, [node.body, node.orelse], set(defined) | set(params))
@@ -82,6 +84,16 @@ class IfConverter(StatementConverter):
         operator_call = call(rt("if_stmt"), node.test, name(true_fn.name), name(false_fn.name), args, meta(index))
         defined |= set(outputs)
         return [true_fn, false_fn, assign_outputs(outputs, operator_call, node)]
+
+    def _rows(self) -> set[str]:
+        """Names the function binds to an empty list or tuple somewhere and reads only as rows
+        (conditional_expressions.read_as_rows): where a branch leaves one empty and the other
+        gives a tensor, the operator makes the empty side a tensor of no rows."""
+        if not hasattr(self, "_rows_names"):
+            written = ast.parse(self.ctx.source_before)  # as the user wrote it (before _fx.ifexp)
+            empty = {n for stmt in ast.walk(written) for n in _bound_to_empty(stmt)}
+            self._rows_names = read_as_rows(self.ctx) & empty if empty else set()
+        return self._rows_names
 
     def _own_list(self, list_name: str) -> bool:
         """True for a local of the function that is never a plain copy of, or copied to, another name."""
@@ -117,6 +129,22 @@ class IfConverter(StatementConverter):
             return self.ctx.facts.of(loop)
         except KeyError:  # a loop node the canonicalisation replaced
             return None
+
+
+def _bound_to_empty(node: ast.AST):
+    """Names ``node`` binds to ``[]`` / ``()`` (or to ``a if c else []``), unpacking included."""
+    if not isinstance(node, ast.Assign):
+        return
+    for target in node.targets:
+        pairs = [(target, node.value)]
+        while pairs:
+            target, value = pairs.pop()
+            if isinstance(target, ast.Name) and (is_empty_sequence(value) or isinstance(value, ast.IfExp) and (
+                    is_empty_sequence(value.body) or is_empty_sequence(value.orelse))):
+                yield target.id
+            elif (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+                  and len(target.elts) == len(value.elts)):
+                pairs.extend(zip(target.elts, value.elts))
 
 
 def _negated_flags(test: ast.expr) -> list[str]:

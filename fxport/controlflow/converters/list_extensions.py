@@ -43,9 +43,10 @@ class ListExtensions(Canonicalization):
 
 def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
     """Names bound to list displays and to nothing else where ``xs += [..]`` can meet them: a
-    rebinding in the function's own body after the last ``xs += [..]`` (``mel_outputs, ... =
+    rebinding in no loop after the last ``xs += [..]`` (``mel_outputs, ... =
     self.parse_decoder_outputs(mel_outputs, ...)`` after the decoding loop) does not count."""
     extended = _last_list_extension(fdef)
+    in_loops = _in_loops(fdef)
     lists, others = set(), set()
     for node in walk_same_scope(fdef):
         if isinstance(node, ast.Assign):
@@ -53,7 +54,7 @@ def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
                 for name, value in _pairs(target, node.value):
                     if isinstance(value, ast.List):
                         lists.add(name)
-                    elif not _after_every_extension(node, name, extended, fdef):
+                    elif not _after_every_extension(node, name, extended, in_loops):
                         others.add(name)
         elif isinstance(node, (ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
             targets = [node.target] if not isinstance(node, ast.With) else [i.optional_vars for i in node.items if i.optional_vars]
@@ -75,10 +76,20 @@ def _last_list_extension(fdef: ast.FunctionDef) -> dict[str, int]:
     return last
 
 
-def _after_every_extension(node: ast.Assign, name: str, extended: dict[str, int], fdef: ast.FunctionDef) -> bool:
-    """Whether ``node`` is a statement of the function's own body (in no loop or branch) after
-    the last ``name += [..]``: no extension can meet the value it binds."""
-    return name in extended and node in fdef.body and node.lineno > extended[name]
+def _after_every_extension(node: ast.Assign, name: str, extended: dict[str, int], in_loops: set[int]) -> bool:
+    """Whether ``node`` is a statement in no loop of the function (a branch is fine: control only
+    goes forward outside loops) after the last ``name += [..]``: no extension can meet the value
+    it binds (``if self.postnet is not None: outs = outs + self.postnet(outs)`` after the loop)."""
+    return name in extended and node.lineno > extended[name] and id(node) not in in_loops
+
+
+def _in_loops(fdef: ast.FunctionDef) -> set[int]:
+    """ids of the nodes inside the function's own loops."""
+    inside: set[int] = set()
+    for loop in walk_same_scope(fdef):
+        if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            inside |= {id(n) for stmt in loop.body + loop.orelse for n in walk_same_scope(stmt)}
+    return inside
 
 
 def _pairs(target: ast.expr, value: ast.expr):

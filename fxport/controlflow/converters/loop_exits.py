@@ -5,7 +5,9 @@ A body's leading ``if t: break`` becomes the loop's stop test (``_fx_stop(t)``).
 ``while`` test becomes ``not _fx_break_N and (test)`` and a ``for`` loop's operator checks the
 break flag before each iteration (the flag is recorded in ``ctx.break_flags`` for the
 analysis). Flags are numbered per function, innermost loops first, so converting a function
-twice gives the same source.
+twice gives the same source. Before all that (and before ``xs += [..]`` become appends),
+:class:`BreakTails` moves the last statements of the only break path of a ``while True`` that
+rebind a list the loop grows to right after the loop (:func:`move_break_tails`).
 
 Example::
 
@@ -43,6 +45,14 @@ class LoopExits(Canonicalization):
 
     def apply(self) -> None:
         self.ctx.break_flags.update(canonicalize_loop_exits(self.ctx.fdef))
+
+
+class BreakTails(Canonicalization):
+    """The statements before the only ``break`` of a ``while True`` that rebind a list the loop
+    grows → after the loop (see :func:`move_break_tails`); before ``xs += [..]`` become appends."""
+
+    def apply(self) -> None:
+        move_break_tails(self.ctx.fdef)
 
 
 def _const(value) -> ast.Constant:
@@ -178,6 +188,109 @@ def _guard_nested(stmt: ast.stmt, flags: dict) -> ast.stmt:
     for handler in getattr(stmt, "handlers", []):
         handler.body = _guard_block(handler.body, flags)
     return stmt
+
+
+def move_break_tails(fdef: ast.FunctionDef) -> None:
+    """Move the tail of the break path of each ``while True`` loop that leaves only by one
+    ``break`` out of the loop, where that tail rebinds a list the loop grows.
+
+    ``while True: ...; outs.append(o); if stop: outs = torch.cat(outs); break`` (ESPnet's TTS
+    decoder) makes ``outs`` a list on the paths that go on and a tensor on the one that leaves:
+    no traced loop can carry that. The statements run just before the ``break`` (the run of
+    them, in its block, that holds no ``break``/``continue``/``return``) run last in the loop, and
+    the loop is left only there, so the same statements right after the loop run on the same
+    values, in the same order, and nothing of the loop runs between them: the loop then carries a
+    list only. Only when the path from the loop's body to the ``break`` goes through ``if``
+    statements alone (a ``try``/``with`` would run its exit code between them), the loop's test
+    is a true constant and it has no ``else``; anything else is left as written.
+
+    >>> src = ("def f(x):\\n    outs = []\\n    while True:\\n        outs += [x]\\n"
+    ...        "        if len(outs) > 2:\\n            outs = sum(outs)\\n            break\\n    return outs")
+    >>> fdef = ast.parse(src).body[0]
+    >>> move_break_tails(fdef)
+    >>> print(ast.unparse(fdef))
+    def f(x):
+        outs = []
+        while True:
+            outs += [x]
+            if len(outs) > 2:
+                break
+        outs = sum(outs)
+        return outs
+    """
+    fdef.body = [s for stmt in fdef.body for s in _as_list(_BreakTails().visit(stmt))]
+
+
+_EXITS = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await)
+
+
+class _BreakTails(ast.NodeTransformer):
+    def visit_FunctionDef(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_While(self, node):
+        self.generic_visit(node)
+        if node.orelse or not (isinstance(node.test, ast.Constant) and node.test.value):
+            return node
+        breaks = list(_breaks(node.body, through_ifs_only=True))
+        if len(breaks) != 1 or breaks[0] is None:
+            return node
+        block, at = breaks[0]
+        start = at
+        while start > 0 and not contains(block[start - 1], _EXITS, stop_at_loops=True):
+            start -= 1
+        tail = block[start:at]
+        if not tail or not (writes(tail) & _grown_lists(node.body, tail)):
+            return node
+        del block[start:at]
+        return [node, *tail]
+
+
+def _breaks(stmts: list[ast.stmt], through_ifs_only: bool):
+    """``(block, index)`` of each ``break`` of the loop whose body is ``stmts`` (None for one
+    reached through anything but ``if`` statements)."""
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.Break):
+            yield (stmts, i) if through_ifs_only else None
+        elif isinstance(stmt, ast.If):
+            yield from _breaks(stmt.body, through_ifs_only)
+            yield from _breaks(stmt.orelse, through_ifs_only)
+        elif isinstance(stmt, (ast.While, ast.For, ast.AsyncFor)):
+            yield from _breaks(stmt.orelse, False)  # a loop's else breaks the enclosing loop
+        elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for block in _blocks(stmt):
+                yield from _breaks(block, False)
+
+
+def _blocks(stmt: ast.stmt):
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(stmt, "handlers", []):
+        yield handler.body
+    for case in getattr(stmt, "cases", []):
+        yield case.body
+
+
+def _grown_lists(body: list[ast.stmt], tail: list[ast.stmt]) -> set[str]:
+    """Names the loop body grows as lists outside ``tail``: ``xs.append(..)``, ``xs.extend(..)``,
+    ``xs.insert(..)``, ``xs += [..]``."""
+    in_tail = {id(n) for stmt in tail for n in ast.walk(stmt)}
+    grown = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if id(node) in in_tail:
+                continue
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("append", "extend", "insert") and isinstance(node.func.value, ast.Name)):
+                grown.add(node.func.value.id)
+            elif (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name)
+                  and isinstance(node.value, (ast.List, ast.ListComp))):
+                grown.add(node.target.id)
+    return grown
 
 
 def canonicalize_loop_exits(fdef: ast.FunctionDef) -> dict[ast.AST, str]:

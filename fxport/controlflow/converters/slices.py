@@ -107,10 +107,26 @@ def _index_expr(index: ast.expr) -> ast.expr:
     slice, or a TensorSlice where a bound is traced)."""
     if isinstance(index, ast.Slice):
         parts = [p if p is not None else ast.Constant(None) for p in (index.lower, index.upper, index.step)]
-        return ast.copy_location(call(rt("slice_"), *parts), index)
+        width = _written_width(index)
+        extra = {"width": ast.Constant(width)} if width is not None else {}
+        return ast.copy_location(call(rt("slice_"), *parts, **extra), index)
     if isinstance(index, ast.Tuple):
         return ast.copy_location(tuple_([_index_expr(e) for e in index.elts]), index)
     return index
+
+
+def _written_width(index: ast.Slice) -> int | None:
+    """``k`` of a slice written ``a:a + k`` (``a`` a name, ``k`` a positive int, no step), else None:
+    the slice's length when ``a`` is a loop counter that keeps it whole (operators/counters.py)."""
+    upper = index.upper
+    if index.step is not None or not isinstance(index.lower, ast.Name) or not isinstance(upper, ast.BinOp):
+        return None
+    if not (isinstance(upper.op, ast.Add) and isinstance(upper.left, ast.Name) and upper.left.id == index.lower.id):
+        return None
+    width = upper.right
+    if isinstance(width, ast.Constant) and type(width.value) is int and width.value > 0:
+        return width.value
+    return None
 
 
 def _loaded(target: ast.Subscript) -> ast.Subscript:

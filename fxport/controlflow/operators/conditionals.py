@@ -212,7 +212,7 @@ _APPENDER_READ = "a list grown by a data-dependent loop is read in a branch"  # 
 def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: str | None = None):
     true_out, false_out = _return_value_on_both_paths(_run_watched(true_fn, args, info, "true"),
                                                       _run_watched(false_fn, args, info, "false"), info)
-    true_out, false_out = aligned_outputs(true_out, false_out)
+    true_out, false_out = _empty_rows_as_tensors(*aligned_outputs(true_out, false_out), info)
     outs = _none_on_one_side_merged(pred, true_out, false_out, info)
     if isinstance(outs, str):
         if forced:
@@ -223,6 +223,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
     leaves_f, spec_f = pytree.tree_flatten(false_out)
     names = _leaf_names(true_out, info)
     if spec_t != spec_f:
+        _check_no_empty_list_beside_tensor(true_out, false_out, info)
         fail(f"if: the branches produce differently structured values for {_first_diff(spec_t, spec_f, info)!r}", info,
              "make both branches assign values of the same structure")
     mask = as_bool_tensor(pred)
@@ -251,6 +252,69 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
                         else "where: pure cheap branches, same dtype and shape")
     record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
     return pytree.tree_unflatten(selected, spec_t)
+
+
+def _is_empty_sequence(value) -> bool:
+    return type(value) in (list, tuple) and not value
+
+
+def _empty_rows_as_tensors(true_out, false_out, info):
+    """An output the converter marked as read only as rows (``info.rows``: ``x in v``, ``len(v)``,
+    a for loop over ``v``) that is an empty list or tuple on one side and a tensor of rank >= 1 on
+    the other becomes, on the empty side, a tensor of no rows shaped and typed like the other's
+    rows: every read means the same on it as on the empty list (False, 0, no item)."""
+    rows = getattr(info, "rows", ())
+    if not rows:
+        return true_out, false_out
+    true_out, false_out = list(true_out), list(false_out)
+    for name in rows:
+        slot = info.names.index(name)
+        a, b = true_out[slot], false_out[slot]
+        if _is_empty_sequence(a) and isinstance(b, torch.Tensor):
+            true_out[slot] = _no_rows_like(b, name, info).new_zeros((0, *b.shape[1:]))
+        elif _is_empty_sequence(b) and isinstance(a, torch.Tensor):
+            false_out[slot] = _no_rows_like(a, name, info).new_zeros((0, *a.shape[1:]))
+    return tuple(true_out), tuple(false_out)
+
+
+def _no_rows_like(tensor: torch.Tensor, name: str, info) -> torch.Tensor:
+    if tensor.dim() == 0:  # len() and iteration fail on a 0-d tensor where they give 0 on []
+        fail(f"if: {name!r} is an empty list in one branch but a 0-d tensor in the other", info,
+             "give both branches a tensor (e.g. an empty one, torch.zeros((0,)), beside t.reshape(1))")
+    return tensor
+
+
+def _row_templates(sides, info) -> dict:
+    """slot → (dtype, device, row shape) of the tensor beside an empty list among ``info.rows``,
+    from a probe of both sides: the empty side's tensor of no rows is made inside its cond branch,
+    so the row shape must be known when the file is written."""
+    templates = {}
+    for name in getattr(info, "rows", ()):
+        slot = info.names.index(name)
+        a, b = sides[0][slot], sides[1][slot]
+        tensor = b if _is_empty_sequence(a) and isinstance(b, torch.Tensor) else \
+            a if _is_empty_sequence(b) and isinstance(a, torch.Tensor) else None
+        if tensor is None:
+            continue
+        row = tuple(_no_rows_like(tensor, name, info).shape[1:])
+        if any(is_symbolic(size) for size in row):
+            fail(f"if: {name!r} is an empty list in one branch but a tensor with rows of shape {row}, known only at "
+                 "run time, in the other", info,
+                 "give that branch an empty tensor of those rows (e.g. t[:0] of the tensor the other branch uses)")
+        templates[slot] = (tensor.dtype, tensor.device, tuple(int(size) for size in row))
+    return templates
+
+
+def _check_no_empty_list_beside_tensor(true_out, false_out, info) -> None:
+    """The one-line refusal of an empty list on one side and a tensor on the other that is read as
+    more than rows (an empty tensor would not mean the same there)."""
+    for name, a, b in zip(info.names, true_out, false_out):
+        if _is_empty_sequence(a) != _is_empty_sequence(b) and isinstance(b if _is_empty_sequence(a) else a, torch.Tensor):
+            fail(f"if: {name!r} is an empty {type(a if _is_empty_sequence(a) else b).__name__} in one branch but a "
+                 "tensor in the other, and not every use of it reads it only as a sequence of rows (`x in v`, len(v), "
+                 "a for loop over v: where an empty tensor means the same)", info,
+                 "give that branch an empty tensor shaped like the other's rows (e.g. t[:0]), or "
+                 "use the value only through `in`, len() and for loops")
 
 
 def _run_watched(fn, args, info, side: str):
@@ -399,6 +463,7 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
     branch, so a branch that updates it changes its own copy, never an object outside the cond.
     A variable None before the ``if`` that a branch assigns goes in as a
     :class:`~fxport.controlflow.operators.optional.MaybeNone` and leaves each branch as one."""
+    templates = _row_templates(_probed(true_fn, false_fn, args, info), info) if getattr(info, "rows", ()) else {}
     args = ints_read_as_tensors(_none_inputs_as_optional(true_fn, false_fn, args, info))
     slots = [(i, operand_spec(a)) for i, a in enumerate(args) if isinstance(a, torch.Tensor) or is_container(a)]
     operands = tuple(dense(leaf) for i, _ in slots for leaf in pytree.tree_leaves(args[i]))
@@ -417,6 +482,8 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
                     full[slot] = pytree.tree_unflatten(tensors[: spec.num_leaves], spec)
                     del tensors[: spec.num_leaves]
             outs = _as_optional_where_it_was(run_branch(fn, full, info, side), full, info)
+            outs = tuple(torch.zeros((0, *templates[slot][2]), dtype=templates[slot][0], device=templates[slot][1])
+                         if slot in templates and _is_empty_sequence(value) else value for slot, value in enumerate(outs))
             return tuple(
                 pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side),
                                 leaves_out(name, value, out_specs, info, side), is_leaf=lambda leaf: leaf is None)
@@ -433,6 +500,8 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
         inner = find_error(exc)
         if inner is not None:
             raise inner from None
+        if "same pytree structure" in str(exc):
+            _explain_structures(_probed(true_fn, false_fn, args, info), info)
         if writes_an_input(exc):
             fail("if on a tensor condition: a branch writes in place into a tensor the if does not carry (a function "
                  "it calls writes its argument, an attribute or a buffer)", info,
@@ -454,8 +523,7 @@ def _none_inputs_as_optional(true_fn, false_fn, args, info) -> tuple:
     candidates = [n for n in info.names if n in incoming and incoming[n] is None and n != info.retval]
     if not candidates:
         return args
-    with probing():
-        sides = (true_fn(*_fresh(args, info)), false_fn(*_fresh(args, info)))
+    sides = _probed(true_fn, false_fn, args, info)
     args = list(args)
     for name in candidates:
         assigned = [outs[info.names.index(name)] for outs in sides]
@@ -463,6 +531,23 @@ def _none_inputs_as_optional(true_fn, false_fn, args, info) -> tuple:
         if value is not None:
             args[info.params.index(name)] = unset(value, info.location)
     return tuple(args)
+
+
+def _explain_structures(sides, info) -> None:
+    """The one-line refusal of a cond whose branches torch found to give values of different
+    structures: the variable, and what to do."""
+    _check_no_empty_list_beside_tensor(*sides, info)
+    for name, a, b in zip(info.names, *sides):
+        if pytree.tree_structure(a) != pytree.tree_structure(b):
+            fail(f"if: the branches produce differently structured values for {name!r}", info,
+                 "make both branches assign values of the same structure")
+
+
+def _probed(true_fn, false_fn, args, info) -> tuple:
+    """Both sides' outputs, run once outside the cond to learn their types (dead code, as a loop
+    probe's)."""
+    with probing():
+        return true_fn(*_fresh(args, info)), false_fn(*_fresh(args, info))
 
 
 def _as_optional_where_it_was(outs, full, info) -> tuple:

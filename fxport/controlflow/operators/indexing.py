@@ -20,9 +20,11 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
+from fxport.controlflow.operators.counters import known_width
 from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.failures import refuse_here
 from fxport.controlflow.operators.numbers import int_read_from_data
+from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.values import as_int64, is_symbolic, is_traced, scalar
 
 
@@ -33,24 +35,26 @@ class TensorSlice:
     read from the tensor before any operator sees it, a number a loop body cannot carry.
     """
 
-    __slots__ = ("start", "stop", "step")
+    __slots__ = ("start", "stop", "step", "width")
 
-    def __init__(self, start, stop, step):
+    def __init__(self, start, stop, step, width: int | None = None):
         self.start, self.stop, self.step = start, stop, step
+        self.width = width  # k of ``a:a + k`` as written (counters.known_width), else None
 
     def as_slice(self) -> slice:
         """The slice as written (its tensor bounds read as Python does)."""
         return slice(self.start, self.stop, self.step)
 
 
-def slice_(start, stop, step):
+def slice_(start, stop, step, width: int | None = None):
     """``a:b:c`` in a computed index: a :class:`TensorSlice` when a bound is traced, else a slice.
+    ``width``: the ``k`` of ``a:a + k`` as the source wrote it (the converter passes it).
 
     >>> slice_(1, None, None)
     slice(1, None, None)
     """
     if _is_traced_index(start) or _is_traced_index(stop):
-        return TensorSlice(start, stop, step)
+        return TensorSlice(start, stop, step, width if step in (None, 1) else None)
     return slice(start, stop, step)
 
 
@@ -143,7 +147,8 @@ def getitem(value, index):
     if isinstance(value, Appender) and value.finished and isinstance(index, (slice, TensorSlice)):
         return value.sliced(getitem(stack(value), index))  # history[:seq_ends[i]]: a list of those rows
     if isinstance(value, (list, tuple)) and any(_is_traced_index(p) for p in parts):
-        refuse_here(f"a Python {type(value).__name__} indexed by a value computed at run time (a loop counter or a "
+        kind = "list" if isinstance(value, list) else "tuple"  # a list fxport made (SelectedBefore) reads as one
+        refuse_here(f"a Python {kind} indexed by a value computed at run time (a loop counter or a "
                     "number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one "
                     "of its items",
                     "index a tensor instead (keep t rather than t.tolist(), or torch.stack the list before the loop)")
@@ -206,6 +211,10 @@ def _has_traced_bound(part) -> bool:
 def _slice_rows(part: slice, size) -> torch.Tensor:
     """The positions ``range(size)[part]`` holds, for a slice with traced bounds: their count is
     read from the bounds once (a number torch keeps symbolic, checked to lie in [0, size])."""
+    width = getattr(part, "width", None)
+    if width is not None and known_width(part.start, width, size) is not None:
+        # t:t + k by a loop counter that stays where the slice is whole: exactly k positions
+        return torch.arange(width, dtype=torch.int64) + as_int64(part.start)
     step = part.step or 1
     start, stop = _bound(part.start, 0, size), _bound(part.stop, size, size)
     count = torch.clamp((stop - start + step - 1) // step, min=0).item()
@@ -260,7 +269,11 @@ def setitem(target, index, value):
     if isinstance(target, torch.Tensor) and _is_traced_index(index):
         position = _position(index, target.shape[0])
         value = scalar(value, target.dtype) if not isinstance(value, torch.Tensor) else value.to(target.dtype)
-        return torch.index_put(target, (position,), value.unsqueeze(0) if value.dim() else value)
+        if value.dim():  # the row as eager writes it (leading 1s dropped, broadcast): ONNX ScatterND does neither
+            row = target.shape[1:]
+            value = value.reshape(value.shape[value.dim() - len(row):]) if value.dim() > len(row) else value
+            value = value.expand(row).unsqueeze(0)
+        return torch.index_put(target, (position,), value)
     axis = _one_traced_axis(target, index)
     if axis is not None:  # out[:, t] = v: the same along the indexed axis moved to the front
         position = index[axis] if isinstance(index[axis], torch.Tensor) else scalar(index[axis])
@@ -273,7 +286,9 @@ def setitem(target, index, value):
         return _set_advanced(target, index, value)
     if _traced_among_basic_parts(target, index):  # cost[i, j] = v, H[:, a:b, a:b] = v: positions per axis
         return _set_basic(target, index, value)
-    if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and torch.compiler.is_dynamo_compiling():
+    if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and in_traced_body():
+        # in a while_loop body or the probe of any data-dependent loop (a loop whose state grows
+        # runs its body outside dynamo, where the write would land in a list the file never reads)
         refuse_here(f"a {type(target).__name__} is changed with [...] = inside a data-dependent loop or branch",
                     "use a preallocated tensor (buf[i] = v) or append to a list and torch.stack it")
     if isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and value.dtype != target.dtype:

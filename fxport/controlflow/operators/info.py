@@ -59,6 +59,9 @@ class StatementInfo:
     written_first: tuple[str, ...] = ()  # loop state the body assigns before reading it (and the test never reads)
     exact_appends: tuple[str, ...] = ()  # lists appended once per iteration, unconditionally
     branch_writes: tuple | None = None  # (names assigned in the true branch, in the false branch)
+    #: outputs every read of which treats them as a sequence of rows (``x in v``, ``len(v)``, a for
+    #: loop over ``v``): an empty list on one side may be an empty tensor of the other side's rows
+    rows: tuple[str, ...] = ()
     children: list = dataclasses.field(default_factory=list)  # statements nested in this one
 
 

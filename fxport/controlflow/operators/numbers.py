@@ -82,8 +82,11 @@ def _reads_symbolically(value) -> bool:
 
 
 def data_(value, nested: bool = True):
-    """``value.data``; a traced tensor in converted code gives ``value.detach()`` (same values)."""
-    if isinstance(value, torch.Tensor) and is_traced(value) and (nested or in_traced_body()):
+    """``value.data``; a traced tensor in converted code gives ``value.detach()`` (same values):
+    torch's non-strict export cannot trace ``.data`` (the tensor it makes is untracked and
+    becomes a fake constant, "a fake tensor in the exported program constant's list"), in a
+    body or in the code around it (a loop's peeled first trip, the method it calls)."""
+    if isinstance(value, torch.Tensor) and is_traced(value):
         return value.detach()
     return value.data
 

@@ -19,6 +19,9 @@ What the program does with it decides what it means:
   a fresh cache, and neither needs to be known;
 * anything else (``x == y``, returning it from the model) is refused in one line.
 
+Size: just over 400 lines, because the value-and-flag pair, its placeholders (a whole value, or
+the entries of a tuple that are None before a loop) and the calls that run twice are one idea.
+
 Example::
 
     >>> import torch
@@ -183,10 +186,14 @@ def is_optional(value) -> bool:
 
 
 def placeholder(value):
-    """A value of ``value``'s type and shapes (zeros) that stands where a variable is None."""
+    """A value of ``value``'s type and shapes (zeros) that stands where a variable is None.
+
+    ``torch.zeros(shape)``, not ``zeros_like``: the exported ``zeros_like`` of a loop probe's value
+    reads that value's shape in the file, which keeps the probe's ops (dead code otherwise) in
+    the graph, and they fail in ONNX Runtime where the loop runs no trip (``x[i]`` of no rows)."""
     if isinstance(value, MaybeNone):
         return value.value
-    return pytree.tree_map(lambda leaf: torch.zeros_like(leaf, memory_format=torch.contiguous_format)
+    return pytree.tree_map(lambda leaf: torch.zeros(leaf.shape, dtype=leaf.dtype, device=leaf.device)
                            if isinstance(leaf, torch.Tensor) else leaf, value)
 
 
@@ -202,8 +209,66 @@ def as_optional(value, template: MaybeNone | None = None, origin=None):
 
 
 def unset(value, origin) -> MaybeNone:
-    """An unset :class:`MaybeNone` whose placeholder has ``value``'s type (zeros)."""
+    """An unset :class:`MaybeNone` whose placeholder has ``value``'s type (zeros; of a MaybeNone's
+    value too: a probe's value as the placeholder would keep the probe's ops, dead code otherwise,
+    in the graph, and they may fail where the loop runs no trip)."""
+    value = value.value if isinstance(value, MaybeNone) else value
     return MaybeNone(placeholder(value), torch.zeros((), dtype=torch.bool), origin)
+
+
+def with_unset_entries(before, after, origin):
+    """``before``, a tuple or list (nested) holding ``None`` entries (SpeechBrain's ``memory =
+    (None, c)`` before a loop whose body sets ``memory = (hs, c)``), with each ``None`` entry that
+    ``after`` (what an iteration gives) holds tensors at replaced by an unset :class:`MaybeNone`
+    whose placeholder has their type; an entry ``after`` leaves ``None``, or of another
+    structure, stays as it is (the caller's structure check refuses the latter). ``origin``: the
+    loop's line.
+
+    >>> import torch
+    >>> m, c = with_unset_entries((None, torch.zeros(1)), (torch.ones(2), torch.ones(1)), None)
+    >>> m
+    MaybeNone(tensor([0., 0.]), is_set=tensor(False))
+    """
+    if before is None:
+        leaves = pytree.tree_leaves(after)
+        if after is None or not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            return before
+        return unset(after, origin)
+    if _same_sequence(before, after):
+        return _rebuilt(before, [with_unset_entries(b, a, origin) for b, a in zip(before, after)])
+    return before
+
+
+def shaped_like(template, value):
+    """``value`` (an iteration's tuple or list) in the structure of ``template``: where ``template``
+    holds a :class:`MaybeNone` (:func:`with_unset_entries`), ``value``'s entry as one (a value is
+    set, ``None`` is unset with the template's placeholder), with the template's origin, so the
+    two flatten alike; everything else as it is."""
+    if isinstance(template, MaybeNone):
+        if isinstance(value, MaybeNone):
+            return MaybeNone(value.value, value.is_set, template.origin)
+        return as_optional(value, template)
+    if _same_sequence(template, value) and any(has_unset_entries(t) for t in template):
+        return _rebuilt(value, [shaped_like(t, v) for t, v in zip(template, value)])
+    return value
+
+
+def has_unset_entries(value) -> bool:
+    """A :class:`MaybeNone` or a tuple or list (nested) holding one."""
+    if isinstance(value, MaybeNone):
+        return True
+    return isinstance(value, (tuple, list)) and any(has_unset_entries(v) for v in value)
+
+
+def _same_sequence(a, b) -> bool:
+    return isinstance(a, (tuple, list)) and type(a) is type(b) and len(a) == len(b)
+
+
+def _rebuilt(like, items):
+    """A sequence of ``like``'s type (a tuple, a namedtuple, a list) holding ``items``."""
+    if isinstance(like, tuple) and hasattr(like, "_fields"):
+        return type(like)(*items)
+    return type(like)(items)
 
 
 def one_side_none(a, b) -> bool:

@@ -48,10 +48,20 @@ class Missing(Undefined):
 def load(owner, key, kind: str, text: str, line: int | None = None):
     """``owner.key`` (kind ``"attr"``) or ``owner[key]`` (``"item"``); :class:`Missing` when
     there is none (``line``: where the statement assigns it)."""
+    if _is_traced_data(owner, key, kind):
+        view = owner.detach()  # t.data while exporting: the same storage, tracked (numbers.data_)
+        view._fx_data_of = owner  # store() then knows an untouched view (a tensor takes attributes in a trace)
+        return view
     try:
         return getattr(owner, key) if kind == "attr" else owner[key]
     except (AttributeError, KeyError, IndexError):
         return Missing(text, line)
+
+
+def _is_traced_data(owner, key, kind: str) -> bool:
+    """``t.data`` of a tensor being exported: torch's non-strict export cannot trace the tensor
+    ``.data`` makes (it became "a fake tensor in the exported program constant's list")."""
+    return kind == "attr" and key == "data" and isinstance(owner, torch.Tensor) and is_traced(owner)
 
 
 def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
@@ -63,6 +73,10 @@ def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
     """
     if isinstance(value, Undefined):
         return  # never assigned on the path taken (the branch checks already refused a one-sided value)
+    if _is_traced_data(owner, key, kind):
+        if getattr(value, "_fx_data_of", None) is not owner:  # the view itself: written in place already, or not at all
+            owner.copy_(value)  # t.data.masked_fill_(m, v) in a branch: written into t, as eager writes its storage
+        return
     current = load(owner, key, kind, text)
     if value is current:
         return  # plain Python ran on the object itself

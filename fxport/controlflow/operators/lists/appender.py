@@ -80,8 +80,7 @@ class Appender:
         self.tail: list = []
         self.exact = False
         self.finished = False
-        self.read_inside = False  # indexed inside its loop (seen by the probe): the loop carries a stack
-        self._shared = {"extended": False}  # one for the copies a probe's branches make
+        self._shared = {"extended": False, "read_inside": False}  # one for the copies a probe's branches make
 
     @property
     def data(self):
@@ -105,6 +104,16 @@ class Appender:
     @property
     def buf(self):
         return self.data
+
+    @property
+    def read_inside(self) -> bool:
+        """Indexed inside its loop (seen by the probe, in any copy a branch made of it): the loop
+        then carries the stack of its elements."""
+        return self._shared["read_inside"]
+
+    @read_inside.setter
+    def read_inside(self, value: bool) -> None:
+        self._shared["read_inside"] = value
 
     @property
     def extended(self) -> bool:
@@ -163,7 +172,6 @@ class Appender:
         """The same list with other tensors (a loop's carried values)."""
         clone = Appender(self.name, self.initial, data, length, mode=self.mode, axis=self.axis, replay=self.replay)
         clone.probe, clone.tail, clone.exact, clone.finished = self.probe, list(self.tail), self.exact, self.finished
-        clone.read_inside = self.read_inside
         clone.location = self.location
         clone._shared = self._shared
         return clone

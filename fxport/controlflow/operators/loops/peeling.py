@@ -16,6 +16,16 @@ read; after the loop the variable is None there again (a MaybeNone set by the fi
 A loop is peeled only when the body, run once with the variable None (a probe, whose ops are
 dead code), sets it on every path (not under a condition: then it stays a MaybeNone), and the
 loop appends to no list and returns nothing. A ``for row in x`` peels its first row.
+
+A carried tensor whose first trip changes its rank (``decoder_input = torch.tensor([[SOS]])``,
+shape (1, 1), before a loop that sets ``decoder_input = topi.squeeze()``, 0-d; ``eigval =
+torch.Tensor([inf])`` before ``eigval = new_v.norm() / v.norm()``) is peeled the same way when
+the loop's probe refuses it (:class:`FirstTripReshapes`): the first trip runs as Python, also
+in a loop that appends to lists, and the loop carries the rank it made. Whether the second trip
+keeps it is the rest's own probe's check: a rank that changes again is refused there, in one
+line. With a traced first test the loop may run no trip, after which the variable would have
+the rank it had before: no If gives two ranks, so that is refused (one line, at the loop). A
+loop that returns from inside is not peeled: its refusal stands.
 """
 
 from __future__ import annotations
@@ -25,18 +35,45 @@ from typing import Callable
 
 import torch
 
+from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.indexing import getitem
+from fxport.controlflow.operators.lists.selected import joined_after, lists_selected_before
 from fxport.controlflow.operators.logical import and_
 from fxport.controlflow.operators.optional import MaybeNone, is_optional, placeholder, unset
 from fxport.controlflow.operators.state import probing, record
 from fxport.controlflow.operators.targets import probe_copy
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.values import Undefined, as_bool_tensor, as_int64, is_number, is_traced, scalar
+from fxport.errors import ControlFlowError
 
 
-def peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows: bool, run_rest: Callable):
+class FirstTripReshapes(ControlFlowError):
+    """The probe of a loop body saw the carried tensor ``name`` change rank (``before`` →
+    ``after``, shapes): its message is the refusal, unless the loop's first trip is peeled
+    (:func:`peeled_loop` with ``reshaped``). ``info``: the loop whose probe saw it."""
+
+    def __init__(self, what, info, hint, name, before, after):
+        super().__init__(what, where=info.location, hint=hint)
+        self.info, self.name, self.before, self.after = info, name, before, after
+
+
+def reshapes(what, info, hint, name, before, after) -> None:
+    """Raise :class:`FirstTripReshapes` for the carried tensor ``name`` of the loop ``info``;
+    nothing inside a body dynamo traces (no loop starts again there) or for a leaf of a
+    carried tuple (the caller refuses it then)."""
+    if info is None or name not in info.names or torch.compiler.is_dynamo_compiling():
+        return
+    raise FirstTripReshapes(what, info, hint, name, before, after)
+
+
+def peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows: bool, run_rest: Callable,
+                reshaped: FirstTripReshapes | None = None):
     """The loop's final state with its first trip peeled (see the module doc), or None when the
-    loop is not one to peel. ``run_rest(info, state, free, body_fn, test_fn, rng)`` lowers a loop (and an ``item_from_rows`` flag)."""
+    loop is not one to peel. ``run_rest(info, state, free, body_fn, test_fn, rng)`` lowers a loop
+    (and an ``item_from_rows`` flag). ``reshaped``: the probe of the loop as it was saw a carried
+    tensor change rank; the first trip is peeled or that refusal raised (never None then)."""
+    if reshaped is not None:
+        return _peeled_for_rank(info, state, free, body_fn, test_fn, rng, item_from_rows, run_rest, reshaped)
     slots = _none_slots(info, state)
     if not slots or info.appended or info.retval:
         return None
@@ -58,6 +95,36 @@ def peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows: bool, 
            f"it sets {names}, None before the loop", lowering="If + while_loop (ONNX If, Loop)")
     flag = as_bool_tensor(first_test)
     return tuple(MaybeNone(v, flag, info.location) if i in slots else v for i, v in enumerate(final))
+
+
+def _peeled_for_rank(info, state, free, body_fn, test_fn, rng, item_from_rows, run_rest, reshaped):
+    """The first trip run as Python, where the probe saw it change a carried tensor's rank; the
+    loop from the second trip carries the rank it made (its own probe refuses one that changes
+    again). Where whether a first trip runs is traced, refused: after no trip the variable keeps
+    the rank it had before the loop, and no If gives a value of two ranks."""
+    if info.retval:
+        raise reshaped
+    first_test = _first_test(info, state, free, test_fn, rng)
+    if is_traced(first_test):
+        fail(f"{info.kind}: loop variable {reshaped.name!r} changes shape from {reshaped.before} to {reshaped.after} "
+             f"in the first iteration, and whether the loop runs an iteration depends on the input: after no "
+             f"iteration it would keep the shape {reshaped.before}", info,
+             f"give {reshaped.name!r} the shape {reshaped.after} before the loop (reshape or squeeze its initial value)")
+    if not first_test:
+        return tuple(state)
+    params = tuple(state) + tuple(free[: len(info.params) - len(info.names)])
+    # a Python range's first item as the int eager gives (``buf[i] = row`` indexes by a number)
+    item = rng.start if rng is not None and not item_from_rows and not is_traced(rng.start) else \
+        _item(free, rng, item_from_rows)
+    after = tuple(body_fn(item, *params) if item is not None else body_fn(*params))
+    # a list the first trip appended to under a tensor condition (a SelectedList): the rest
+    # grows a list of its own, joined to it after the loop (as tensor_loop does for its entry)
+    after, selected = lists_selected_before(after)
+    values = joined_after(_rest(info, list(after), free, body_fn, test_fn, rng, item_from_rows, run_rest, None),
+                          selected)
+    record(info, rule_name(info.kind, "while_loop"), f"first iteration peeled (run as Python): it changes the shape "
+           f"of {reshaped.name!r} from {reshaped.before} to {reshaped.after}", lowering="while_loop (ONNX Loop)")
+    return values
 
 
 def _none_slots(info, state) -> list[int]:

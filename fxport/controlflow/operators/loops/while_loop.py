@@ -31,19 +31,21 @@ import dataclasses
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from fxport.controlflow.operators.lists.appender import Appender, SelectedBefore
 from fxport.controlflow.operators.lists.selected import joined_after, lists_selected_before
 from fxport.controlflow.operators.containers import is_container
+from fxport.controlflow.operators.counters import note_counter
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.loops.growing import grown_loop, loops_made_so_far
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.lists.carried import allocate, allocate_growing, finish, finish_grown
 from fxport.controlflow.operators.logical import not_
-from fxport.controlflow.operators.loops.peeling import peeled_loop
-from fxport.controlflow.operators.optional import as_optional, is_optional, placeholder, unset
+from fxport.controlflow.operators.loops.peeling import FirstTripReshapes, peeled_loop, reshapes
+from fxport.controlflow.operators.optional import (as_optional, has_unset_entries, is_optional, placeholder,
+                                                   shaped_like, unset, with_unset_entries)
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import is_probing, probing, record
 from fxport.controlflow.operators.targets import probe_copy, versions, written_into
@@ -54,6 +56,7 @@ from fxport.controlflow.operators.values import (
     dense,
     dtype_name,
     is_number,
+    is_symbolic,
     numbers_as_tensors,
     restore_size_relations,
     same_size,
@@ -77,11 +80,26 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
 
 
 def _lowered(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tuple:
-    """The loop's final state: its first trip peeled where that sets a None, then while_loop."""
+    """The loop's final state: its first trip peeled where that sets a None or changes the rank
+    of a carried tensor (seen when the probe of ``_tensor_loop`` refuses it), then while_loop."""
     values = peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows, _rest_of_loop)
-    if values is None:
-        values = _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
-    return values
+    if values is not None:
+        return values
+    try:
+        return _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows)
+    except FirstTripReshapes as changed:  # the probe saw a carried tensor change rank
+        if changed.info is not info:  # a loop inside the body, or the rest of a peeled loop
+            raise
+        reshaped = changed
+    # outside the except: an error of the peeled loop must not carry this one as its context
+    # (find_error would report it)
+    try:
+        return peeled_loop(info, state, free, body_fn, test_fn, rng, item_from_rows, _rest_of_loop, reshaped)
+    except _BodyWrote:  # the first trip already wrote the state it would start again from
+        fail(f"{info.kind}: a function the loop body calls writes a carried tensor in place from the second "
+             f"iteration on, in a loop whose first iteration runs on its own (it changes the shape of "
+             f"{reshaped.name!r} from {reshaped.before} to {reshaped.after})", info,
+             f"give {reshaped.name!r} the shape {reshaped.after} before the loop")
 
 
 # --- tensors a function the body calls writes in place ------------------------------------------
@@ -307,6 +325,8 @@ class _Loop:
         if rng is not None:
             carried = (as_int64(rng.start), as_int64(rng.stop)) + carried
         relations = size_relations(carried)
+        stop_at = _dimension_equal_to(carried, rng.stop) if rng is not None and rng.step > 0 else None
+        static_stop = rng.stop if rng is not None and rng.step > 0 and type(rng.stop) is int and not is_symbolic(rng.stop) else None
 
         def cond_fn(*carried):
             restore_size_relations(carried, relations)
@@ -315,8 +335,10 @@ class _Loop:
 
         def step_fn(*carried):
             restore_size_relations(carried, relations)
+            # the range's stop as the body sees it (its own symbol of the same size), for counters.py
+            body_stop = carried[stop_at[0]].shape[stop_at[1]] if stop_at is not None else static_stop
             counter, stop, rest = self._split(carried)
-            return self._step(counter, stop, layout, layout.unpack(rest, fresh=True, mutated=self.info.mutated))
+            return self._step(counter, stop, layout, layout.unpack(rest, fresh=True, mutated=self.info.mutated), body_stop)
 
         try:
             final = while_loop(cond_fn, step_fn, carried)
@@ -353,11 +375,13 @@ class _Loop:
             ok = _and(ok, self.test_fn(*values[:count], *values[count:len(info.params)]))
         return as_bool_tensor(ok)
 
-    def _step(self, counter, stop, layout, values):
+    def _step(self, counter, stop, layout, values, body_stop=None):
         info, count = self.info, len(self.info.names)
         params = values[: len(info.params)]
         if self.rng is not None:
             item = getitem(values[-1], counter) if self.item_from_rows else counter.clone()
+            if not self.item_from_rows and body_stop is not None:
+                note_counter(item, self.rng.start, body_stop)  # start <= item < stop: counters.py
             new_state = self.body_fn(item, *params)
         else:
             new_state = self.body_fn(*params)
@@ -365,6 +389,19 @@ class _Loop:
         if self.rng is not None:
             packed = (counter + self.rng.step, stop) + packed
         return tuple(dense(t) for t in packed)
+
+
+def _dimension_equal_to(carried: tuple, size) -> tuple[int, int] | None:
+    """``(position, axis)`` of a carried tensor's dimension torch knows equals ``size`` (a loop's
+    stop), or None: inside the body that dimension is the stop under the body's own symbol."""
+    if isinstance(size, torch.Tensor) or not is_symbolic(size):
+        return None
+    for position, value in enumerate(carried):
+        if isinstance(value, torch.Tensor):
+            for axis, dim in enumerate(value.shape):
+                if statically_known_true(dim == size):
+                    return position, axis
+    return None
 
 
 def _in_range(counter, stop, step: int):
@@ -423,6 +460,8 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
     with probing():
         if rng is not None:
             first = as_int64(rng.start)
+            if not item_from_rows and rng.step > 0:
+                note_counter(first, rng.start, rng.stop)  # the probe's trip is one the loop runs
             item = getitem(free[-1], first) if item_from_rows else first
             outs = body_fn(item, *params)
         else:
@@ -443,6 +482,7 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
             _check_optional_carry(name, before, as_optional(after, before), info)
             final.append(before)
             continue
+        before, after = _tuple_entry(before, after, info)  # None entries of a tuple the body sets
         if isinstance(before, torch.Tensor) and is_number(original):
             after_t = after if isinstance(after, torch.Tensor) else scalar(after)
             before = before.to(torch.promote_types(before.dtype, after_t.dtype))
@@ -537,9 +577,12 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
             grown = after_t.dim() == before.dim()
             if grown and may_grow:
                 return tuple(i for i, (a, b) in enumerate(zip(after_t.shape, before.shape)) if not same_size(a, b))
-            fail(f"{info.kind}: loop variable {name!r} changes shape from {tuple(before.shape)} to "
-                 f"{tuple(after_t.shape)}" + (" (grown without bound)" if grown else ""), info,
-                 "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it")
+            what = (f"{info.kind}: loop variable {name!r} changes shape from {tuple(before.shape)} to "
+                    f"{tuple(after_t.shape)}" + (" (grown without bound)" if grown else ""))
+            hint = "preallocate a buffer and write buf[i] = ..., or append to a list and torch.stack it"
+            if not grown:  # another rank: the loop may still be one whose first trip differs (peeled)
+                reshapes(what, info, hint, name, tuple(before.shape), tuple(after_t.shape))
+            fail(what, info, hint)
     elif may_grow and _tensor_tree(before) and _tensor_tree(after):  # a KV cache per layer: a list of tensors
         return _check_tree_carry(name, before, after, info)
     elif is_tensor_tuple(before):  # an LSTM's (h, c): each leaf carried like a tensor
@@ -550,19 +593,45 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
 
 
 def is_tensor_tuple(value) -> bool:
-    """A tuple or list (nested) of tensors only: ``(h, c)`` of an LSTM, a list of per-layer states."""
-    return isinstance(value, (tuple, list)) and not is_container(value) and _leaves_are_tensors(value)
+    """A tuple or list (nested) of tensors: ``(h, c)`` of an LSTM, a list of per-layer states;
+    entries may be ``None`` (a fixed part of its structure) or a
+    :class:`~fxport.controlflow.operators.optional.MaybeNone` (an entry None before the loop that
+    an iteration sets: :func:`_tuple_entry`)."""
+    if not isinstance(value, (tuple, list)) or is_container(value):
+        return False
+    leaves = pytree.tree_leaves(value)
+    return (any(isinstance(leaf, torch.Tensor) for leaf in leaves)
+            and all(leaf is None or isinstance(leaf, torch.Tensor) for leaf in leaves))
+
+
+def _tuple_entry(before, after, info):
+    """A tuple (or list) holding ``None`` before the loop whose entries an iteration sets
+    (SpeechBrain's ``memory = (None, c)``, then ``memory = (hs, c)``; ``hidden_cell`` None inside
+    a tuple of per-layer states): each such entry is carried as an unset MaybeNone of the type
+    the body (the probe) gives it, a value and a flag per entry, so ``hs is None`` in the body is
+    that flag and a callee given ``hs`` runs as for a variable None on some paths. ``after`` in
+    that structure. Anything else as it is."""
+    if not isinstance(before, (tuple, list)) or is_container(before) or None not in pytree.tree_leaves(before):
+        return before, after
+    before = with_unset_entries(before, after, info.location)
+    return before, shaped_like(before, after)
 
 
 def _check_tuple_carry(name, before, after, info) -> None:
-    """A carried tuple of tensors keeps its structure; each leaf its dtype and shape."""
+    """A carried tuple of tensors keeps its structure (its None entries too); each leaf its dtype and shape."""
+    after = shaped_like(before, after)
     leaves_before, spec_before = pytree.tree_flatten(before)
     leaves_after, spec_after = pytree.tree_flatten(after)
-    if spec_before != spec_after:
+    if spec_before != spec_after or _none_positions(leaves_before) != _none_positions(leaves_after):
         fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop "
              "(another structure after an iteration)", info, f"give {name!r} one structure (as many tensors) on every path")
     for index, (leaf_before, leaf_after) in enumerate(zip(leaves_before, leaves_after)):
-        _check_carry(f"{name}[{index}]" if len(leaves_before) > 1 else name, leaf_before, leaf_after, info)
+        if leaf_before is not None:
+            _check_carry(f"{name}[{index}]" if len(leaves_before) > 1 else name, leaf_before, leaf_after, info)
+
+
+def _none_positions(leaves) -> tuple:
+    return tuple(i for i, leaf in enumerate(leaves) if leaf is None)
 
 
 def _tensor_tree(value) -> bool:
@@ -604,7 +673,8 @@ class _Layout:
                 self.kinds.append(("tensor", value.dtype, value.dim()))
             elif is_tensor_tuple(value):
                 leaves, spec = pytree.tree_flatten(value)
-                self.kinds.append(("tuple", spec, tuple(leaf.dtype for leaf in leaves)))
+                self.kinds.append(("tuple", spec, tuple(leaf.dtype for leaf in leaves if leaf is not None),
+                                   _none_positions(leaves)))
             else:
                 self.kinds.append(("constant",))
                 self.constants[i] = value
@@ -633,12 +703,16 @@ class _Layout:
                     fail(f"{info.kind}: list {name!r} is replaced inside a data-dependent loop", info, "only append to it")
                 flat.extend([value.data, value.length])
             elif kind[0] == "tuple":
+                if previous is not None and has_unset_entries(previous[i]):  # an entry None set to None again
+                    value = shaped_like(previous[i], value)                   # keeps its placeholder
                 leaves, spec = pytree.tree_flatten(value) if is_tensor_tuple(value) else ([], None)
-                if spec != kind[1] or tuple(leaf.dtype for leaf in leaves) != kind[2]:
+                tensors = [leaf for leaf in leaves if leaf is not None]
+                if (spec != kind[1] or _none_positions(leaves) != kind[3]
+                        or tuple(leaf.dtype for leaf in tensors) != kind[2]):
                     fail(f"{info.kind}: loop variable {name!r} is a {getattr(kind[1].type, '__name__', 'tuple')} that "
                          "changes in a data-dependent loop (another structure or dtype after an iteration)", info,
                          f"give {name!r} one structure and dtype on every path")
-                flat.extend(leaves)
+                flat.extend(tensors)
             elif kind[0] == "tensor":
                 tensor = value if isinstance(value, torch.Tensor) else _number_tensor(name, value, kind[1], info)
                 if tensor.dtype != kind[1]:
@@ -660,9 +734,10 @@ class _Layout:
                 leaves = [carried.pop(0) for _ in range(kind[1].num_leaves)]
                 values.append(pytree.tree_unflatten(leaves, kind[1]))
             elif kind[0] == "tuple":
-                leaves = [carried.pop(0) for _ in range(kind[1].num_leaves)]
+                tensors = [carried.pop(0) for _ in range(kind[1].num_leaves - len(kind[3]))]
                 if fresh and self.names[i] in mutated:
-                    leaves = [leaf.clone() for leaf in leaves]
+                    tensors = [leaf.clone() for leaf in tensors]
+                leaves = [None if j in kind[3] else tensors.pop(0) for j in range(kind[1].num_leaves)]
                 values.append(pytree.tree_unflatten(leaves, kind[1]))
             elif kind[0] == "tensor":
                 tensor = carried.pop(0)
