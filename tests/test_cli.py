@@ -11,6 +11,7 @@ from tests.conftest import MODELS, line_of, run_cli
 BASIC = os.path.join(MODELS, "basic.py")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_convert_bundled_example_writes_verified_model(tmp_path):
     out = tmp_path / "srcnn.onnx"
     result = run_cli("convert", "examples/srcnn.py:SuperResolutionNet", "-o", str(out))
@@ -20,6 +21,7 @@ def test_convert_bundled_example_writes_verified_model(tmp_path):
     onnx.checker.check_model(onnx.load(out))
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_readme_main_job_converts_data_dependent_control_flow(tmp_path):
     """The README's first command: an if on a submodule call → If, a cheap ifexp → Where."""
     out = tmp_path / "gated.onnx"
@@ -79,6 +81,7 @@ def test_json_output_and_inputs_fn():
         pytest.param(["convert", "tests/models/basic.py:RaisesInForward"], 1, "the model raised RuntimeError", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_errors_are_one_line_with_exit_codes(args, code, fragment):
     result = run_cli(*args)
     assert result.returncode == code, result.stderr

@@ -80,11 +80,13 @@ def test_tolerances_are_the_users_to_set_and_recorded(tmp_path):
 
 
 @pytest.mark.parametrize("flag, value", [("--atol", "-1"), ("--rtol", "nan")])
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_bad_tolerances_are_usage_errors(flag, value):
     done = run_cli("convert", f"{CASES}:Chatty", flag, value)
     assert done.returncode == 2 and flag in done.stderr and done.stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_rule_file_syntax_error_points_at_its_line(tmp_path):
     rules = tmp_path / "rules.py"
     rules.write_text("import fxport\n\n\ndef broken(:\n    pass\n")

@@ -10,6 +10,7 @@ from tests.conftest import run_cli
 
 
 @pytest.mark.parametrize("opset", ["13", "16"])
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_an_opset_the_exporter_cannot_write_is_a_usage_error(opset):
     result = run_cli("convert", "tests/models/basic.py:Scale", "--opset", opset)
     assert result.returncode == 2, result.stderr
@@ -82,6 +83,7 @@ def test_train_mode_warning_only_where_eval_mode_changes_something(make, warned)
     assert any("train mode" in note for note in notes) == warned, notes
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_ctrl_c_names_the_stage_it_interrupted():
     import os
     import signal

@@ -63,6 +63,7 @@ def checkpoint_config(tmp_path):
     ("--num-beams", "0", "--num-beams 0 is out of range; pass a value ≥ 1"),
     ("--top-p", "7", "--top-p 7 is out of range; pass a value in [0, 1]"),
 ])
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_out_of_range_generation_settings_are_usage_errors(checkpoint_config, tmp_path, flag, value, fragment):
     out = tmp_path / "gen.onnx"
     result = run_cli("convert", checkpoint_config, "--task", "text-generation", flag, value, "-o", str(out))
@@ -100,6 +101,7 @@ def test_generate_settings_out_of_range_are_refused_given_or_from_the_checkpoint
         generation_settings(lm, max_new_tokens=4)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_task_without_transformers_says_what_to_install(checkpoint_config):
     result = run_without_transformers("-m", "fxport", "convert", checkpoint_config, "--task", "text-generation")
     assert result.returncode == 2
@@ -114,6 +116,7 @@ def test_tiny_checkpoint_example_without_transformers_is_one_line(tmp_path):
     assert len(lines) == 1 and "needs transformers" in lines[0] and "pip install 'fxport[transformers]'" in lines[0]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_model_conversion_needs_no_transformers(tmp_path):
     result = run_without_transformers("-m", "fxport", "convert", "examples/gated_mlp.py:GatedMLP", "-q",
                                       "-o", str(tmp_path / "g.onnx"))
@@ -174,6 +177,7 @@ def test_a_click_usage_error_with_json_is_one_json_document():
     assert data["ok"] is False and data["error"] == "UsageError" and "--bogus" in data["message"]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_generation_file_has_no_unused_initializer_and_json_shows_no_loading_bar(tmp_path):
     """An encoder-decoder generator: lowering its grown loop leaves a weight no node reads."""
     transformers = pytest.importorskip("transformers")

@@ -84,6 +84,7 @@ def test_fallback_reaches_the_result_warnings(monkeypatch):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message shown when CUDA is absent")
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_device_cuda_without_cuda_is_one_clear_line():
     with pytest.raises(ConversionError, match="--device cuda") as info:
         fxport.convert(Scale(), (torch.randn(2, 4),), device="cuda")

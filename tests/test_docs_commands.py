@@ -117,6 +117,7 @@ def test_the_docs_have_the_commands_this_test_runs():
 
 
 @pytest.mark.parametrize("command", README_COMMANDS + GETTING_STARTED_COMMANDS)
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_documented_command_runs_as_written(command, workdir):
     if "--device cuda" in command and not torch.cuda.is_available():
         pytest.skip("needs CUDA")

@@ -108,6 +108,7 @@ def test_a_made_up_size_eager_rejects_narrows_the_range_with_a_warning_and_the_m
     assert ranges["b"]["valid"][0] == 1, ranges
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_from_the_cli_a_made_up_size_eager_rejects_is_one_warning(tmp_path):
     from tests.conftest import run_cli
 

@@ -81,6 +81,7 @@ def test_a_generated_set_past_its_budget_is_skipped_with_the_budget_named(monkey
     assert all(row.passed for row in rows)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_the_users_own_inputs_are_never_bounded(monkeypatch, measure):
     """The example and a user set at batch 6 (which sleeps past any budget set here) both run."""
     from fxport.verify.verification import verify_model
@@ -192,6 +193,7 @@ class PythonNms(torch.nn.Module):
         return torch.stack(keep)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_conversion_measures_its_example_and_chooses_the_loop_models_large_size(monkeypatch):
     """End to end: the eager stage's measurement reaches the generated sizes of the verify stage."""
     import fxport

@@ -51,6 +51,7 @@ def _run(onnx_program, x) -> np.ndarray:
     return session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_the_translation_is_torch_onnx_exports_and_the_registry_is_built_once(fresh_registry):
     program, x = _program()
     with quiet_torch():

@@ -140,6 +140,7 @@ def run_file(path, ids, mask):
     return torch.from_numpy(sequences)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_task_writes_one_file_that_generates_like_generate(tmp_path):
     """The README's generation command on a tiny Llama checkpoint; the file then meets prompts the
     export never saw: lengths 1, 3, 11, batch 1 and 5, left padding, rows stopping early."""
@@ -169,6 +170,7 @@ def test_cli_task_writes_one_file_that_generates_like_generate(tmp_path):
     assert len(lengths_seen) > 1, "every batch ran the same number of steps"
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_task_usage_errors_exit_2_and_write_nothing(tmp_path):
     out = tmp_path / "gen.onnx"
     empty = tmp_path / "empty"
@@ -202,6 +204,7 @@ class GenerateInForward(torch.nn.Module):
         return self.lm.generate(input_ids=input_ids, attention_mask=attention_mask, **self.settings)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_generate_called_in_forward_converts_to_one_loop_equal_to_generate():
     lm = tiny_llama(seed=1)
     prompts = [left_padded_prompts(batch, length, seed) for seed, (batch, length) in enumerate(SHAPES)]
@@ -330,6 +333,7 @@ def greedy_with_step_file(path, layers, ids, mask, max_new_tokens):
     return sequences
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_step_task_writes_the_one_step_model_a_python_loop_decodes_with(tmp_path):
     lm = tiny_llama(seed=4)
     checkpoint = save_checkpoint(lm, tmp_path / "llama")
@@ -500,6 +504,7 @@ class SampleInForward(torch.nn.Module):
                                     **self.settings)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_sampling_generate_in_forward_converts_with_the_draws_an_input():
     lm = tiny_llama(seed=2)
     settings = dict(max_new_tokens=6, eos_token_id=list(range(3, VOCAB, 5)), top_p=0.9, temperature=0.8)
@@ -585,6 +590,7 @@ class StaticCacheLoop(torch.nn.Module):
         return tokens
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_hand_written_static_cache_loop_converts_and_equals_generate():
     """The cache's tensors keep their size (prompt + new tokens) and are written in place; the
     tokens and the mask grow: one Loop whose body writes the cache with ScatterND, equal to

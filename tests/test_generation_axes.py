@@ -190,6 +190,7 @@ def test_no_repeat_ngram_size_equals_generate(build, settings):
     assert changed, "no_repeat_ngram_size changed no output: the test cannot fail"
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_no_repeat_ngram_size_writes_a_file_equal_to_generate(tmp_path):
     """``--no-repeat-ngram-size 2`` on a tiny GPT-2 checkpoint: one Loop, verified, and equal to
     ``generate(no_repeat_ngram_size=2)`` on prompts the export never saw."""

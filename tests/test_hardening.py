@@ -166,6 +166,7 @@ def test_train_mode_is_converted_in_eval_and_restored():
     ("BuiltinForward", 2, "forward is the builtin 'relu', which has no Python signature", "class BuiltinForward"),
     ("LambdaAttribute", 1, "a tensor condition inside a lambda cannot be converted", "# lambda-line"),
 ])
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_refusals_are_one_line_at_the_users_line(target, code, fragment, marker):
     result = run_cli("convert", f"tests/test_hardening.py:{target}", "-i", "x=3x4")
     assert result.returncode == code, result.stdout + result.stderr

@@ -208,6 +208,7 @@ def test_op_rule_whose_nodes_were_fused_is_still_reported():
     assert all("ort_models.py" in location for _, location, _ in reports["ort"])
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_generator_with_ort_fusions_inside_its_loop_matches_generate(tmp_path):
     """``--task text-generation --optimize ort``: the fusions rewrite the prefill and the decoding
     Loop's body, which the library names per graph; fxport gives a body's clashing names fresh ones

@@ -76,6 +76,7 @@ def patches_fired(stdout: str) -> list[str]:
     return [rewrite["rule"] for rewrite in data["rewrites"] if rewrite["tier"] == "patch"]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_rule_file_patches_a_function_of_the_model_file(tmp_path):
     write_files(tmp_path, "mymodel")
     result = run_cli("convert", "mymodel.py:Net", "-i", "x=2x3", "--rules", "my_rules.py", "--json", cwd=tmp_path)
@@ -83,6 +84,7 @@ def test_cli_rule_file_patches_a_function_of_the_model_file(tmp_path):
     assert patches_fired(result.stdout) == ["patch:mymodel.scale"]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_with_pythonpath_a_rule_file_importing_the_model_patches_the_model_run(tmp_path, monkeypatch):
     """``import mymodel`` in the rule file is the module the model runs in, not a second copy."""
     write_files(tmp_path, "mymodel", rules=BY_OBJECT)

@@ -102,6 +102,7 @@ def test_user_tolerances_keep_fixed_bounds_without_the_float64_judge(converted):
                      atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_float64_reference_past_its_time_limit_leaves_the_set_failed_not_skipped(converted, monkeypatch):
     """The reference only judges sets whose fixed tolerances failed; when it is stopped (a big
     model's perturbed float64 runs on a loaded machine), the set must stay failed: skipping it

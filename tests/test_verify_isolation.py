@@ -86,6 +86,7 @@ def test_onnx_runtime_crashing_at_a_made_up_batch_0_narrows_the_range(tmp_path):
         np.testing.assert_allclose(got, module(inputs).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_the_gru_converts_from_the_cli_with_one_warning(tmp_path):
     (tmp_path / "gru.py").write_text(textwrap.dedent("""
         import torch

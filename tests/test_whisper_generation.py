@@ -104,6 +104,7 @@ def run_file(model, features):
 
 @pytest.mark.parametrize("settings", [dict(UNIQUE, max_new_tokens=7), dict(max_new_tokens=7, language="fr")],
                          ids=["detected-language", "segment"])
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_generate_in_forward_converts_to_one_loop_equal_to_generate(settings):
     """The rule stands in for Whisper's generate(): one Loop; the file equals eager generate() on
     batches the export never saw, with rows that stop at different steps."""
@@ -185,6 +186,7 @@ def test_cli_task_converts_a_whisper_checkpoint(tmp_path):
         np.testing.assert_array_equal(run_file(model, features), expected)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_task_refuses_sampling_flags_for_whisper(tmp_path):
     tiny_whisper().save_pretrained(tmp_path / "whisper")
     out = tmp_path / "whisper.onnx"

@@ -99,6 +99,7 @@ def test_an_in_place_write_after_the_append_is_refused_in_one_line_at_the_loop()
 
 
 @pytest.mark.parametrize("make", [MaskThenAppend, AppendCloneThenMask])
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_the_list_written_as_it_means_converts_and_equals_eager_at_every_exit(make):
     model = make()
     trips = set().union(*trip_counts(model, INPUTS).values())

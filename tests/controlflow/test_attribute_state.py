@@ -61,6 +61,7 @@ def _decoder_inputs():
             (torch.full((3, 3), 0.1), torch.tensor(2.0))]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_decoder_whose_methods_rebind_and_write_its_attributes_equals_eager_at_every_exit():
     model = StatefulDecoder()
     inputs = _decoder_inputs()

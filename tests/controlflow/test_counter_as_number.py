@@ -47,6 +47,7 @@ def test_an_anderson_window_by_min_of_the_counter_is_refused_in_one_line_naming_
     assert "a number read from a tensor (.item()" not in message, message
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_whisper_dtw_cells_by_two_counters_convert():
     """Nested ``for`` over both dynamic sizes reading ``cost[i - 1, j - 1]`` and writing
     ``cost[i, j]``: one cell, one row, one column, ties everywhere (zeros), and a rectangle."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 import fxport
@@ -40,6 +41,7 @@ def test_a_guarded_integer_division_converts_with_cond_and_says_why():
         assert_matches_eager(model, result.model, torch.arange(7), torch.tensor(d))
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_guarded_modulo_converts_from_the_cli(tmp_path):
     (tmp_path / "mod.py").write_text(
         "import torch\n\n\nclass GuardedModulo(torch.nn.Module):\n    def forward(self, x, d):\n"

@@ -244,6 +244,7 @@ TRACED_REFUSALS = {
 
 
 @pytest.mark.parametrize("name", list(TRACED_REFUSALS))
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_sizes_torch_cond_cannot_trace_are_refused_in_one_line(name):
     """They were 'torch.export failed: TorchRuntimeError' and 'a Python number read from a
     tensor (.item(), ...)' for code without .item()."""

@@ -97,6 +97,7 @@ def _rows_stopping_at(model, steps, length: int = 4):
     return [rows[s] for s in steps if s in rows]
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_greedy_loop_around_tiny_gpt2_with_a_dynamic_cache_converts_to_one_loop(greedy):
     """examples/greedy_gpt2.py, with an end token found to stop rows at several steps."""
     model, exported = greedy

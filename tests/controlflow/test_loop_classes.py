@@ -28,6 +28,7 @@ def test_sinkhorn_with_an_item_error_equals_eager_at_every_exit():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_python_int_level_written_into_a_float_buffer_loads_and_equals_eager():
     model = m.BfsLevels()
     chain = torch.tensor([[0., 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]])
@@ -125,6 +126,7 @@ def test_flood_fill_until_equal_converts():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_row_written_at_the_loop_counter_converts():
     """``trellis[t + 1, 1:] = f(trellis[t, 1:], emission[t, tokens[1:]])`` over a dynamic number of
     frames: the row at ``t`` is read, written as eager writes it and put back (no ``.item()``)."""
@@ -154,6 +156,7 @@ def test_emissions_read_at_the_counter_beside_index_tensors_convert():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_stop_gate_loop_that_prints_at_its_step_bound_converts(capsys):
     """Tacotron 2's inference loop: the ``print`` beside the step-bound ``break`` runs when the
     converted code runs eagerly and is left out of the file (whose outputs are the same)."""
@@ -173,6 +176,7 @@ def _boxes(*rows):
     return torch.tensor(rows, dtype=torch.float32)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_nms_whose_order_empties_stops_where_eager_stops_at_every_exit():
     """The file must not run the body once more when ``order`` empties (the issue's shipped bug):
     two overlapping boxes empty it after one trip; one box leaves by the break; disjoint boxes by
@@ -235,6 +239,7 @@ def test_a_size_read_before_a_loop_whose_state_grows_keeps_its_value():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_value_none_before_a_loop_is_replaced_by_a_peeled_first_iteration():
     """``pred = None`` before a data-dependent loop and ``x = start if pred is None else pred`` in
     it (torch-nmt's decoder) was refused: the first iteration runs as Python, peeled, and the Loop
@@ -263,6 +268,7 @@ def test_the_builtin_any_over_a_tensor_is_a_loop_exit():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_slices_read_and_written_by_a_loop_counter_and_a_branch_that_faults_on_the_other_side():
     """``scores[pos:] = w * scores[pos:]`` with ``pos`` a traced counter (soft-NMS) was refused (a
     number read from a tensor); the rows are read with index_select and written with index_put.
@@ -288,6 +294,7 @@ def test_a_window_written_at_a_traced_position_equals_eager_at_every_trip_count(
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_branches_of_different_shapes_inside_a_loop_body_become_an_if():
     """k-means' empty-cluster fallback (``selected = points[:1]`` where the mask picked none)
     inside a while loop was refused ("torch.onnx cannot export If nested in Loop")."""

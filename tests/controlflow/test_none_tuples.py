@@ -147,6 +147,7 @@ class DataInPeeledTrip(torch.nn.Module):
         return y.view(1, -1), int(torch.argmax(y))
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_tuple_with_a_none_entry_is_carried_with_a_flag_and_equals_eager_at_every_exit():
     model = MemoryNoneEntry()
     inputs = [(torch.ones(0, 2, 3), torch.tensor(0.0)),           # no trip: memory stays (None, c)

@@ -116,6 +116,7 @@ def test_refused_in_one_line_at_the_statement(make, args, fragment, what):
     assert "\n" not in message
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_cli_refuses_with_exit_code_1_and_writes_nothing(tmp_path):
     out = tmp_path / "x.onnx"
     done = run_cli("convert", f"{MODELS}:TryExceptInBranch", "-i", "x=2x3", "-o", str(out))
@@ -134,6 +135,7 @@ def test_cli_converts_the_issue_case_and_says_verified(tmp_path):
     assert out.exists()
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_a_local_assigned_under_no_grad_in_a_loop_body_is_not_loop_state():
     """Demucs' chunk loop: ``out`` under ``with torch.no_grad():`` is made on each trip (no value
     before the loop needed), and ``self.model.forward`` — converted already as a module's forward —

@@ -57,6 +57,7 @@ class LayerStates(torch.nn.Module):
         return hidden[0] + hidden[1] * 2
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_an_lstm_cells_tuple_state_is_carried_and_equals_eager_at_every_exit():
     model = LstmCellDecoder()
     inputs = [(torch.full((1, 3), 2.0), torch.tensor(0.01)), (torch.full((1, 3), 2.0), torch.tensor(0.9)),

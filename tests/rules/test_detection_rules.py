@@ -103,6 +103,7 @@ def mask_case(n: int, height: int, width: int, seed: int):
     return torch.rand(n, 1, 28, 28, generator=g), boxes, torch.zeros(3, height, width)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_mask_pasting_equals_eager_for_any_box_count_and_image_size():
     module = PasteMasks()
     cases = [mask_case(n, h, w, seed) for seed, (n, h, w) in
@@ -135,6 +136,7 @@ def keypoint_case(n: int, seed: int, keypoints: int = 5, size: int = 28):
     return torch.randn(n, keypoints, size, size, generator=g), rois
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_keypoint_decoding_equals_eager_for_any_box_count_and_box_size():
     module = Keypoints()
     cases = [keypoint_case(n, seed) for seed, n in enumerate([0, 1, 2, 9, 25])]

@@ -128,6 +128,7 @@ class WhileInsideCond(torch.nn.Module):
         return torch.cond(x.sum() > 0, loop, lambda x: x + 1, (x,))
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02): it runs with the slow set in CI
 def test_walk_reaches_nested_subgraphs_with_their_callers():
     program = torch.export.export(WhileInsideCond(), (torch.randn(3), torch.tensor(2)))
     walked = [(g.path, g.caller.target.__name__ if g.caller else None) for g in iter_graphs(program)]
