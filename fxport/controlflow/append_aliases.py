@@ -19,18 +19,25 @@ def aliased_appends(stmts) -> list[str]:
     keeps the list as rows of a buffer, copied at the append (SpeechBrain's greedy searcher:
     ``log_probs_lst.append(log_probs)``, then ``log_probs[has_ended] = inf``). The same on the
     next trip when the write comes before the append and nothing binds ``v`` in between. Events
-    are taken in source order (a write on another path than the append is counted too).
+    are taken in source order (a write on another path than the append is counted too), except
+    after an append whose block then leaves the loop (``det_max.append(dc); break``, a break
+    already a flag ``_fx_break_N = True`` here, or ``return`` / ``raise``).
 
     >>> body = ast.parse("xs.append(v)\nv[0] = 1").body
     >>> [what.split(' (')[0] for what in aliased_appends(body)]
     ["in-place write into 'v' at line 2 after xs.append(v) at line 1"]
     >>> aliased_appends(ast.parse("xs.append(v.clone())\nv[0] = 1").body)
     []
+    >>> aliased_appends(ast.parse("if c:\n    xs.append(v)\n    break\nv[0] = 1").body)
+    []
     """
     events = []  # (line, col, kind, name, text)
+    leaving = _appends_that_leave(stmts)
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             func = node.func
+            if id(node) in leaving:
+                continue  # ``xs.append(v); break``: nothing of this trip or a next one runs after it
             if func.attr == "append" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
                 events.append((_line(node), getattr(node, 'col_offset', 0), "append", node.args[0].id, ast.unparse(node)))
             elif func.attr.endswith("_") and not func.attr.endswith("__") and isinstance(func.value, ast.Name):
@@ -59,6 +66,32 @@ def aliased_appends(stmts) -> list[str]:
                          f"{name}.clone())")
             break
     return found
+
+
+def _appends_that_leave(stmts) -> set[int]:
+    """``id``s of the ``xs.append(v)`` calls that a ``break`` (or its flag), ``return`` or
+    ``raise`` later in the same block follows: the trip leaves the loop from there."""
+    leaving: set[int] = set()
+    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for position, stmt in enumerate(block):
+                if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                        and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "append"
+                        and any(_leaves(later) for later in block[position + 1:])):
+                    leaving.add(id(stmt.value))
+    return leaving
+
+
+def _leaves(stmt: ast.stmt) -> bool:
+    """``break`` / ``return`` / ``raise``, or the flag a canonicalised break sets (loop_exits.py)."""
+    if isinstance(stmt, (ast.Break, ast.Return, ast.Raise)):
+        return True
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id.startswith("_fx_break_") and isinstance(stmt.value, ast.Constant)
+            and stmt.value.value is True)
 
 
 _CONVERTED_WRITES = ("_fx.setitem", "_fx.targets.chained_setitem")

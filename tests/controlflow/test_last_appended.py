@@ -75,3 +75,52 @@ def test_the_last_element_under_a_tensor_condition_in_a_for():
     exported = export_to_ort(model, (torch.ones(2), torch.tensor(3)))
     assert_matches_eager(model, exported, inputs)
     assert exported.ops.get("Loop")
+
+
+class ListWrittenInAGrowingLoop(torch.nn.Module):
+    """Tacotron 1's decoder RNN states: a Python list of tensors written by index
+    (``hs[idx] = cell(x, hs[idx])``) in a loop whose state grows. Such a loop runs its body
+    outside dynamo, where the write landed in a list the file never read: the file was right at
+    the example's size only (verification caught it). Refused in one line at the write (or the
+    ``for`` that holds it) now."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.cells = torch.nn.ModuleList([torch.nn.GRUCell(3, 3) for _ in range(2)])
+
+    def forward(self, enc):
+        outs = enc.new_zeros(enc.shape[0], 0, 3)
+        hs = [enc.new_zeros(enc.shape[0], 3) for _ in range(2)]
+        cur = enc.mean(1)
+        t = 0
+        while True:
+            if t > 0:
+                cur = outs[:, -1]
+            x = cur
+            for idx in range(2):
+                hs[idx] = self.cells[idx](x, hs[idx])
+                x = hs[idx] + x
+            outs = torch.cat([outs, x[:, None]], 1)
+            t += 1
+            if t > 1 and (x <= 0.2).all():
+                break
+            elif t > 6:
+                break
+        return outs
+
+
+def test_a_list_written_by_index_in_a_loop_whose_state_grows_is_refused_at_the_write():
+    import pytest
+
+    import fxport
+    from tests.controlflow._util import line_in_source
+
+    with pytest.raises(fxport.ConversionError) as raised:
+        fxport.convert(ListWrittenInAGrowingLoop(), (torch.randn(1, 4, 3),), dynamic_shapes={"enc": {1: "T"}},
+                       verify=False)
+    message = str(raised.value)
+    lines = {line_in_source(ListWrittenInAGrowingLoop.forward, text)
+             for text in ("hs[idx] = self.cells[idx](x, hs[idx])", "for idx in range(2):")}  # the write, or its for
+    assert "\n" not in message and any(f"test_last_appended.py:{line};" in message for line in lines), message
+    assert message.startswith("a list is changed with [...] = inside a data-dependent loop"), message
