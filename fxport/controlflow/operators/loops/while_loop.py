@@ -325,8 +325,7 @@ class _Loop:
         if rng is not None:
             carried = (as_int64(rng.start), as_int64(rng.stop)) + carried
         relations = size_relations(carried)
-        stop_at = _dimension_equal_to(carried, rng.stop) if rng is not None and rng.step > 0 else None
-        static_stop = rng.stop if rng is not None and rng.step > 0 and type(rng.stop) is int and not is_symbolic(rng.stop) else None
+        stop_in_body = _stop_in_body(carried, rng)
 
         def cond_fn(*carried):
             restore_size_relations(carried, relations)
@@ -335,8 +334,7 @@ class _Loop:
 
         def step_fn(*carried):
             restore_size_relations(carried, relations)
-            # the range's stop as the body sees it (its own symbol of the same size), for counters.py
-            body_stop = carried[stop_at[0]].shape[stop_at[1]] if stop_at is not None else static_stop
+            body_stop = stop_in_body(carried)  # for counters.py
             counter, stop, rest = self._split(carried)
             return self._step(counter, stop, layout, layout.unpack(rest, fresh=True, mutated=self.info.mutated), body_stop)
 
@@ -391,17 +389,21 @@ class _Loop:
         return tuple(dense(t) for t in packed)
 
 
-def _dimension_equal_to(carried: tuple, size) -> tuple[int, int] | None:
-    """``(position, axis)`` of a carried tensor's dimension torch knows equals ``size`` (a loop's
-    stop), or None: inside the body that dimension is the stop under the body's own symbol."""
-    if isinstance(size, torch.Tensor) or not is_symbolic(size):
-        return None
+def _stop_in_body(carried: tuple, rng):
+    """A function of the body's carried values giving the stop of a counting-up range as the body
+    sees it (None where it cannot tell): a Python int as it is; a symbolic size as the body's own
+    symbol of a carried tensor's dimension torch knows equals it."""
+    stop = rng.stop if rng is not None and rng.step > 0 else None
+    if stop is None or isinstance(stop, torch.Tensor):
+        return lambda values: None
+    if not is_symbolic(stop):
+        return lambda values: stop
     for position, value in enumerate(carried):
         if isinstance(value, torch.Tensor):
             for axis, dim in enumerate(value.shape):
-                if statically_known_true(dim == size):
-                    return position, axis
-    return None
+                if statically_known_true(dim == stop):
+                    return lambda values: values[position].shape[axis]
+    return lambda values: None
 
 
 def _in_range(counter, stop, step: int):
