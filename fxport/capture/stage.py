@@ -24,8 +24,21 @@ def capture_program(job: Conversion) -> None:
     job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
                                         job.rewrites, job.options.converts_control_flow, job.warnings,
                                         convert_libraries=job.options.convert_libraries, signature=job.signature)
+    job.warnings.extend(dropped_assert_warnings(job.rewrites))
     if job.options.keep_artifacts:
         job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
+
+
+def dropped_assert_warnings(records: list[AppliedRewrite]) -> list[str]:
+    """One warning per assert on a tensor's value the file leaves out (rule ``assert-on-tensor``).
+
+    Example: ``["assert at model.py:12 checks a tensor's value: PyTorch runs it (verification did) ..."]``
+    """
+    return [f"assert at {record.location} checks a tensor's value: PyTorch runs it (verification too) but the "
+            "ONNX file cannot (ONNX has no operator that stops a run), so on an input that fails it the file "
+            "returns values where the model raises; check such inputs before calling the file, or "
+            "--disable assert-on-tensor to refuse the model instead"
+            for record in records if record.rule == "assert-on-tensor"]
 
 
 def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,

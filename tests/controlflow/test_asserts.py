@@ -1,14 +1,14 @@
-"""``assert``: Python's semantics for Python values (shapes), a one-line refusal at the assert's
-line for a tensor's value while exporting (ONNX cannot keep the check), and the model's own
-AssertionError when it runs eagerly."""
+"""``assert``: Python's semantics for Python values (shapes); a tensor's value is checked in PyTorch
+and left out of the ONNX file with one warning at the assert's line (refused there with
+``--disable assert-on-tensor``); and the model's own AssertionError when it runs eagerly."""
 
 import pytest
 import torch
 
 import fxport
 from fxport.controlflow import convert_control_flow
-from fxport.errors import CaptureError, ControlFlowError
-from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, line_in_source
+from fxport.errors import ControlFlowError
+from tests.controlflow._util import assert_every_branch_taken, assert_matches_eager, export_to_ort, line_in_source, trip_counts
 
 
 class ShapeAssertAndBranch(torch.nn.Module):
@@ -61,25 +61,57 @@ def test_assert_on_a_python_value_runs_as_python_and_the_branch_converts():
     assert_matches_eager(model, exported, inputs)
 
 
-def test_assert_on_a_tensor_is_refused_in_one_line_at_its_line():
-    with pytest.raises(ControlFlowError) as info:
-        fxport.convert(TensorAssert(), (torch.randn(3),), verify=False)
-    error = info.value
-    assert error.where.lineno == line_in_source(TensorAssert.forward, "assert (x > -5)")
-    assert "cannot be kept in the ONNX file" in error.what and "--disable assert-on-tensor" in error.hint
-    assert "\n" not in str(error)
+def test_assert_on_a_tensor_converts_and_warns_once_at_its_line():
+    result = fxport.convert(TensorAssert(), (torch.randn(3),))
+    line = line_in_source(TensorAssert.forward, "assert (x > -5)")
+    dropped = [w for w in result.warnings if w.startswith("assert at ")]
+    assert len(dropped) == 1 and f":{line} checks a tensor's value" in dropped[0], result.warnings
+    assert "--disable assert-on-tensor" in dropped[0] and "\n" not in dropped[0]
+    assert [r.rule for r in result.rewrites].count("assert-on-tensor") == 1
+    exported = export_to_ort(TensorAssert(), (torch.randn(3),), dynamic_shapes={"x": {0: "n"}})
+    assert_matches_eager(TensorAssert(), exported, [(torch.zeros(1),), (torch.randn(5),), (torch.full((2,), -4.0),)])
+
+
+class CountedSteps(torch.nn.Module):
+    """A tensor step counter checked against a limit in the loop body (adaptive ODE solvers' shape)."""
+
+    def forward(self, x):
+        steps = torch.zeros((), dtype=torch.long)
+        while x.sum() > 0:
+            assert steps < 100, "too many steps"
+            x = x - 1.0
+            steps = steps + 1
+        return x, steps
+
+
+def test_an_assert_in_a_loop_body_is_checked_in_pytorch_and_the_loop_converts():
+    model = CountedSteps()
+    inputs = [(torch.zeros(3),), (torch.full((2,), 0.25),), (torch.full((1,), 1.5),), (torch.rand(4) * 3,)]
+    assert {0, 1, 2} <= set().union(*trip_counts(model, inputs).values())
+    result = fxport.convert(model, (torch.rand(3) * 2,), dynamic_shapes={"x": {0: "n"}})
+    line = line_in_source(CountedSteps.forward, "assert steps < 100")
+    assert sum(f":{line} checks a tensor's value" in w for w in result.warnings) == 1, result.warnings
+    exported = export_to_ort(model, (torch.rand(3) * 2,), dynamic_shapes={"x": {0: "n"}})
+    assert exported.ops.get("Loop", 0) == 1, exported.ops
+    assert_matches_eager(model, exported, inputs)
+    with pytest.raises(AssertionError, match="too many steps"):
+        model(torch.full((1,), 200.0))
+
+
+def test_disabled_an_assert_on_a_tensor_is_refused_in_one_line_at_its_line():
+    for model, text in ((TensorAssert(), "assert (x > -5)"), (CountedSteps(), "assert steps < 100")):
+        with pytest.raises(ControlFlowError) as info:
+            fxport.convert(model, (torch.rand(3) * 2,), verify=False, disable_rules=("assert-on-tensor",))
+        error = info.value
+        assert error.where.lineno == line_in_source(type(model).forward, text)
+        assert "cannot be kept in the ONNX file" in error.what and "--disable assert-on-tensor" in error.hint
+        assert "\n" not in str(error)
 
 
 def test_an_assert_inside_a_tensor_conditioned_branch_stays_a_side_effect_the_branch_refuses():
     with pytest.raises(ControlFlowError, match=r"side effect .*\(assert at line") as info:
         fxport.convert(TensorAssertInBranch(), (torch.ones(3),), verify=False)
     assert info.value.where.lineno == line_in_source(TensorAssertInBranch.forward, "if x.sum() > 0")
-
-
-def test_disabled_the_assert_is_left_as_written_and_capture_fails_as_without_fxport():
-    with pytest.raises(CaptureError) as info:
-        fxport.convert(TensorAssert(), (torch.randn(3),), verify=False, disable_rules=("assert-on-tensor",))
-    assert not isinstance(info.value, ControlFlowError)
 
 
 def test_eager_the_converted_assert_raises_the_models_own_error_and_builds_the_message_only_then():

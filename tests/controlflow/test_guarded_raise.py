@@ -113,9 +113,12 @@ def test_an_assert_under_a_python_if_inside_a_data_dependent_loop_converts():
     assert exported.ops.get("Loop")
 
 
-def test_an_assert_on_the_counter_in_a_loop_is_refused_at_the_assert_not_the_loop():
+def test_an_assert_on_the_counter_in_a_loop_is_warned_or_refused_at_the_assert_not_the_loop():
+    result = fxport.convert(AssertOnCounter(), (torch.ones(3),), verify=False)
+    line = line_in_source(AssertOnCounter.forward, "assert n_steps < 100")
+    assert any(f"test_guarded_raise.py:{line} checks a tensor's value" in w for w in result.warnings), result.warnings
     with pytest.raises(fxport.ConversionError) as raised:
-        fxport.convert(AssertOnCounter(), (torch.ones(3),), verify=False)
+        fxport.convert(AssertOnCounter(), (torch.ones(3),), verify=False, disable_rules=("assert-on-tensor",))
     message = str(raised.value)
     line = line_in_source(AssertOnCounter.forward, "assert n_steps < 100")
     assert "\n" not in message and f"test_guarded_raise.py:{line}" in message, message

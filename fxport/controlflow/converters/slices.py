@@ -80,13 +80,16 @@ class SliceConverter(ExpressionConverter):
         return located(ast.copy_location(ast.Assign(targets=[name(root.id, True)], value=value), node), node)
 
     def _assign_each(self, target: ast.Tuple, node: ast.Assign) -> list[ast.stmt]:
-        """``a[i], a[j] = a[j].clone(), a[i].clone()`` (a swap) → the values into temporaries
-        first, then one store each, left to right, as Python assigns them."""
+        """``a[i], a[j] = a[j].clone(), a[i].clone()`` (a swap), ``out[i], state = step(state)`` (a
+        call's tuple) → the value unpacked into temporaries first, then one store each, left to
+        right, as Python assigns them."""
         self._swaps = getattr(self, "_swaps", 0) + 1
         temps = [f"_fx_unpacked_{self._swaps}_{k}" for k in range(len(target.elts))]
-        values = [self.visit(v) for v in node.value.elts]
-        first = ast.Assign(targets=[ast.Tuple([name(t, True) for t in temps], ast.Store())],
-                           value=ast.Tuple(values, ast.Load()))
+        if isinstance(node.value, ast.Tuple):
+            value = ast.Tuple([self.visit(v) for v in node.value.elts], ast.Load())
+        else:
+            value = self.visit(node.value)
+        first = ast.Assign(targets=[ast.Tuple([name(t, True) for t in temps], ast.Store())], value=value)
         stores = [self.visit_Assign(ast.copy_location(ast.Assign(targets=[element], value=name(temp)), node))
                   for element, temp in zip(target.elts, temps)]
         return [ast.copy_location(first, node), *stores]
@@ -154,8 +157,11 @@ def _is_dynamic_item_store(target: ast.expr) -> bool:
 
 
 def _is_unpacked_into_items(target: ast.expr, value: ast.expr) -> bool:
-    """``a[i], b[j] = v1, v2`` with a computed index among the targets and a tuple of as many values."""
-    return (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, ast.Tuple)
-            and len(target.elts) == len(value.elts) and any(_is_dynamic_item_store(e) for e in target.elts)
+    """``a[i], b[j] = v1, v2`` (or ``= f()``) with a computed index among the targets, and a tuple of
+    as many values or any other expression (unpacked as Python unpacks it: too many or too few
+    values raise the same ValueError)."""
+    return (isinstance(target, (ast.Tuple, ast.List))
+            and (not isinstance(value, ast.Tuple) or len(target.elts) == len(value.elts))
+            and any(_is_dynamic_item_store(e) for e in target.elts)
             and all(isinstance(e, ast.Name) or _is_dynamic_item_store(e) or isinstance(e, ast.Subscript)
                     for e in target.elts))

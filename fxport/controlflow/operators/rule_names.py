@@ -44,8 +44,9 @@ CONVERSIONS: tuple[ControlFlowConversion, ...] = tuple(ControlFlowConversion(*ro
      "a while loop nested in a converted branch or loop body becomes a nested while_loop"),
     ("for", "in-traced-body", "for-in-traced-body",
      "a for loop nested in a converted branch or loop body becomes a nested while_loop"),
-    ("assert", "refused", "assert-on-tensor",
-     "an assert on a tensor's value is refused at its line while exporting (ONNX cannot keep the check)"),
+    ("assert", "dropped", "assert-on-tensor",
+     "an assert on a tensor's value runs in PyTorch (verification, coverage) and is left out of the ONNX "
+     "file with a warning at its line (ONNX cannot stop a run); disabled, it is refused there"),
     ("item", "tensor", "item-predicate-to-tensor",
      "a condition on .item() of a tensor is computed on the tensor (graph pass)"),
 ))
