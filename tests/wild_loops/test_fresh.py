@@ -41,7 +41,6 @@ pytestmark = pytest.mark.slow
 EXPECT_OPS = {"yolov5_nms_per_image": ("If",)}
 
 _XFAIL = {
-    "bilstm_crf_tutorial_viterbi": "assert on a tensor's value after the loop (a sanity check): assert on a tensor's value cannot be kept in the ONNX file",
     'speechbrain_rnn_greedy_all_ended': "an in-place write into a tensor already appended to a list (log_probs[has_ended] = inf after log_probs_lst.append(log_probs); it was a wrong lowering verification caught; the tuple state memory = (None, c) now converts): for on a tensor condition has a side effect the converter cannot carry (in-place write into 'log_probs' at line 304 after log_probs_lst.append(log_probs) at line 302",
     "icefall_transducer_greedy_search": "a list read inside a loop after appends under a tensor condition before it (hyp[-context_size:]): indexing of list 'hyp' inside a data-dependent loop, after appends under a tensor condition before the loop, is not supported",
     "fastspeech_length_regulator_alignment": 'a dimension the model narrows to 2.. (out.squeeze() in the duration predictor changes rank at L=1; the chained-index writes in its loops now convert): ONNX Runtime differs from eager PyTorch on a set of size L=1 outside the exported range 2..inf',

@@ -29,7 +29,6 @@ _XFAIL = {
     "minbpe_encode_merge": 'a loop test on a size the capture assumes >= 2: ONNX Runtime failed on the user-1 inputs (len 1; the range is narrowed to 2..inf with a warning)',
     "bisection_return_in_while": 'return inside a data-dependent loop of a tuple: while: return inside a data-dependent loop returns a tuple, not a tensor',
     "wordpiece_greedy_longest_match": "a position of a data-sized tensor read under its size test (cur_substr = found[0] under if found.numel() > 0; cur_substr None before the loop is carried): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace",
-    "ode_bosh3_adaptive_steps": "assert inside a data-dependent loop (assert n_steps < self.max_num_steps on the step count): assert on a tensor's value cannot be kept in the ONNX file (ONNX has no operator that stops a run, and the exporter drops torch's runtime asserts)",
 }
 
 
