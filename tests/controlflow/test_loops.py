@@ -160,7 +160,6 @@ def test_loop_record_names_carried_variables():
 ERRORS = {
     "carried_dtype_changes": (m.CarriedDtypeChanges, r"for: loop variable 'x' changes dtype from float32 to bool at .*loop_models.py:(\d+); cast"),
     "extends_outer_list": (m.ExtendsOuterList, r"for on a tensor condition has a side effect .*found.extend\(\) on outer 'found' .* at .*loop_models.py:(\d+);"),
-    "return_tuple_in_tensor_loop": (m.ReturnTupleInTensorLoop, r"for: return inside a data-dependent loop returns a tuple, not a tensor at .*loop_models.py:(\d+); return one tensor"),
 }
 
 

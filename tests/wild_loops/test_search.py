@@ -27,7 +27,6 @@ _XFAIL = {
     "yolov3_or_nms_per_class": 'a loop whose state grows inside a branch (the while that shrinks dc after `if n == 1: ... continue`; the nested appends to det_max convert): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
     "dfs_list_stack_pop": "a list as while-loop state (a stack popped and pushed): if: list 'stack' gets a data-dependent number of elements in a branch",
     "minbpe_encode_merge": 'a loop test on a size the capture assumes >= 2: ONNX Runtime failed on the user-1 inputs (len 1; the range is narrowed to 2..inf with a warning)',
-    "bisection_return_in_while": 'return inside a data-dependent loop of a tuple: while: return inside a data-dependent loop returns a tuple, not a tensor',
     "wordpiece_greedy_longest_match": "a position of a data-sized tensor read under its size test (cur_substr = found[0] under if found.numel() > 0; cur_substr None before the loop is carried): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace",
 }
 

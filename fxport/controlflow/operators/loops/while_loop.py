@@ -500,29 +500,37 @@ def _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing=No
 
 
 def _return_placeholder(returned, info):
-    """The carried return value before any iteration returned: zeros of the returned type.
+    """The carried return value before any iteration returned: zeros of the returned type (a
+    tuple of tensors or numbers: a tuple of zeros).
 
     Read only where the loop's return flag is true, which the iteration that returns sets
     together with the value; so the zeros never reach an output.
     """
+    if isinstance(returned, (tuple, list)) and all(
+            is_number(v) or isinstance(v, torch.Tensor) for v in returned):  # return (middle, *other)
+        return type(returned)(_return_placeholder(v, info) for v in returned)
     if is_number(returned):
         returned = scalar(returned)
     if not isinstance(returned, torch.Tensor):
         fail(f"{info.kind}: return inside a data-dependent loop returns a "
-             f"{type(returned).__name__ if returned is not None else 'value on no path'}, not a tensor", info,
-             "return one tensor from inside the loop, or assign the result to a variable, break, and return after the loop")
+             f"{type(returned).__name__ if returned is not None else 'value on no path'}, not a tensor "
+             "or a tuple of tensors", info,
+             "return tensors from inside the loop, or assign the result to a variable, break, and return after the loop")
     return torch.zeros_like(returned, memory_format=torch.contiguous_format)
 
 
 def _unbound_placeholder(name: str, assigned, info):
     """A variable the loop body binds before reading it, with no value before the loop: zeros of
-    the type the body gives it. The body overwrites them before any read; after the loop they
+    the type the body gives it (a tuple of tensors or numbers: a tuple of zeros). The body overwrites them before any read; after the loop they
     remain only where the loop ran no iteration, where eager raises (the name is unbound)."""
+    if isinstance(assigned, (tuple, list)) and all(
+            is_number(v) or isinstance(v, torch.Tensor) for v in assigned):  # other = vals[2:]
+        return type(assigned)(_unbound_placeholder(name, v, info) for v in assigned)
     if is_number(assigned):
         assigned = scalar(assigned)
     if not isinstance(assigned, torch.Tensor):
         fail(f"{info.kind}: variable {name!r} is first defined inside a data-dependent loop and holds a "
-             f"{type(assigned).__name__}, not a tensor or number", info,
+             f"{type(assigned).__name__}, not a tensor, a number or a tuple of them", info,
              f"give {name!r} an initial value before the loop")
     return torch.zeros_like(assigned, memory_format=torch.contiguous_format)
 
