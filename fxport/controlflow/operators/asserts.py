@@ -25,21 +25,22 @@ import torch
 
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.rule_names import rule_name
-from fxport.controlflow.operators.state import is_disabled, record
+from fxport.controlflow.operators.state import is_disabled, record, was_recorded
 from fxport.controlflow.operators.values import is_traced
 
 
 def assert_stmt(test, message: Callable[[], object] | None, info) -> None:
     """``assert test, message()`` (the message is built only when the assert fails, as in Python)."""
     if isinstance(test, torch.Tensor) and is_traced(test):
-        rule = rule_name("assert", "dropped")
-        if is_disabled(rule):
+        rule, detail = rule_name("assert", "dropped"), "checked in PyTorch only: the ONNX file has no operator that stops a run"
+        unwarned = torch.compiler.is_dynamo_compiling() and not was_recorded(info, rule, detail)
+        if is_disabled(rule) or unwarned:  # a body dynamo traces cannot record the warning: refuse
+            why = ("--disable assert-on-tensor asked for this refusal" if is_disabled(rule) else
+                   "here it sits in a body torch traces, where fxport cannot record the warning it owes you")
             fail("assert on a tensor's value cannot be kept in the ONNX file (ONNX has no operator that "
                  "stops a run, and the exporter drops torch's runtime asserts)", info,
-                 "check the inputs before calling the model, or assert on a Python value such as a shape "
-                 "(--disable assert-on-tensor asked for this refusal)")
-        record(info, rule, "checked in PyTorch only: the ONNX file has no operator that stops a run",
-               while_probing=True)
+                 f"check the inputs before calling the model, or assert on a Python value such as a shape ({why})")
+        record(info, rule, detail, while_probing=True)
         return
     if not test:
         raise AssertionError(message()) if message is not None else AssertionError()

@@ -177,6 +177,12 @@ def in_traced_body() -> bool:
     return torch.compiler.is_dynamo_compiling() or _PROBING[0] > 0
 
 
+def was_recorded(info, rule: str, detail: str) -> bool:
+    """True when the current session holds the record of ``info`` for ``rule`` and ``detail``
+    (readable while dynamo traces a body, where :func:`record` cannot add one)."""
+    return bool(_SESSION) and info is not None and (id(info), rule, detail) in _SESSION[-1].seen
+
+
 def record(info, rule: str, detail: str, *, while_probing: bool = False, **data) -> None:
     """Add one :class:`~fxport.report.result.AppliedRewrite` (once per statement, rule and detail),
     plus a ``<kind>-in-traced-body`` record for each statement nested in ``info``.
