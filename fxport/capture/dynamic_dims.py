@@ -24,6 +24,8 @@ import torch
 from torch.export import Dim
 
 from fxport.capture.failures import traced_user_frame
+from fxport.capture.sources import source_name
+from fxport.capture.squeezed_sizes import REASON as squeezed_reason, squeezed_at as squeezed_where
 from fxport.errors import InputSpecError
 from fxport.eager.calls import Signature
 from fxport.eager.inputs import InputSet
@@ -234,11 +236,13 @@ def is_finite(value: Any) -> bool:
 
 
 def annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_at, mode: str,
-                         adopted: dict, fallback: str | None = None) -> None:
+                         adopted: dict, fallback: str | None = None, squeezed: dict | None = None) -> None:
     """Store, on each user-input placeholder, the range of each dynamic axis (see DimRange).
 
     ``adopted``: dimension name → where the model bounds it, for ranges taken from torch.export's
-    suggested fixes.
+    suggested fixes. ``squeezed``: input size (``L['x'].size()[1]``) → the model's line whose
+    ``squeeze`` a size-oblivious capture computed as if that size were not 1: the range starts
+    at 2 there (fxport/capture/squeezed_sizes.py).
     """
     dims = dims_by_input(module, inputs, normalized)
     for index, node, value in _user_input_values(program):
@@ -251,7 +255,10 @@ def annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_
             declared = _declared_range(spec[0]) if spec is not None else (0, UNBOUNDED)
             name = dim_name(spec[0], spec[1], axis) if spec is not None else f"input{index}_{axis}"
             where = reason = None
-            if low > declared[0] or high < declared[1]:
+            squeezed_at = squeezed_where(squeezed, size)
+            if squeezed_at is not None and low < 2 <= high and declared[1] >= 2:
+                low, where, reason = 2, squeezed_at, squeezed_reason.format(where=squeezed_at)
+            elif low > declared[0] or high < declared[1]:
                 where = narrowed_at.get(_symbol_key(size.node.shape_env, size.node.expr)) or adopted.get(name)
                 if name in adopted:
                     reason = "bounded by the model" + (f" at {where}" if where is not None else "")
@@ -341,15 +348,10 @@ def watch_range_narrowing():
         ShapeEnv._update_var_to_range = original
 
 
-def _source_name(source) -> str:
-    name = source.name
-    return name() if callable(name) else str(name)
-
-
 def _symbol_key(shape_env, symbol) -> Any:
     """The input sizes a size symbol stands for (``("L['x'].size()[0]",)``), else the symbol."""
     sources = getattr(shape_env, "var_to_sources", {}).get(symbol)
-    return tuple(sorted(_source_name(source) for source in sources)) if sources else (id(shape_env), symbol)
+    return tuple(sorted(source_name(source) for source in sources)) if sources else (id(shape_env), symbol)
 
 
 def record_dynamic_ranges(model: Any, program: torch.export.ExportedProgram) -> None:

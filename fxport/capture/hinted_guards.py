@@ -29,9 +29,7 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 from typing import Any
 
 import sympy
@@ -47,6 +45,7 @@ from fxport.capture.dynamic_dims import (
     _valid_range,
     dim_name,
 )
+from fxport.capture.sources import is_model_file
 from fxport.errors import CaptureError
 from fxport.common.frames import SourceLocation
 
@@ -54,19 +53,6 @@ from fxport.common.frames import SourceLocation
 #: (window and stride arithmetic repeats within that), or up to the range's end when nearer.
 _WALK_FACTOR, _WALK_MARGIN = 2, 64
 
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
-_FXPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _is_model_file(filename: str) -> bool:
-    """Not torch's, fxport's or Python's own library (installed packages such as torchvision are
-    the model's)."""
-    path = os.path.abspath(filename)
-    if path.startswith((_TORCH_DIR, _FXPORT_DIR)):
-        return False
-    return not path.startswith(_STDLIB_DIR) or os.sep + "site-packages" + os.sep in path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +234,6 @@ def _model_line(guard) -> SourceLocation | None:
     records the innermost frame outside a short list of its own files: its kernels' and
     layout checks' frames are torch's)."""
     frame = getattr(getattr(guard, "sloc", None), "framework_loc", None)
-    if not hasattr(frame, "filename") or not frame.lineno or not _is_model_file(frame.filename):
+    if not hasattr(frame, "filename") or not frame.lineno or not is_model_file(frame.filename):
         return None
     return SourceLocation(frame.filename, frame.lineno, getattr(frame, "name", None))

@@ -23,6 +23,8 @@ from typing import Mapping
 
 import torch
 
+from fxport.controlflow.operators.left_out import take_markers
+from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import growing_body, session
 from fxport.errors import ControlFlowError
 from fxport.common.quiet import quiet_torch
@@ -75,6 +77,7 @@ def capture_body(loop, node) -> torch.export.ExportedProgram:
     except Exception as exc:
         raise _refusal(loop, f"its body could not be captured on its own ({error_summary(exc)})") from exc
     _check_still_dynamic(loop, program, offset)
+    loop.left_out = take_markers(program, lambda info: rule_name(info.kind, "dropped"))  # the rewrite stage warns
     return program
 
 

@@ -28,6 +28,7 @@ from fxport.capture.dynamic_dims import (annotate_dim_ranges, dims_by_input, nar
 from fxport.capture.failures import classify_capture_failure, pinned_location, source_unavailable, why_oblivious_failed
 from fxport.capture.hinted_guards import refuse_unenforced_guards
 from fxport.capture.size_one_stop import specialises_size_one, stopping_at_size_one_guards
+from fxport.capture.squeezed_sizes import watching_squeezes
 from fxport.capture.spec_refinement import (adopt_suggested_bounds, as_dynamic_hints, excluding_size_zero,
                                             has_derived_dims, has_dim_hints, limits, map_dims)
 from fxport.eager.calls import Signature
@@ -80,11 +81,12 @@ def capture(
             captured = _attempt(module, mode, example, plan, convert_library)
             if captured is None:
                 continue
-            program, spec, adopted = captured
+            program, spec, adopted, squeezed = captured
             if has_dim_hints(spec):  # torch keeps the guards it cannot word as a range unchecked
                 refuse_unenforced_guards(program, dims)
             annotate_dim_ranges(program, signature, inputs, normalized, narrowed_at, mode, adopted,
-                                fallback=why_oblivious_failed(plan.failure) if mode == "specialised" else None)
+                                fallback=why_oblivious_failed(plan.failure) if mode == "specialised" else None,
+                                squeezed=squeezed)
             if notes is not None:
                 notes.extend(narrowing_notes(program, grown=example is not inputs))
             return program
@@ -139,14 +141,18 @@ class _Attempts:
 
 
 def _attempt(module, mode: str, example: InputSet, plan: _Attempts,
-             convert_library: Callable[[BaseException], bool] | None) -> tuple[Any, Any, dict] | None:
+             convert_library: Callable[[BaseException], bool] | None) -> tuple[Any, Any, dict, dict] | None:
     """One capture attempt: the export, again after each failure with the spec the failure
-    refines (five times at most). ``(program, spec, adopted bounds)``, or None when it failed."""
+    refines (five times at most). ``(program, spec, adopted bounds, squeezed sizes)``, or None
+    when it failed; the squeezed sizes are the input sizes that may be 1 which the model's
+    ``squeeze`` saw in the export that succeeded (fxport/capture/squeezed_sizes.py)."""
     spec, hinted = plan.first_spec(mode)
     adopted = dict(plan.adopted)
     for _ in range(5):  # again with suggested bounds, without size 0, with guards left to torch
+        squeezed: dict = {}
         try:
-            program = _export_converting_libraries(module, example, spec, mode == "oblivious", convert_library)
+            with watching_squeezes(squeezed, enabled=mode == "oblivious"):
+                program = _export_converting_libraries(module, example, spec, mode == "oblivious", convert_library)
         except ConversionError:
             raise
         except Exception as exc:
@@ -158,7 +164,7 @@ def _attempt(module, mode: str, example: InputSet, plan: _Attempts,
             if spec is None:
                 return None
             continue
-        return program, spec, adopted
+        return program, spec, adopted, squeezed
     return None
 
 

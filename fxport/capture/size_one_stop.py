@@ -37,17 +37,37 @@ class _Stop(BaseException):
     and failed at the end of the trace all the same); :class:`SizeOneGuard` once out of it."""
 
 
+#: The sizes above 1 a guard must fail at to pin its dimension to size 1: ``batch == 1`` fails at
+#: each, ``frames - 1 != 1`` (torch's 0/1 specialisation of the size ``frames - 1``: a broadcast
+#: from a size that may be 1) fails at 2 only; the file computes the general case there too.
+PINNED_AWAY = (2, 3, 17)
+
+
+def pins_to_size_one(at_sizes) -> bool:
+    """Whether a guard that holds (True/False per size) as given at 1 and :data:`PINNED_AWAY`
+    pins its dimension to 1: holds at 1, fails at every one of the others.
+
+    >>> pins_to_size_one((True, False, False, False)), pins_to_size_one((True, False, True, True))
+    (True, False)
+    """
+    at_one, *above = at_sizes
+    return at_one is True and all(at is False for at in above)
+
+
 def specialises_size_one(exc) -> bool:
-    """Whether a size-oblivious capture failed on a guard that holds at size 1 but not at 2
+    """Whether a size-oblivious capture failed on a guard that holds at size 1 but not above
     (``batch <= 1``: convnext's and vit's size-1 example took a path only size 1 takes): no
-    bound or hint makes that capture pass, only the capture from the grown example can."""
-    return any(at_one is True and at_two is False for _, (at_one, at_two) in guards_at_sizes(str(exc), 1, 2))
+    bound or hint makes that capture pass, only the capture from the grown example can. A guard
+    that excludes size 2 alone (``frames - 1 != 1``) pins nothing: the capture keeps sizes 0
+    and 1 symbolic, and verification runs size 2."""
+    return any(pins_to_size_one(at) for _, at in guards_at_sizes(str(exc), 1, *PINNED_AWAY))
 
 
 @contextlib.contextmanager
 def stopping_at_size_one_guards(enabled: bool = True):
-    """While active, a guard on one size symbol that holds at 1 and not at 2, where the symbol's
-    range holds both, raises :class:`SizeOneGuard` at once. Only for captures whose dynamic
+    """While active, a guard on one size symbol that holds at 1 and not at 2 or above
+    (:func:`pins_to_size_one`), where the symbol's range holds both 1 and 2, raises
+    :class:`SizeOneGuard` at once. Only for captures whose dynamic
     dimensions are all named Dims: a ``Dim.DYNAMIC`` hint lets torch specialise instead. The
     model's own ``except Exception`` does not catch the stop (the guard stands, as in torch)."""
     if not enabled:
@@ -81,8 +101,8 @@ def _size_one_violation(shape_env: ShapeEnv, guard: Any) -> str | None:
     sources = shape_env.var_to_sources.get(symbol)
     if value_range is None or not sources or not (value_range.lower <= 1 and value_range.upper >= 2):
         return None
-    at_one, at_two = (guard.xreplace({symbol: sympy.Integer(size)}) for size in (1, 2))
-    if at_one is not sympy.true or at_two is not sympy.false:
+    at_sizes = (guard.xreplace({symbol: sympy.Integer(size)}) for size in (1, *PINNED_AWAY))
+    if next(at_sizes) is not sympy.true or any(at is not sympy.false for at in at_sizes):  # lazily: most fail at 1
         return None
     source = sources[0].name
     name = shape_env.source_name_to_debug_name.get(source, str(symbol))

@@ -13,6 +13,8 @@ from fxport.capture.half_precision import exported_at_precision
 from fxport.capture.program import capture
 from fxport.controlflow import convert_control_flow
 from fxport.controlflow.libraries import converting_libraries
+from fxport.controlflow.operators.left_out import take_markers, warnings_for
+from fxport.controlflow.operators.rule_names import rule_name
 from fxport.engine.conversion import Conversion
 from fxport.eager.calls import Signature
 from fxport.report.result import AppliedRewrite
@@ -24,21 +26,13 @@ def capture_program(job: Conversion) -> None:
     job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
                                         job.rewrites, job.options.converts_control_flow, job.warnings,
                                         convert_libraries=job.options.convert_libraries, signature=job.signature)
-    job.warnings.extend(dropped_assert_warnings(job.rewrites))
     if job.options.keep_artifacts:
         job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
 
 
-def dropped_assert_warnings(records: list[AppliedRewrite]) -> list[str]:
-    """One warning per assert on a tensor's value the file leaves out (rule ``assert-on-tensor``).
-
-    Example: ``["assert at model.py:12 checks a tensor's value: PyTorch runs it (verification did) ..."]``
-    """
-    return [f"assert at {record.location} checks a tensor's value: PyTorch runs it (verification too) but the "
-            "ONNX file cannot (ONNX has no operator that stops a run), so on an input that fails it the file "
-            "returns values where the model raises; check such inputs before calling the file, or "
-            "--disable assert-on-tensor to refuse the model instead"
-            for record in records if record.rule == "assert-on-tensor"]
+def left_out_rule(info) -> str:
+    """The rule of a check the file leaves out (``assert-on-tensor``, ``raise-on-tensor``)."""
+    return rule_name(info.kind, "dropped")
 
 
 def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, ruleset,
@@ -54,6 +48,9 @@ def capture_with_rewrites(model: torch.nn.Module, example, dynamic_shapes: Any, 
             library_conversion(records, if_strategy is not None and convert_libraries) as convert_library:
         program = capture(model, example, dynamic_shapes, notes=notes, convert_library=convert_library,
                           signature=signature)
+    left_out = take_markers(program, left_out_rule)  # asserts on tensors: a warning each, no node
+    records += left_out
+    notes += warnings_for(left_out, notes)
     return program
 
 

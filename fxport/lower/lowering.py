@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 import onnx
 import torch
 
+from fxport.lower.dead_nodes import removed_dead_nodes
 from fxport.lower.missing_ops import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
 from fxport.lower.exporter import export_program
@@ -116,6 +117,7 @@ def _exported(program, opset: int | None, translation_table: dict, level: str) -
             if level != "none":
                 hoist_loop_invariants(onnx_program.model.graph)  # before CSE: a hoisted transpose meets its twin
                 onnx_program.optimize()
+                removed_dead_nodes(onnx_program.model)  # the optimiser's folded-away branches still "read" values
                 counts["optimized"] = count_ir_nodes(onnx_program.model)
     except Exception as exc:
         raise explain_lowering_failure(exc, program, translation_table, opset) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fxport.capture.loop_bodies import capture_loop_bodies
 from fxport.controlflow.libraries import installed_for as library_functions_installed_for
+from fxport.controlflow.operators.left_out import warnings_for
 from fxport.engine.conversion import Conversion
 from fxport.report.result import AppliedRewrite
 
@@ -20,6 +21,10 @@ def rewrite_graphs(job: Conversion) -> None:
     body_patches: list[AppliedRewrite] = []
     with library_functions_installed_for(job.rewrites), job.ruleset.patches_applied(body_patches):
         capture_loop_bodies(job.program, job.grown_loops, lambda body: job.ruleset.apply_graph_rules(body, job.rewrites))
+    left_out = [record for loop in job.grown_loops.values() for record in getattr(loop, "left_out", ())]
+    job.rewrites += [record for record in left_out if not any(
+        r.rule == record.rule and r.location == record.location for r in job.rewrites)]
+    job.warnings += warnings_for(left_out, job.warnings)  # checks the bodies held (docs/control-flow.md, "assert")
     fired = {record.rule for record in job.rewrites if record.tier == "patch"}
     job.rewrites += [record for record in body_patches if record.rule not in fired]
     if job.options.keep_artifacts:

@@ -8,7 +8,9 @@ metadata records ``[2, null]``. Verification runs the file at the sizes below th
 (``size[batch=0] outside exported 2..inf``). When every size the declared range allows below the
 bound passed (or eager PyTorch itself rejects it: the model does not run there), no size of
 the declared range is left unchecked, so the range is widened back to the declared one: the
-warning is dropped and the metadata records the declared range.
+warning is dropped and the metadata records the declared range. The same holds for any exported
+start whose every size below was checked: ``3..`` where torch words its 0/1 specialisation of
+``frames - 1`` as ``Dim('frames', min=3)`` (verification runs 0, 1 and 2 below it).
 
 Sizes nobody asked for are not the user's contract. Verification makes up edge sizes (0, 1, 2,
 sizes just outside a range torch.export narrowed); where ONNX Runtime fails or crashes only at
@@ -161,8 +163,14 @@ _SPECIALISED_LOW = 2
 
 
 def widen_verified_ranges(program, rows, warnings: list[str], onnx_model=None) -> list[str]:
-    """Widen each dimension narrowed to ``2..`` whose sizes below 2 all passed in ``rows``, and
-    narrow each dimension past the edge sizes :func:`exclude_failed_edges` left out of ``rows``;
+    """Widen each dimension whose exported range starts above the declared minimum where every
+    size below its start passed in ``rows`` (or eager rejected it): ``2..`` from torch.export's
+    0/1 specialisation, ``3..`` from that of a size ``frames - 1`` (a guard ``frames - 1 >= 2``
+    that torch words as ``Dim('frames', min=3)``). A start other than 2 also needs the size just
+    below it to have run and passed (a convolution's ``height >= 4`` is eager's own bound, not
+    torch's; the same for a start at 1); a start verification did not reach with a row at every
+    size below it stays. Also narrow each dimension past the edge sizes
+    :func:`exclude_failed_edges` left out of ``rows``;
     the narrowing warnings of ``program`` in ``warnings`` are replaced by what is left (one
     warning per dimension narrowed by verification), and ``onnx_model``'s range metadata is
     written again. Returns the names of the dimensions whose range changed."""
@@ -185,9 +193,10 @@ def widen_verified_ranges(program, rows, warnings: list[str], onnx_model=None) -
                 narrowed[stored["name"]] = (stored, where, why)
                 changed.append(stored["name"])
                 continue
-            if stored["low"] != _SPECIALISED_LOW or declared_low >= _SPECIALISED_LOW:
-                continue
-            if all(_checked(rows, index, axis, size) for size in range(declared_low, _SPECIALISED_LOW)):
+            if stored["low"] <= declared_low or (stored["low"] != _SPECIALISED_LOW
+                                                 and not _checked(rows, index, axis, stored["low"] - 1, ran=True)):
+                continue  # not torch's 2: the size just below the start must have run and passed (no bound eager has)
+            if all(_checked(rows, index, axis, size) for size in range(declared_low, stored["low"])):
                 stored.update(low=declared_low, where=None, reason=None if stored["high"] == stored["declared"][1]
                               else stored["reason"])
                 changed.append(stored["name"])
@@ -213,13 +222,14 @@ def _range(stored: dict, bounds=None) -> str:
     return f"{low}..{'inf' if high >= UNBOUNDED else high}"
 
 
-def _checked(rows, index: int, axis: int, size: int) -> bool:
-    """Whether a row at ``size`` along input ``index``'s ``axis`` passed, or eager rejected it."""
+def _checked(rows, index: int, axis: int, size: int, ran: bool = False) -> bool:
+    """Whether a row at ``size`` along input ``index``'s ``axis`` passed, or eager rejected it
+    (not with ``ran``: the row ran and passed)."""
     for row in rows:
         shapes = row.input_shapes
         if index >= len(shapes) or axis >= len(shapes[index]) or shapes[index][axis] != size:
             continue
         note = row.note or ""
-        if row.passed and (not note.startswith("skipped") or "eager rejects" in note):
+        if row.passed and (not note.startswith("skipped") or ("eager rejects" in note and not ran)):
             return True
     return False

@@ -465,9 +465,13 @@ class AppendsOuterList(nn.Module):
 
 
 class RaisesOnTensorCondition(nn.Module):
+    """A branch that computes and then raises: a side effect (one that only raises is a check:
+    tests/controlflow/test_raising_branches.py)."""
+
     def forward(self, x):
         if x.sum() < -100:  # error-line
-            raise ValueError("input too negative")
+            x = -x
+            raise ValueError(f"input too negative: {x.sum()}")
         return x
 
 

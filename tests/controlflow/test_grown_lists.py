@@ -171,8 +171,6 @@ REFUSALS = {
     "iterate_prefixes": (m.IterateGrownPrefixes, r"iterating over list 'parts' grown in a data-dependent loop with "
                                                  r"elements that change size is not supported"),
     "truth_value": (m.TruthOfGrownList, r"truth value of list 'parts' grown in a data-dependent loop is not known"),
-    "last_inside_its_loop": (m.LastOfListGrownInItsLoop, r"list 'label' grown in a data-dependent loop is read at "
-                                                         r"position -1 inside the loop where it may hold fewer elements"),
 }
 
 

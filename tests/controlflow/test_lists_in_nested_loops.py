@@ -161,9 +161,6 @@ def test_each_side_of_an_if_writes_its_own_entry_of_a_list():
 
 
 REFUSALS = {
-    "len_inside_the_inner_loop": (m.LenInsideTheInnerLoop, (rand(3), n(3)),
-                                  r"len\(\) of list 'parts' inside a data-dependent loop nested in another one that grows "
-                                  r"it is not supported"),
     "replaced_in_the_inner_loop": (m.ReplacedInTheInnerLoop, (rand(3), n(3)),
                                    r"loop variable 'parts' is a list that changes in a data-dependent loop"),
     "indexed_by_the_bare_list": (m.IndexedByTheBareList, (rand(3, 4), rand(3)),

@@ -21,13 +21,11 @@ from tests.wild_loops.search_models import CASES, STATIC_CASES
 _XFAIL = {
     "nms_argsort_stack": "a loop whose state grows inside a branch (an early return on the box count): while: a loop whose state grows inside a converted branch or another data-dependent loop is not supported",
     'newton_beignet_return_in_loop': "a torch.func derivative in the loop (torch.func.jacfwd(func)(x0) in the Newton step; it leaked as torch.export's AttributeError): a torch.func derivative (jacfwd, jacrev, jvp, vjp, grad) cannot be captured by torch.export",
-    "ssd_nms_keep_count": 'size read from a tensor inside a branch of a loop body: a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
+    'ssd_nms_keep_count': 'out= into a carried tensor of another size inside a loop body (torch.index_select(x1, 0, idx, out=xx1), w.resize_as_(xx2)): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
     "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape): if: a list grown by a data-dependent loop is read in a branch, so both branches run and are selected with where, but '_fx_retval' has shape (Max(0, u0), 3, 8, 8) in the true branch",
     "power_iteration_return_raise": 'carried value changes rank (torch.Tensor([inf]) of shape (1,), then 0-d): torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch.cat) inside a converted branch, or in the rest of the function after a loop that returns',
-    "yolov3_or_nms_per_class": 'a loop whose state grows inside a branch (the while that shrinks dc after `if n == 1: ... continue`; the nested appends to det_max convert): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
-    "dfs_list_stack_pop": "a list as while-loop state (a stack popped and pushed): if: list 'stack' gets a data-dependent number of elements in a branch",
-    "minbpe_encode_merge": 'a loop test on a size the capture assumes >= 2: ONNX Runtime failed on the user-1 inputs (len 1; the range is narrowed to 2..inf with a warning)',
-    "wordpiece_greedy_longest_match": "a position of a data-sized tensor read under its size test (cur_substr = found[0] under if found.numel() > 0; cur_substr None before the loop is carried): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace",
+    'dfs_list_stack_pop': "a list as while-loop state (a stack popped and pushed): if: list 'stack' gets a data-dependent number of elements in a branch (a data-dependent loop there appends to it)",
+    'wordpiece_greedy_longest_match': "a MaybeNone appended to a list under a guard that excludes None (sub_tokens.append(cur_substr) after `if cur_substr is None: break`; found[0] under its size test now converts): list 'sub_tokens' appended to under a tensor condition gets a MaybeNone, not a tensor or number",
 }
 
 

@@ -10,7 +10,7 @@ facts, then walks the statements dispatching each to the statement converter of 
 Example::
 
     >>> [(c.__name__, c.stage) for c in CONVERTERS][:3]
-    [('ReturnsInLoops', 'canonicalize'), ('BreakTails', 'canonicalize'), ('ListExtensions', 'canonicalize')]
+    [('RaisingBranches', 'canonicalize'), ('ReturnsInLoops', 'canonicalize'), ('BreakTails', 'canonicalize')]
 """
 
 from fxport.controlflow.converters.aliases import Aliases
@@ -23,6 +23,8 @@ from fxport.controlflow.converters.list_extensions import ListExtensions
 from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import BreakTails, LoopExits
 from fxport.controlflow.converters.none_checks import NoneChecks
+from fxport.controlflow.converters.number_lists import NumberLists
+from fxport.controlflow.converters.raising_branches import RaisingBranches
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
 from fxport.controlflow.converters.size_comparisons import SizeComparisons
 from fxport.controlflow.converters.slices import SliceConverter
@@ -33,6 +35,7 @@ from fxport.controlflow.converters.with_statements import WithStatements
 
 #: every converter, in order
 CONVERTERS: list[type] = [
+    RaisingBranches,  # if c: raise E → _fx.asserts.raise_if (a check, not a side effect; before the exits)
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
     BreakTails,  # a while True's break path rebinding a list it grows → after the loop (before +=[..] → append)
     ListExtensions,  # xs += [a] on a list → xs.append(a) (before the exits: the appends sit where += sat)
@@ -41,6 +44,7 @@ CONVERTERS: list[type] = [
     WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced
     ReturnsInIfs,  # return in an if → one tail return (copies flagged loops with their flags)
     NestedFunctionCalls,  # a nested function used in an if/while/for → bound to the construct's locals
+    NumberLists,  # xs = [0] * n used only by item reads/writes and len() → _fx.lists.number_lists (a tensor at a dynamic n)
     Aliases,  # x = y, then a statement rebinding one on some paths, then an in-place write → a carried flag
     StateTargets,  # writes into attributes, entries and locals written in place → carried locals, written back
     NoneChecks,  # x is None → _fx.optional.is_none(x), a tensor for a value None on some paths

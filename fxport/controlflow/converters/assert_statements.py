@@ -23,6 +23,7 @@ import ast
 from fxport.controlflow.astutil import at, call, lambda_, meta, rt
 from fxport.controlflow.converters.base import StatementConverter
 from fxport.controlflow.operators.info import StatementInfo
+from fxport.controlflow.operators.left_out import register
 
 
 class AssertConverter(StatementConverter):
@@ -31,7 +32,9 @@ class AssertConverter(StatementConverter):
     def convert(self, node: ast.Assert, defined: set[str]) -> list[ast.stmt]:
         if not __debug__:
             return [node]
-        index = self.ctx.add_info(StatementInfo("assert", self.ctx.location(node), ()))
+        info = StatementInfo("assert", self.ctx.location(node), ())
+        index = self.ctx.add_info(info)
+        register(info)  # the key of its marker, should it be left out of the file
         message = lambda_(node.msg) if node.msg is not None else ast.Constant(None)
         operator = ast.Attribute(value=rt("asserts"), attr="assert_stmt", ctx=ast.Load())
         return [at(ast.Expr(call(operator, node.test, message, meta(index))), node)]

@@ -40,6 +40,7 @@ Example::
 from __future__ import annotations
 
 import ast
+import copy
 
 from fxport.controlflow.astutil import call, rt
 from fxport.controlflow.converters.base import ExpressionConverter
@@ -62,13 +63,50 @@ class SizeComparisons(ExpressionConverter):
     def visit_If(self, node):
         self.generic_visit(node)
         if not _a_side_raises(node):
+            whole = self._size_against_int(node.test)
             node.test = self._in_test(node.test)
+            if whole is not None:  # the branches may learn the size from it (operators/size_tests.py)
+                node.test = self._remembered(node.test, whole)
         return node
+
+    def _size_against_int(self, test: ast.expr):
+        """``(size, op, integer)`` copies when ``test`` as a whole compares a number made of sizes
+        with an integer literal (``found.numel() > 0``, ``n == 0``): pure reads, evaluated twice."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPS):
+            return None
+        left, right = test.left, test.comparators[0]
+        for size, other in ((left, right), (right, left)):
+            if _is_int(other) and is_size_expression(size, self._sizes) and self._compares_a_size(left, right):
+                return copy.deepcopy(left), ast.Constant(_OPS[type(test.ops[0])]), copy.deepcopy(right)
+        return None
 
     def visit_While(self, node):
         self.generic_visit(node)
-        node.test = self._in_test(node.test)
+        node.test = self._held(node.test)
         return node
+
+    def _held(self, test: ast.expr) -> ast.expr:
+        """``test`` rewritten (:meth:`_in_test`), each conjunct at its top (through ``and`` and
+        ``_fx.and_``) that is a size or compares one with an integer marked ``_fx.size_tests.held``:
+        the body runs only where it holds, so it may learn those sizes are at least 1."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            test.values = [self._held(v) for v in test.values]
+            return test
+        if isinstance(test, ast.Call) and ast.unparse(test.func) == "_fx.and_":
+            for arg in test.args:
+                if isinstance(arg, ast.Lambda):
+                    arg.body = self._held(arg.body)
+            return test
+        whole = self._size_against_int(test)
+        marked = (call(ast.Attribute(rt("size_tests"), "held", ast.Load()), copy.deepcopy(test))
+                  if whole is None and is_size_expression(test, self._sizes) else None)
+        test = self._in_test(test)
+        if whole is not None:
+            marked = call(ast.Attribute(rt("size_tests"), "held", ast.Load()), test, *whole)
+        return ast.copy_location(marked, test) if marked is not None else test
+
+    def _remembered(self, test: ast.expr, whole: tuple) -> ast.expr:
+        return ast.copy_location(call(ast.Attribute(rt("size_tests"), "remembered", ast.Load()), test, *whole), test)
 
     def visit_Call(self, node):
         """``_fx.ifexp(test, ...)``: what the conditional-expression converter made of ``a if c else b``."""

@@ -25,22 +25,44 @@ import torch
 
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.rule_names import rule_name
-from fxport.controlflow.operators.state import is_disabled, record, was_recorded
+from fxport.controlflow.operators.left_out import key_of, mark
+from fxport.controlflow.operators.state import is_disabled
 from fxport.controlflow.operators.values import is_traced
 
 
 def assert_stmt(test, message: Callable[[], object] | None, info) -> None:
     """``assert test, message()`` (the message is built only when the assert fails, as in Python)."""
     if isinstance(test, torch.Tensor) and is_traced(test):
-        rule, detail = rule_name("assert", "dropped"), "checked in PyTorch only: the ONNX file has no operator that stops a run"
-        unwarned = torch.compiler.is_dynamo_compiling() and not was_recorded(info, rule, detail)
-        if is_disabled(rule) or unwarned:  # a body dynamo traces cannot record the warning: refuse
-            why = ("--disable assert-on-tensor asked for this refusal" if is_disabled(rule) else
-                   "here it sits in a body torch traces, where fxport cannot record the warning it owes you")
-            fail("assert on a tensor's value cannot be kept in the ONNX file (ONNX has no operator that "
-                 "stops a run, and the exporter drops torch's runtime asserts)", info,
-                 f"check the inputs before calling the model, or assert on a Python value such as a shape ({why})")
-        record(info, rule, detail, while_probing=True)
+        _left_out(info, "assert", "assert on a tensor's value cannot be kept in the ONNX file")
         return
     if not test:
         raise AssertionError(message()) if message is not None else AssertionError()
+
+
+def raise_if(test, exception: Callable[[], object], info, *, negate: bool = False) -> None:
+    """``if test: raise exception()`` (``if not test`` with ``negate``): a branch that only raises
+    (:mod:`fxport.controlflow.converters.raising_branches`). Example::
+
+        >>> raise_if(1 > 2, lambda: ValueError("never"), None)
+        >>> raise_if(1 > 2, lambda: ValueError("one is not above two"), None, negate=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: one is not above two
+    """
+    if isinstance(test, torch.Tensor) and is_traced(test):
+        _left_out(info, "raise", "a raise under a tensor's value cannot be kept in the ONNX file")
+        return
+    if (not test) if negate else test:
+        raise exception()
+
+
+def _left_out(info, construct: str, refusal: str) -> None:
+    """Leave the check out of the file with its marker (:mod:`~fxport.controlflow.operators.left_out`:
+    the conversion's warning at its line), or refuse it there when the user disabled that."""
+    rule = rule_name(construct, "dropped")
+    key = key_of(info)
+    if is_disabled(rule) or key is None:
+        why = f"--disable {rule} asked for this refusal" if is_disabled(rule) else "the statement was not registered"
+        fail(f"{refusal} (ONNX has no operator that stops a run, and the exporter drops torch's runtime asserts)",
+             info, f"check the inputs before calling the model, or test a Python value such as a shape ({why})")
+    mark(key)

@@ -37,6 +37,7 @@ from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.lists.selected import (LIST_WRITTEN, aligned_outputs, is_written_list, lists_written,
                                                         selected_lists, truth_of_selected, written_back)
 from fxport.controlflow.operators.size_one import specialised
+from fxport.controlflow.operators.size_tests import guarded, padded_size_one, positive_side
 from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
 from fxport.controlflow.operators.targets import Missing, versions
 from fxport.controlflow.operators.state import (
@@ -81,6 +82,9 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     if not is_traced(pred):
         note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
+    # before predicate() makes a new tensor of it; only where a branch reads a position (x[0]):
+    # elsewhere a padded size (max(1, u)) would only add size questions for torch to answer
+    size_test = positive_side(pred) if any(r.endswith(_FAULTS) for r in info.expensive) else None
     nested = in_traced_body()
     where_ok = not is_disabled(rule_name(info.kind, "where"))
     cond_ok = not is_disabled(rule_name(info.kind, "cond"))
@@ -93,6 +97,8 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     _check_defined_in_both(args, info)
     args = selected_lists(args, info)
     true_fn, false_fn = specialised(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
+    true_fn, false_fn = padded_size_one(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
+    true_fn, false_fn = guarded(size_test, true_fn, false_fn, args)  # found[0] under found.numel() > 0
     if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
         return _if_where(pred, true_fn, false_fn, args, info, forced=_APPENDER_READ)
     if lists_written(args, info):  # out[i] = v under the condition: each branch writes its copy, entries selected

@@ -1,7 +1,9 @@
 """``value[index]`` and ``target[index] = value`` with an index computed at run time.
 
 A traced 0-d integer index becomes ``index_select``/``index_put`` instead of a guard on its
-value (``.item()``), as does a traced start of ``narrow`` and a traced shift of ``roll``;
+value (``.item()``), as does a traced start of ``narrow`` and a traced shift of ``roll``; a
+Python list of ints read at a traced index (``table[x.argmax()]``) is read from a tensor of its
+items (outside bodies dynamo traces);
 everything else indexes as Python does.
 
 Size: reads and writes by traced positions share their reading of an index (tensor slices,
@@ -146,6 +148,8 @@ def getitem(value, index):
     parts = index if isinstance(index, tuple) else (index,)
     if isinstance(value, Appender) and value.finished and isinstance(index, (slice, TensorSlice)):
         return value.sliced(getitem(stack(value), index))  # history[:seq_ends[i]]: a list of those rows
+    if isinstance(value, (list, tuple)) and any(_is_traced_index(p) for p in parts) and _int_items(value, parts):
+        return getitem(_as_int_tensor(value), index)  # [3, 1, 4][t]: the items as a tensor, one selected
     if isinstance(value, (list, tuple)) and any(_is_traced_index(p) for p in parts):
         kind = "list" if isinstance(value, list) else "tuple"  # a list fxport made (SelectedBefore) reads as one
         refuse_here(f"a Python {kind} indexed by a value computed at run time (a loop counter or a "
@@ -182,6 +186,26 @@ def getitem(value, index):
     for d in reversed(squeeze):
         result = result.squeeze(d)
     return result
+
+
+def _int_items(value, parts: tuple) -> bool:
+    """A non-empty list/tuple of ints (Python ints and bools, 0-d int64 tensors; no SymInt, a
+    number read from data) read at one traced index outside a body dynamo traces (at the top
+    level, or in the probe of a loop body): its items as an int64 tensor read back as Python reads
+    them (``~True`` is ``~1``). Not floats (a 0-d float64 tensor promotes where a Python float does
+    not), nor tensors of other dtypes (``~`` of a bool tensor is not ``~True``)."""
+    if torch.compiler.is_dynamo_compiling():
+        return False  # in a body dynamo traces, reading an item read from data (t.tolist()) fails to lift it
+    if type(value) not in (list, tuple) or not value or len(parts) != 1:
+        return False
+    if any(is_symbolic(v) for v in value):
+        return False
+    return all(isinstance(v, int) or isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype == torch.int64
+               for v in value)
+
+
+def _as_int_tensor(value) -> torch.Tensor:
+    return torch.stack([as_int64(v) for v in value])
 
 
 def _advanced_beside_slices(value: torch.Tensor, parts: tuple):
@@ -286,6 +310,8 @@ def setitem(target, index, value):
         return _set_advanced(target, index, value)
     if _traced_among_basic_parts(target, index):  # cost[i, j] = v, H[:, a:b, a:b] = v: positions per axis
         return _set_basic(target, index, value)
+    if hasattr(type(target), "refuse_write"):  # a list fxport holds otherwise (lists/number_lists.py)
+        target.refuse_write()
     if not isinstance(target, torch.Tensor) and (is_traced(index) or is_traced(value)) and in_traced_body():
         # in a while_loop body or the probe of any data-dependent loop (a loop whose state grows
         # runs its body outside dynamo, where the write would land in a list the file never reads)

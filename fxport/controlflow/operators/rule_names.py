@@ -47,6 +47,9 @@ CONVERSIONS: tuple[ControlFlowConversion, ...] = tuple(ControlFlowConversion(*ro
     ("assert", "dropped", "assert-on-tensor",
      "an assert on a tensor's value runs in PyTorch (verification, coverage) and is left out of the ONNX "
      "file with a warning at its line (ONNX cannot stop a run); disabled, it is refused there"),
+    ("raise", "dropped", "raise-on-tensor",
+     "a branch that only raises, under a tensor's value, runs in PyTorch (verification, coverage) and is left "
+     "out of the ONNX file with a warning at the raise; disabled, it is refused there"),
     ("item", "tensor", "item-predicate-to-tensor",
      "a condition on .item() of a tensor is computed on the tensor (graph pass)"),
 ))

@@ -177,19 +177,10 @@ def in_traced_body() -> bool:
     return torch.compiler.is_dynamo_compiling() or _PROBING[0] > 0
 
 
-def was_recorded(info, rule: str, detail: str) -> bool:
-    """True when the current session holds the record of ``info`` for ``rule`` and ``detail``
-    (readable while dynamo traces a body, where :func:`record` cannot add one)."""
-    return bool(_SESSION) and info is not None and (id(info), rule, detail) in _SESSION[-1].seen
-
-
-def record(info, rule: str, detail: str, *, while_probing: bool = False, **data) -> None:
+def record(info, rule: str, detail: str, **data) -> None:
     """Add one :class:`~fxport.report.result.AppliedRewrite` (once per statement, rule and detail),
-    plus a ``<kind>-in-traced-body`` record for each statement nested in ``info``.
-    ``while_probing`` records from a loop-body probe too (a statement met only inside a loop body)."""
-    if not _SESSION or info is None or torch.compiler.is_dynamo_compiling():
-        return
-    if is_probing() and not while_probing:
+    plus a ``<kind>-in-traced-body`` record for each statement nested in ``info``."""
+    if not _SESSION or info is None or in_traced_body():
         return
     current = _SESSION[-1]
     key = (id(info), rule, detail)

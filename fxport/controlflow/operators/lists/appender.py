@@ -14,6 +14,9 @@ after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
 * ``grow`` — in a loop whose state grows (an ONNX ``Loop`` around its exported body): the stack
   of the elements so far, one row longer after each append, read and indexed inside the loop too.
 
+Inside its loop, ``xs[-k]``, ``xs[-k:]``, ``xs == []`` and ``if xs`` read the rows at the count
+(in_loop.py).
+
 Size: over 400 lines because the class and its readers (``stack``, ``cat``, ``len_``, the index
 tensor it makes of itself in ``t[parts, :]``) dispatch on one set of modes; split by mode, each
 mode's invariants would live in two files.
@@ -36,6 +39,7 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 
 from fxport.controlflow.operators.failures import fail, refuse_here
+from fxport.controlflow.operators.lists import in_loop
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 
@@ -55,6 +59,46 @@ class NestedIn(SelectedBefore):
 
 
 NESTED_IN = NestedIn()
+
+
+class Continues(NestedIn):
+    """The (empty) ``initial`` of a list that a data-dependent loop appends to while a loop around
+    it grows it too, made outside dynamo only (NeMo's ``label[-1]`` in the ``while`` over symbols
+    inside the ``for`` over frames): it holds the outer list's elements so far, ``items`` (the
+    outer loop's probe: Python elements) or ``rows`` (the stack the outer loop carries). Not read
+    inside the inner loop, it is a :class:`NestedIn`. Read there (:meth:`mark_read`), the outer
+    loop carries its stack too, the inner loop carries the stack of all the elements starting from
+    these (:class:`Continued`), and after it that stack is the outer list (carried.extended)."""
+
+    continues_outer = True  # (in_loop.py tells it by this, importing nothing from here)
+
+    def __init__(self, outer: "Appender"):
+        super().__init__()
+        self.outer_shared = outer._shared
+        self.items = list(outer.initial) + list(outer.probe) if outer.mode == "probe" else None
+        self.rows = outer.data if outer.mode == "grow" else None
+        self.state = {"read": False}
+
+    @property
+    def read(self) -> bool:
+        return self.state["read"]
+
+    def mark_read(self) -> None:
+        self.state["read"] = True
+        self.outer_shared["read_inside"] = True
+
+    @staticmethod
+    def of(outer: "Appender"):
+        """A :class:`Continues` for ``outer`` where one can be made, else :data:`NESTED_IN`."""
+        if (torch.compiler.is_dynamo_compiling() or outer.finished or outer.mode not in ("probe", "grow")
+                or type(outer.initial) is not list or (outer.mode == "grow" and outer.initial)):
+            return NESTED_IN
+        return Continues(outer)
+
+
+class Continued(list):
+    """The (empty) ``initial`` of a list whose loop's stack starts with the elements a loop around
+    it appended before (a read :class:`Continues`): the stack holds all the elements."""
 
 
 class Appender:
@@ -80,7 +124,7 @@ class Appender:
         self.tail: list = []
         self.exact = False
         self.finished = False
-        self._shared = {"extended": False, "read_inside": False}  # one for the copies a probe's branches make
+        self._shared = {"extended": False, "read_inside": False, "asked_empty": False}  # one for the copies a probe's branches make
 
     @property
     def data(self):
@@ -116,6 +160,16 @@ class Appender:
         self._shared["read_inside"] = value
 
     @property
+    def asked_empty(self) -> bool:
+        """The probe tested whether the list is empty (``xs == []``, ``if xs``): a later trip may read
+        it where the first did not (in_loop.py)."""
+        return self._shared.get("asked_empty", False)
+
+    @asked_empty.setter
+    def asked_empty(self, value: bool) -> None:
+        self._shared["asked_empty"] = value
+
+    @property
     def extended(self) -> bool:
         return self._shared["extended"]
 
@@ -127,6 +181,10 @@ class Appender:
         value = known_set(value)  # None on some paths: the list is read back as tensors, where None would raise
         if is_row_of_numbers(value):
             value = row_of_numbers(value)  # xs.append([i, j]): what torch.tensor(xs) reads back as a row
+        if isinstance(value, Appender):  # a list of lists: each one's length may be data
+            fail(f"list {self.name!r} grown in a data-dependent loop gets a list grown in a data-dependent loop as an "
+                 "element (a list of lists, whose lengths may differ)", self, f"append one tensor per iteration (torch.tensor(...) or torch.stack(...) "
+                 f"of the inner list) to {self.name!r}, and torch.cat/torch.stack {self.name!r} right after the loop")
         if not isinstance(value, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
             fail(f"list {self.name!r} grown in a data-dependent loop gets a {type(value).__name__}, not a tensor or "
                  "number", self, f"append torch.stack(...) of it (one tensor per iteration) to {self.name!r}")
@@ -180,22 +238,31 @@ class Appender:
         return self.rebuilt(self.data, self.length)
 
     def __getitem__(self, index):
-        """After the loop, ``parts[i]`` of elements of one shape is ``torch.stack(parts)[i]``."""
-        if self.mode == "grow":  # the stack so far, inside the loop or after it
-            if not self.finished:
-                _check_prefix_known(self, "indexing")
+        """Inside its loop, ``parts[-k]``/``parts[-k:]`` read the rows so far at the count
+        (in_loop.py); after the loop, ``parts[i]`` of elements of one shape is
+        ``torch.stack(parts)[i]``."""
+        if self.mode == "grow" and self.finished:  # the stack of all the elements
             return stack(self)[index]
         if self.mode == "probe":  # the loop will carry the stack (list_lowering.allocate_growing)
             _check_prefix_known(self, "indexing")
             self.read_inside = True
-            items = list(self.initial) + list(self.probe)
+            if in_loop.continued_rows(self) is not None:  # the outer loop's stack: its count is data
+                return in_loop.read(self, index)
+            items = in_loop.probe_items(self)
             if isinstance(index, int) and not -len(items) <= index < len(items):
                 refuse_here(f"list {self.name!r} grown in a data-dependent loop is read at position {index} inside the "
-                            f"loop where it may hold fewer elements (a test such as {self.name} == [] before it is a "
-                            "Python comparison of the list object here, not of its length)",
-                            "keep the value you need in a variable of its own (last = k where you append k), "
-                            "or test len() of a tensor")
-            return items[index] if isinstance(index, int) else torch.stack(items)[index]
+                            f"loop on its first trip, where it holds {len(items)} element(s) (eager raises "
+                            "IndexError there unless a test guards the read)",
+                            f"guard the read with a test of the list ({self.name} == [], if {self.name}, "
+                            f"len({self.name}) > {abs(index) - 1 if index < 0 else index}), or keep the value you need "
+                            "in a variable of its own (last = k where you append k)")
+            if isinstance(index, (int, slice)):
+                return items[index]  # a slice: a Python list, which torch.stack reads
+            return torch.stack(items)[index]  # parts[k], k a tensor counter
+        if not self.finished:  # the rows so far at the carried count
+            if self.mode == "grow":
+                _check_prefix_known(self, "indexing")
+            return in_loop.read(self, index)
         problem = self._unreadable("inside the loop") or (
             None if isinstance(index, int) else f"with a {type(index).__name__} index")
         if problem is not None:
@@ -331,10 +398,52 @@ class Appender:
                       f"pass torch.stack({grown.name}) or torch.cat({grown.name})")
 
     def __iter__(self):
+        if not self.finished:
+            self._refuse(f"iterating over list {self.name!r} inside the data-dependent loop that grows it (for v in "
+                         f"{self.name}, set({self.name}), list({self.name})) is not supported: how many elements it "
+                         "holds there is data", "keep what the loop needs in a tensor beside the list (for a set of "
+                         "ids: a mask, seen[v] = True where you append v), or read its last elements by position")
         self._refuse(f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
                      "stack or concatenate it right after the loop")
 
+    def __eq__(self, other):
+        """``xs == []``: whether the list is empty (in_loop.py), a tensor inside its loop."""
+        if not isinstance(other, (list, tuple)) or isinstance(other, Appender):
+            return NotImplemented
+        if len(other):
+            self._refuse(f"list {self.name!r} grown in a data-dependent loop is compared with a list of "
+                         f"{len(other)} element(s)", f"compare torch.stack({self.name}) with a tensor, or test {self.name} == []")
+        return in_loop.is_empty(self)
+
+    def __ne__(self, other):
+        empty = self.__eq__(other)
+        if empty is NotImplemented or isinstance(empty, bool):
+            return empty if empty is NotImplemented else not empty
+        return torch.logical_not(empty)
+
+    __hash__ = object.__hash__  # compared by contents with lists only; hashed by identity as before
+
+    def check_prefix_known(self, what: str) -> None:
+        """Refuse a read that needs elements before the loop the loop does not count (in_loop.py)."""
+        _check_prefix_known(self, what)
+
+    def len_after_loop(self):
+        """``len(xs)`` (:func:`len_`), for in_loop.py."""
+        return len_(self)
+
+    def truth(self):
+        """``if xs:`` (conditionals.py, through selected.truth_of_selected): not empty, a tensor
+        inside its loop; after it the list itself (whose ``bool()`` refuses, as before)."""
+        if self.finished:
+            return self
+        empty = in_loop.is_empty(self)
+        return (not empty) if isinstance(empty, bool) else torch.logical_not(empty)
+
     def __bool__(self):
+        if not self.finished:
+            self._refuse(f"truth value of list {self.name!r} inside the data-dependent loop that grows it is not a "
+                         "Python bool (not, and, or, while of the list)",
+                         f"test it as {self.name} == [] or {self.name} != [] (a tensor condition there)")
         self._refuse(f"truth value of list {self.name!r} grown in a data-dependent loop is not known while exporting",
                      "make the list non-empty on every path (e.g. append before the break)")
 
@@ -485,12 +594,20 @@ def _length_so_far(grown: Appender):
     """Inside the loop: the initial elements plus the appends so far."""
     _check_prefix_known(grown, "len()")
     if grown.mode == "probe":
-        return len(grown.initial) + len(grown.probe)
+        if in_loop.continued_rows(grown) is not None:
+            return in_loop.count_so_far(grown)
+        return len(in_loop.probe_items(grown))
     appends = grown.length[1] if grown.mode == "write" else grown.length
     return appends + len(grown.initial)
 
 
 def _check_prefix_known(grown: Appender, what: str) -> None:
+    if isinstance(grown.initial, Continues) and grown.mode == "probe":
+        grown.initial.mark_read()  # the loop (and the one around it) will carry the stack of all the elements
+        grown.read_inside = True
+        return
+    if isinstance(grown.initial, Continued):
+        return
     if isinstance(grown.initial, NestedIn):
         fail(f"{what} of list {grown.name!r} inside a data-dependent loop nested in another one that grows it is not "
              "supported", grown, "count the elements in a tensor, or collect the inner loop's elements in a list of its "

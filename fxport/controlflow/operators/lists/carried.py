@@ -19,7 +19,10 @@ and sums of sizes), ``write`` (its rows, its stack or its cat along the outer li
 dimension, at the running offset), ``grow`` (its stack, concatenated), a finished list (the two
 stacks joined). Exact after any number of trips of either loop: the inner list holds the
 elements in the order the inner loop appended them, and each outer trip adds them after the
-ones before.
+ones before. An inner loop that reads the list (NeMo's ``label[-1]`` in the symbols ``while``
+inside the frames ``for``) gets a :class:`~fxport.controlflow.operators.lists.appender.Continues`
+instead: both loops carry the stack, the inner one's starts with the outer one's rows, and after
+it that stack is the outer list (:func:`_replaced`; reads: in_loop.py).
 
 Example::
 
@@ -45,8 +48,8 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.lists.appender import (Appender, NestedIn, Replay, SelectedBefore, cat, data_sized,
-                                                        stack, varies)
+from fxport.controlflow.operators.lists.appender import (Appender, Continued, Continues, NestedIn, Replay, SelectedBefore,
+                                                        cat, data_sized, stack, varies)
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import as_int64, dense, same_size
 
@@ -56,6 +59,10 @@ def allocate(appender: Appender, probed, rng, info) -> Appender:
     mode (two passes); a list a nested loop appends to (``extended``) gets a count."""
     element, values = _probed_element(appender, probed, info)
     if rng is None or probed.extended or any(data_sized(s) for v in values for s in v.shape):
+        if probed.asked_empty and not probed.extended:
+            # ``xs == []`` on the first trip: a later one may read the list, which a count cannot
+            # answer; the loop carries the stack instead (in_loop.py; while_loop reads the flag)
+            probed.read_inside = True
         sums = torch.zeros(element.dim(), dtype=torch.int64)
         grown = Appender(appender.name, appender.initial, sums, torch.zeros((), dtype=torch.int64), mode="count")
         grown.probe, grown.location = [element], appender.location
@@ -78,11 +85,28 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
         fail(f"{info.kind}: list {appender.name!r} gets elements of changing size in a loop whose state grows", info,
              f"append elements of one shape to {appender.name!r}, or grow a tensor with torch.cat instead")
     rows = [e.to(element.dtype).unsqueeze(0) for e in appender.initial]
-    data = torch.cat(rows) if rows else torch.zeros((0,) + tuple(element.shape), dtype=element.dtype)
     initial = appender.initial if isinstance(appender.initial, SelectedBefore) else []  # empty: SelectedBefore, NestedIn
+    if isinstance(appender.initial, Continues) and appender.initial.read:  # the outer loop's elements first
+        rows, initial = _continued(appender, element, info), Continued()
+    data = torch.cat(rows) if rows else torch.zeros((0,) + tuple(element.shape), dtype=element.dtype)
     grown = Appender(appender.name, initial, dense(data), torch.zeros((), dtype=torch.int64), mode="grow")
     grown.location = appender.location
     return _noted(grown, appender, probed)
+
+
+def _continued(appender: Appender, element: torch.Tensor, info) -> list:
+    """The rows a loop nested in another one starts its list's stack with: the outer loop's
+    elements so far (a read :class:`Continues`)."""
+    before = appender.initial
+    if before.rows is not None:
+        rows = [before.rows.to(element.dtype)]
+    else:
+        rows = [torch.as_tensor(e).to(element.dtype).unsqueeze(0) for e in before.items]
+    for part in rows:
+        if part.dim() != element.dim() + 1 or not all(same_size(a, b) for a, b in zip(part.shape[1:], element.shape)):
+            fail(f"{info.kind}: list {appender.name!r} gets elements of other shapes in this loop than in the loop "
+                 "around it, and is read here", info, f"append elements of one shape to {appender.name!r}")
+    return rows
 
 
 def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:
@@ -150,6 +174,8 @@ def extended(outer: Appender, inner) -> Appender:
         for value in inner:
             outer.append(value)
         return outer
+    if isinstance(inner, Appender) and isinstance(inner.initial, Continued):
+        return _replaced(outer, inner)
     if not isinstance(inner, Appender):
         fail(f"list {outer.name!r}, grown in a data-dependent loop, is replaced in a data-dependent loop inside it",
              outer, f"only append to {outer.name!r} there")
@@ -168,6 +194,20 @@ def extended(outer: Appender, inner) -> Appender:
     fail(f"list {outer.name!r} is appended to in a data-dependent loop nested in another one that grows it, on a path "
          "the outer loop's first run did not take", outer,
          f"collect the inner loop's elements in a list of its own and append torch.cat of it to {outer.name!r}")
+
+
+def _replaced(outer: Appender, inner: Appender) -> Appender:
+    """``outer`` after a loop inside its loop that read it: the inner loop's stack holds all the
+    elements (those of ``outer`` first), so it is the outer list now."""
+    if outer.mode == "probe":  # the element type, and a data-dependent number of appends a trip
+        outer.probe.append(_element(inner))
+        outer.extended = True
+        return outer
+    if outer.mode == "grow" and not outer.finished:
+        return outer.rebuilt(_rows_like(outer, inner, stack(inner)), outer.length)
+    fail(f"list {outer.name!r} is read in a data-dependent loop nested in another one that grows it, on a path the "
+         "outer loop's first run did not take", outer,
+         f"keep the value you need in a variable of its own (last = k where you append k to {outer.name!r})")
 
 
 def _element(inner: Appender) -> torch.Tensor:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.lists.appender import NESTED_IN, Appender, ByIdentity, SelectedBefore, stack
+from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, Continues, SelectedBefore, stack
 from fxport.controlflow.operators.lists.carried import extended
 from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.failures import fail
@@ -48,6 +48,10 @@ class SelectedList(Appender):
 
     def __init__(self, name: str, initial: list, data=None, keep=None):
         super().__init__(name, initial, data, keep, mode="select")
+
+    def selected_truth(self):
+        """``if xs:`` of the kept rows (:func:`truth_of_selected`), for in_loop.py."""
+        return truth_of_selected(self)
         self.finished = True  # readable (stacked, measured) wherever it is
 
     @property
@@ -115,8 +119,11 @@ class SelectedList(Appender):
 
 
 def truth_of_selected(value):
-    """``if xs:`` of a :class:`SelectedList`: a bool tensor (is anything kept); other values as
-    they are."""
+    """``if xs:`` of a :class:`SelectedList`: a bool tensor (is anything kept); of a list grown in
+    a data-dependent loop, whether it holds elements (a tensor inside its loop: in_loop.py); other
+    values as they are."""
+    if isinstance(value, Appender) and not isinstance(value, SelectedList):
+        return value.truth()
     if not isinstance(value, SelectedList):
         return value
     if value.initial or value.data is None:
@@ -154,8 +161,9 @@ def aligned(a: SelectedList, b: SelectedList) -> tuple[SelectedList, SelectedLis
     a, b = _padded(a, like), _padded(b, like)
     extra = a.data.shape[0] - b.data.shape[0]
     if not isinstance(extra, int):
-        fail(f"if: list {a.name!r} gets a data-dependent number of elements in a branch", a,
-             "append a fixed number of elements per branch")
+        fail(f"if: list {a.name!r} gets a data-dependent number of elements in a branch (a data-dependent loop "
+             "there appends to it)", a, f"append a fixed number of elements per branch (one torch.cat of the "
+             f"loop's elements), or keep {a.name!r} in a tensor and a count")
     if extra > 0:
         b = _with_rows(b, extra)
     elif extra < 0:
@@ -205,7 +213,7 @@ def lists_selected_before(state: tuple) -> tuple[tuple, dict]:
     (``SelectedBefore``), and each list an enclosing (or earlier) data-dependent loop grows as one
     too (``NestedIn``, carried.py); and ``{slot: list}`` to join them to after the loop."""
     before = {i: v for i, v in enumerate(state) if isinstance(v, Appender)}
-    return tuple((SelectedBefore() if isinstance(v, SelectedList) else NESTED_IN) if i in before else v
+    return tuple((SelectedBefore() if isinstance(v, SelectedList) else Continues.of(v)) if i in before else v
                  for i, v in enumerate(state)), before
 
 

@@ -34,6 +34,7 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from fxport.controlflow.operators.size_tests import body_knowing_sizes
 from fxport.controlflow.operators.lists.appender import Appender, SelectedBefore
 from fxport.controlflow.operators.lists.selected import joined_after, lists_selected_before
 from fxport.controlflow.operators.containers import is_container
@@ -75,6 +76,8 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     check_side_effects(info, kind)
     state, selected_before = lists_selected_before(state)
     free = tuple(as_int64(v) if _read_from_data(v) else v for v in free)  # while_loop takes no unbacked number
+    if rng is None and test_fn is not None:  # a while on a size: its body knows that size is >= 1
+        body_fn = body_knowing_sizes(test_fn, body_fn)
     values = _carrying_writes(info, state, free, body_fn, test_fn, rng, item_from_rows)
     return joined_after(values, selected_before)
 
