@@ -13,6 +13,7 @@ overlap, tied scores), and the file holds the If / Loop it was converted to.
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -150,6 +151,7 @@ _MIXED = ([[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60], [0, 0, 10, 10], [51
           [0.9, 0.85, 0.6, 0.7, 0.65], [0, 0, 0, 1, 1])
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_a_per_class_nms_whose_while_shrinks_its_boxes_equals_eager_on_every_exit():
     model = PerClassNms()
     example = (_detections(*_MIXED),)
@@ -162,6 +164,7 @@ def test_a_per_class_nms_whose_while_shrinks_its_boxes_equals_eager_on_every_exi
     assert exported.ops.get("Loop"), exported.ops
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_a_while_on_numel_greater_than_0_with_a_break_at_one_left_equals_eager():
     model = ShrinkingOrder()
 

@@ -106,6 +106,7 @@ def _seq(*values):
     return torch.tensor(values, dtype=torch.long)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_two_rows_of_ints_swapped_each_trip_convert():
     model = TwoRowDistance()
     inputs = [(_seq(4), _seq(4)), (_seq(4), _seq(5)), (_seq(1, 2), _seq(2)), (_seq(2, 7, 1), _seq(5)),
@@ -119,6 +120,7 @@ def test_two_rows_of_ints_swapped_each_trip_convert():
     assert_matches_eager(model, exported, inputs, atol=0, rtol=0)
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_a_list_sized_by_a_dynamic_dimension_is_written_at_the_counter():
     model = RunLengths()
     inputs = [(torch.tensor([1.0]),), (torch.tensor([-1.0]),), (torch.tensor([1.0, 2.0]),),

@@ -97,6 +97,7 @@ def test_a_raise_on_a_tensor_at_the_top_level_converts_with_one_warning_at_the_r
         model(torch.tensor([1.0, -1.0]))
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_a_raise_ending_an_elif_chain_in_a_while_converts_and_equals_eager_on_each_path():
     model = TraceWalk()
     sets = [(torch.zeros(1, 1),), (torch.zeros(2, 2),), (torch.zeros(3, 3),), (torch.ones(4, 2),), (torch.full((2, 5), 2.0),),

@@ -73,6 +73,7 @@ def test_a_guard_excluding_size_two_only_is_no_size_one_pin():
     assert pins_to_size_one((True, False, False, False)) and not pins_to_size_one((True, False, True, True))
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_a_derived_size_specialised_at_one_keeps_frames_one_and_two():
     """Trip counts 0 (frames 1), 1, 2 and 7; num_tokens 1 (the whole column) and more."""
     model = PrefixSums()
@@ -215,6 +216,7 @@ class PairMerges(torch.nn.Module):
         return ids
 
 
+@pytest.mark.slow  # 5 s or more in the fast set (2026-12-02, round eight)
 def test_a_merge_loop_at_length_one_runs_no_dead_node_of_its_probe():
     from tests.controlflow._util import assert_matches_eager, export_to_ort
 

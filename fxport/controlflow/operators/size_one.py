@@ -39,7 +39,8 @@ def size_one_test(pred):
     return symbol, isinstance(expr, sympy.Eq)
 
 
-def _axes_of(values, symbol) -> dict[int, list[int]]:
+def axes_of(values, symbol) -> dict[int, list[int]]:
+    """Slot → the axes of that tensor among ``values`` whose size is the symbol ``symbol``."""
     axes = {}
     for slot, value in enumerate(values):
         if isinstance(value, torch.Tensor) and not value.is_sparse:
@@ -50,7 +51,8 @@ def _axes_of(values, symbol) -> dict[int, list[int]]:
     return axes
 
 
-def _as_size_one(tensor: torch.Tensor, axes: list[int]) -> torch.Tensor:
+def as_size_one(tensor: torch.Tensor, axes: list[int]) -> torch.Tensor:
+    """``tensor`` with each of ``axes`` reduced to size 1 (its one row where the size is 1)."""
     for axis in axes:
         if tensor.dtype == torch.bool:
             tensor = tensor.any(axis, keepdim=True)
@@ -69,22 +71,22 @@ def specialised(pred, true_fn: Callable, false_fn: Callable, args: tuple, run_ot
     if test is None:
         return true_fn, false_fn
     symbol, taken = test
-    axes = _axes_of(args, symbol)
+    axes = axes_of(args, symbol)
     if not axes:
         return true_fn, false_fn
     other = false_fn if taken else true_fn
     expand_at = [(leaf, axis) for leaf, value in enumerate(pytree.tree_leaves(run_other(other)))
-                 if isinstance(value, torch.Tensor) for axis in _axes_of([value], symbol).get(0, [])]
+                 if isinstance(value, torch.Tensor) for axis in axes_of([value], symbol).get(0, [])]
     source_slot, source_axis = next((s, a[0]) for s, a in axes.items())
 
     def branch(*values):
         size = values[source_slot].shape[source_axis]
-        narrowed = [_as_size_one(v, axes[i]) if i in axes else v for i, v in enumerate(values)]
+        narrowed = [as_size_one(v, axes[i]) if i in axes else v for i, v in enumerate(values)]
         outs = (true_fn if taken else false_fn)(*narrowed)
         leaves, spec = pytree.tree_flatten(outs)
         for leaf, axis in expand_at:
             value = leaves[leaf] if leaf < len(leaves) else None
-            if isinstance(value, torch.Tensor) and axis < value.dim() and _is_static_one(value.shape[axis]):
+            if isinstance(value, torch.Tensor) and axis < value.dim() and is_static_one(value.shape[axis]):
                 shape = list(value.shape)
                 shape[axis] = size
                 leaves[leaf] = value.expand(shape)
@@ -93,5 +95,6 @@ def specialised(pred, true_fn: Callable, false_fn: Callable, args: tuple, run_ot
     return (branch, false_fn) if taken else (true_fn, branch)
 
 
-def _is_static_one(size) -> bool:
+def is_static_one(size) -> bool:
+    """A size that is the Python int 1 (not a symbol)."""
     return isinstance(size, int) and not isinstance(size, torch.SymInt) and size == 1

@@ -132,7 +132,7 @@ def _factors(expr) -> frozenset:
     return frozenset()
 
 
-def _axes_of(values, symbols) -> dict[int, list[int]]:
+def axes_of(values, symbols) -> dict[int, list[int]]:
     """slot → the axes of the tensor there whose size is one of ``symbols``."""
     axes = {}
     for slot, value in enumerate(values):
@@ -205,7 +205,7 @@ def body_knowing_sizes(test_fn: Callable, body_fn: Callable) -> Callable:
             return body_fn(*values)
         _KNOWN.append(frozenset(symbols))
         try:
-            return _padded_branch(body_fn, _axes_of(values, frozenset(symbols)))(*values)
+            return _padded_branch(body_fn, axes_of(values, frozenset(symbols)))(*values)
         finally:
             _KNOWN.pop()
 
@@ -260,7 +260,7 @@ def _specialised_at(size, taken: bool, true_fn: Callable, false_fn: Callable, ar
     """``size_one.specialised`` for the size expression ``size`` (``max(1, u)``) instead of a symbol."""
     import torch.utils._pytree as pytree
 
-    from fxport.controlflow.operators.size_one import _as_size_one, _axes_of as axes_of, _is_static_one
+    from fxport.controlflow.operators.size_one import as_size_one, axes_of as axes_of, is_static_one
 
     axes = axes_of(args, size)
     if not axes:
@@ -273,11 +273,11 @@ def _specialised_at(size, taken: bool, true_fn: Callable, false_fn: Callable, ar
 
     def branch(*values):
         full = values[source_slot].shape[source_axis]
-        outs = fn(*(_as_size_one(v, axes[i]) if i in axes else v for i, v in enumerate(values)))
+        outs = fn(*(as_size_one(v, axes[i]) if i in axes else v for i, v in enumerate(values)))
         leaves, spec = pytree.tree_flatten(outs)
         for leaf, axis in expand_at:
             value = leaves[leaf] if leaf < len(leaves) else None
-            if isinstance(value, torch.Tensor) and axis < value.dim() and _is_static_one(value.shape[axis]):
+            if isinstance(value, torch.Tensor) and axis < value.dim() and is_static_one(value.shape[axis]):
                 shape = list(value.shape)
                 shape[axis] = full
                 leaves[leaf] = value.expand(shape)
@@ -294,7 +294,7 @@ def guarded(test, true_fn: Callable, false_fn: Callable, args: tuple):
     sides = {True: set(known), False: set(known)}
     if test is not None:
         sides[test[1]] |= test[0]
-    axes = {side: _axes_of(args, frozenset(symbols)) for side, symbols in sides.items() if symbols}
+    axes = {side: axes_of(args, frozenset(symbols)) for side, symbols in sides.items() if symbols}
     return (_padded_branch(true_fn, axes.get(True)) if axes.get(True) else true_fn,
             _padded_branch(false_fn, axes.get(False)) if axes.get(False) else false_fn)
 
