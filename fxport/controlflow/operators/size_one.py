@@ -71,6 +71,12 @@ def specialised(pred, true_fn: Callable, false_fn: Callable, args: tuple, run_ot
     if test is None:
         return true_fn, false_fn
     symbol, taken = test
+    return specialised_at(symbol, taken, true_fn, false_fn, args, run_other)
+
+
+def specialised_at(symbol, taken: bool, true_fn: Callable, false_fn: Callable, args: tuple, run_other: Callable):
+    """:func:`specialised` for the size ``symbol`` (a symbol, or an expression such as ``max(1, u)``),
+    whose size-one side is the true branch when ``taken``."""
     axes = axes_of(args, symbol)
     if not axes:
         return true_fn, false_fn

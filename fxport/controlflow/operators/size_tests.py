@@ -253,37 +253,9 @@ def padded_size_one(pred, true_fn: Callable, false_fn: Callable, args: tuple, ru
     if not (isinstance(size, (Max, sympy.Max)) and len(size.args) == 2 and 1 in size.args
             and all(arg == 1 or arg in known for arg in size.args)):
         return true_fn, false_fn
-    return _specialised_at(size, isinstance(expr, sympy.Eq), true_fn, false_fn, args, run_other)
+    from fxport.controlflow.operators.size_one import specialised_at
 
-
-def _specialised_at(size, taken: bool, true_fn: Callable, false_fn: Callable, args: tuple, run_other: Callable):
-    """``size_one.specialised`` for the size expression ``size`` (``max(1, u)``) instead of a symbol."""
-    import torch.utils._pytree as pytree
-
-    from fxport.controlflow.operators.size_one import as_size_one, axes_of as axes_of, is_static_one
-
-    axes = axes_of(args, size)
-    if not axes:
-        return true_fn, false_fn
-    other = false_fn if taken else true_fn
-    expand_at = [(leaf, axis) for leaf, value in enumerate(pytree.tree_leaves(run_other(other)))
-                 if isinstance(value, torch.Tensor) for axis in axes_of([value], size).get(0, [])]
-    source_slot, source_axis = next((slot, found[0]) for slot, found in axes.items())
-    fn = true_fn if taken else false_fn
-
-    def branch(*values):
-        full = values[source_slot].shape[source_axis]
-        outs = fn(*(as_size_one(v, axes[i]) if i in axes else v for i, v in enumerate(values)))
-        leaves, spec = pytree.tree_flatten(outs)
-        for leaf, axis in expand_at:
-            value = leaves[leaf] if leaf < len(leaves) else None
-            if isinstance(value, torch.Tensor) and axis < value.dim() and is_static_one(value.shape[axis]):
-                shape = list(value.shape)
-                shape[axis] = full
-                leaves[leaf] = value.expand(shape)
-        return pytree.tree_unflatten(leaves, spec)
-
-    return (branch, false_fn) if taken else (true_fn, branch)
+    return specialised_at(size, isinstance(expr, sympy.Eq), true_fn, false_fn, args, run_other)
 
 
 def guarded(test, true_fn: Callable, false_fn: Callable, args: tuple):
