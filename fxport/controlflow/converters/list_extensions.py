@@ -1,9 +1,14 @@
-"""``xs += [a, b]`` on a list → ``xs.append(a); xs.append(b)`` (canonicalisation).
+"""``xs += [a, b]`` on a list → ``xs.append(a); xs.append(b)``, and ``xs.insert(i, v)`` →
+``_fx.lists.front.insert_into(xs, i, v, lambda e: xs.append(e))`` (canonicalisation).
 
 Decoders collect their steps either way (NVIDIA's Tacotron 2: ``mel_outputs += [mel_output]``);
 as appends, a loop carries the list as it carries any list grown by ``append`` (one pass or two,
-docs/control-flow.md). Only names the function binds to list displays and to nothing else are
-rewritten, so ``t += [1.0]`` on a tensor stays as written.
+docs/control-flow.md). Backtraces collect theirs at the front (pytorch_HMM's Viterbi:
+``z_star_i.insert(0, z_t)``): a list grown at the front is one grown by ``append`` read in the
+other order, so the loop sees the append it makes and carries the list as any other
+(:mod:`fxport.controlflow.operators.lists.front`; a Python list is inserted into as written). Only
+names the function binds to list displays and to nothing else are rewritten, so ``t += [1.0]`` on
+a tensor stays as written.
 
 Example::
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import ast
 
-from fxport.controlflow.astutil import located
+from fxport.controlflow.astutil import located, rt
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.scopes import walk_same_scope
 
@@ -68,11 +73,15 @@ def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
 
 
 def _last_list_extension(fdef: ast.FunctionDef) -> dict[str, int]:
-    """name → the last line where ``name += [..]`` ends."""
+    """name → the last line where ``name += [..]`` or ``name.insert(..)`` ends (``path =
+    torch.tensor(path)`` after a backtrace's loop does not count against ``path``)."""
     last: dict[str, int] = {}
     for node in walk_same_scope(fdef):
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and isinstance(node.value, ast.List):
             last[node.target.id] = max(last.get(node.target.id, 0), node.end_lineno or node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "insert"
+              and isinstance(node.func.value, ast.Name)):
+            last[node.func.value.id] = max(last.get(node.func.value.id, 0), node.end_lineno or node.lineno)
     return last
 
 
@@ -111,6 +120,27 @@ class _Rewriter(ast.NodeTransformer):
         return node  # another scope
 
     visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_Expr(self, node):
+        """``xs.insert(i, v)`` → ``_fx.lists.front.insert_into(xs, i, v, lambda e: xs.append(e))``: the
+        append the loop's facts see (a loop carries a list it appends to), made only where the list
+        is one a loop grows (front.py)."""
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "insert"
+                and isinstance(call.func.value, ast.Name) and call.func.value.id in self.lists
+                and len(call.args) == 2 and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args)):
+            return self.generic_visit(node)
+        owner = call.func.value.id
+        element = "_fx_item_front"
+        appends = ast.Lambda(
+            args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=element)], vararg=None, kwonlyargs=[], kw_defaults=[],
+                               kwarg=None, defaults=[]),
+            body=ast.Call(func=ast.Attribute(value=ast.Name(owner, ast.Load()), attr="append", ctx=ast.Load()),
+                          args=[ast.Name(element, ast.Load())], keywords=[]))
+        operator = ast.Attribute(value=ast.Attribute(value=rt("lists"), attr="front", ctx=ast.Load()), attr="insert_into",
+                                 ctx=ast.Load())
+        rewritten = ast.Call(func=operator, args=[ast.Name(owner, ast.Load()), *call.args, appends], keywords=[])
+        return located(ast.copy_location(ast.Expr(ast.copy_location(rewritten, call)), node), node)
 
     def visit_AugAssign(self, node):
         if (isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name) and node.target.id in self.lists

@@ -15,7 +15,8 @@ after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
   of the elements so far, one row longer after each append, read and indexed inside the loop too.
 
 Inside its loop, ``xs[-k]``, ``xs[-k:]``, ``xs == []`` and ``if xs`` read the rows at the count
-(in_loop.py).
+(in_loop.py). A list grown with ``insert(0, v)`` (front.py) keeps its rows in the order they came
+and is read last first: its elements are the loop's rows reversed, then those it held before.
 
 Size: over 400 lines because the class and its readers (``stack``, ``cat``, ``len_``, the index
 tensor it makes of itself in ``t[parts, :]``) dispatch on one set of modes; split by mode, each
@@ -40,6 +41,8 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statica
 
 from fxport.controlflow.operators.failures import fail, refuse_here
 from fxport.controlflow.operators.lists import in_loop
+from fxport.controlflow.operators.lists.elements import as_element, element_rows
+from fxport.controlflow.operators.lists.front import AtFront, refuse_both_ends
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 
@@ -124,7 +127,8 @@ class Appender:
         self.tail: list = []
         self.exact = False
         self.finished = False
-        self._shared = {"extended": False, "read_inside": False, "asked_empty": False}  # one for the copies a probe's branches make
+        self._shared = {"extended": False, "read_inside": False, "asked_empty": False,  # one for the copies a probe's branches make
+                        "front": False, "at_end": False}
 
     @property
     def data(self):
@@ -170,6 +174,39 @@ class Appender:
         self._shared["asked_empty"] = value
 
     @property
+    def front(self) -> bool:
+        """Grown with ``insert(0, v)`` in its loop (front.py): the loop's rows are read last first."""
+        return self._shared.get("front", False)
+
+    def _grown_at(self, front: bool) -> None:
+        """Note the end a trip grows the list at; both ends in one loop are refused (front.py)."""
+        if self._shared.get("at_end" if front else "front", False):
+            refuse_both_ends(self, front)
+        if not self._shared.get("front" if front else "at_end", False):  # (set by the probe: no write in a traced body)
+            self._shared["front" if front else "at_end"] = True
+
+    def insert_at_front(self, value, append) -> None:
+        """``xs.insert(0, value)`` (front.py): inside the loop, ``append`` (the user's
+        ``xs.append``, which the loop's facts see) gets the element marked :class:`AtFront`; after
+        the loop the list becomes one stack with the element before it."""
+        if self.mode == "select" or isinstance(self.initial, (SelectedBefore, Continued)):
+            where = "appended to under a tensor condition" if self.mode == "select" or (
+                type(self.initial) is SelectedBefore) else "grown by a data-dependent loop around this one as well"
+            self._refuse(f"insert(0, ...) on list {self.name!r}, {where}, is not supported",
+                         f"collect the elements in a list of their own with append and join it to {self.name!r} in the "
+                         "order you need after the loop")
+        if self.finished:
+            self.put_first(value)
+            return
+        append(AtFront(value))
+
+    def put_first(self, value) -> None:
+        """After the loop, ``xs.insert(0, value)``: the stack of the elements with ``value`` first."""
+        self._materialize("insert(0, ...)")
+        row = as_element(known_set(value))
+        self.data = torch.cat([row.to(self.data.dtype).unsqueeze(0), self.data])
+
+    @property
     def extended(self) -> bool:
         return self._shared["extended"]
 
@@ -178,6 +215,10 @@ class Appender:
         self._shared["extended"] = value
 
     def append(self, value):
+        front = isinstance(value, AtFront)  # xs.insert(0, v) (front.py)
+        value = value.value if front else value
+        if not self.finished and self.mode != "select":
+            self._grown_at(front)
         value = known_set(value)  # None on some paths: the list is read back as tensors, where None would raise
         if is_row_of_numbers(value):
             value = row_of_numbers(value)  # xs.append([i, j]): what torch.tensor(xs) reads back as a row
@@ -258,7 +299,7 @@ class Appender:
                             "in a variable of its own (last = k where you append k)")
             if isinstance(index, (int, slice)):
                 return items[index]  # a slice: a Python list, which torch.stack reads
-            return torch.stack(items)[index]  # parts[k], k a tensor counter
+            return torch.stack(element_rows(items))[index]  # parts[k], k a tensor counter
         if not self.finished:  # the rows so far at the carried count
             if self.mode == "grow":
                 _check_prefix_known(self, "indexing")
@@ -268,7 +309,7 @@ class Appender:
         if problem is not None:
             fail(f"indexing list {self.name!r} grown in a data-dependent loop {problem} is not supported", self,
                  "keep the value you need in a variable of its own, or torch.stack/torch.cat the list and index that")
-        if 0 <= index < len(self.initial):
+        if 0 <= index < len(self.initial) and not self.front:
             return self.initial[index]
         if -len(self.tail) <= index < 0:
             return self.tail[index]
@@ -300,9 +341,10 @@ class Appender:
         if not self.finished:
             fail(f"{what} of list {self.name!r} inside the data-dependent loop that grows it is not supported", self,
                  "change the list after the loop, or keep what you need in a tensor")
-        if self.mode != "grow" or self.initial or self.tail:
+        if self.mode != "grow" or self.initial or self.tail or self.front:
             self.data, self.length = stack(self), torch.zeros((), dtype=torch.int64)
             self.mode, self.initial, self.tail = "grow", [], []
+            self._shared = dict(self._shared, front=False, at_end=False)  # the stack holds the elements in order
 
     def __add__(self, other):
         """After the loop, ``parts + [h]``: the same list with ``h`` after the loop's elements."""
@@ -317,7 +359,9 @@ class Appender:
         if not isinstance(other, (list, tuple)):
             return NotImplemented
         clone = self._finished_copy(f"[...] + {self.name}")
-        clone.initial = list(other) + list(self.initial)
+        if clone.front:  # its elements before the loop come after the loop's: one stack in order
+            clone._materialize(f"[...] + {self.name}")
+        clone.initial = list(other) + list(clone.initial)
         return clone
 
     def _finished_copy(self, what: str) -> "Appender":
@@ -368,7 +412,7 @@ class Appender:
         if self.mode == "probe":
             _check_prefix_known(self, "indexing a tensor by")
             self.read_inside = True
-            items = list(self.initial) + list(self.probe)
+            items = element_rows(in_loop.probe_items(self))
             return torch.stack(items) if items else torch.zeros(0, dtype=torch.int64)
         if self.mode == "select":
             return stack(self) if self.data is not None or self.initial else torch.zeros(0, dtype=torch.int64)
@@ -523,10 +567,11 @@ def stack(tensors, dim: int = 0, *, out=None):
     rank = _element_rank(grown)
     dim = dim + rank + 1 if dim < 0 else dim
     rows = grown.data if grown.mode == "grow" else _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
-    pieces = [torch.stack(grown.initial)] if grown.initial else []
-    pieces += [rows] + ([torch.stack(grown.tail)] if grown.tail else [])
+    before = [torch.stack(element_rows(grown.initial))] if grown.initial else []
+    pieces = [rows.flip(0)] + before if grown.front else before + [rows]  # grown at the front: last first
+    pieces += [torch.stack(grown.tail)] if grown.tail else []
     _check_sizes_agree(pieces, skip=0)
-    return torch.movedim(torch.cat(pieces) if len(pieces) > 1 else rows, 0, dim)  # cat promotes dtypes
+    return torch.movedim(torch.cat(pieces) if len(pieces) > 1 else pieces[0], 0, dim)  # cat promotes dtypes
 
 
 def cat(tensors, dim: int = 0, *, out=None):
@@ -541,13 +586,25 @@ def cat(tensors, dim: int = 0, *, out=None):
         refuse_here(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
                     "use torch.stack")
     dim = dim + rank if dim < 0 else dim
-    if grown.mode in ("rows", "grow"):
+    if grown.front:
+        loop_part = _cat_rows(_front_rows(grown), dim)
+    elif grown.mode in ("rows", "grow"):
         loop_part = _cat_rows(grown.data if grown.mode == "grow" else _stacked(grown), dim)
     else:
         loop_part = torch.movedim(_two_pass(grown, dim), 0, dim)
-    pieces = list(grown.initial) + [loop_part] + list(grown.tail)
+    before = element_rows(grown.initial)
+    pieces = ([loop_part] + before if grown.front else before + [loop_part]) + list(grown.tail)
     _check_sizes_agree(pieces, skip=dim)
     return torch.cat(pieces, dim) if len(pieces) > 1 else loop_part
+
+
+def _front_rows(grown: Appender) -> torch.Tensor:
+    """The loop's rows of a list grown at the front, last first (their stack; elements of one shape)."""
+    if not grown._one_shape():
+        grown._refuse(f"torch.cat of list {grown.name!r}, grown at the front (insert(0, ...)) with elements that change "
+                      "size, is not supported", f"append to {grown.name!r} and torch.cat the list reversed after the loop")
+    rows = grown.data if grown.mode == "grow" else _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
+    return rows.flip(0)
 
 
 def _check_sizes_agree(pieces: list, skip: int) -> None:
@@ -659,6 +716,7 @@ def _two_pass(grown: Appender, axis: int | None):
     # the initial elements are not written (stack/cat put them first), but len() in the body counts them
     writer = Appender(grown.name, grown.initial, buf, torch.zeros(2, dtype=torch.int64), mode="write", axis=axis)
     writer.location = grown.location
+    writer._shared.update(front=grown.front, at_end=grown._shared.get("at_end", False))  # the ends pass 1 grew it at
     return grown.replay.written(grown.name, writer).narrow(0, 0, rows)
 
 

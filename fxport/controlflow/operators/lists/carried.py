@@ -51,6 +51,7 @@ import torch.utils._pytree as pytree
 from fxport.controlflow.operators.lists.appender import (Appender, Continued, Continues, NestedIn, Replay, SelectedBefore,
                                                         cat, data_sized, stack, varies)
 from fxport.controlflow.operators.failures import fail
+from fxport.controlflow.operators.lists.elements import element_rows, numbers_in_rows_as_tensors
 from fxport.controlflow.operators.values import as_int64, dense, same_size
 
 
@@ -64,7 +65,7 @@ def allocate(appender: Appender, probed, rng, info) -> Appender:
             # answer; the loop carries the stack instead (in_loop.py; while_loop reads the flag)
             probed.read_inside = True
         sums = torch.zeros(element.dim(), dtype=torch.int64)
-        grown = Appender(appender.name, appender.initial, sums, torch.zeros((), dtype=torch.int64), mode="count")
+        grown = Appender(appender.name, numbers_in_rows_as_tensors(appender.initial), sums, torch.zeros((), dtype=torch.int64), mode="count")
         grown.probe, grown.location = [element], appender.location
         return _noted(grown, appender, probed)
     trips = rng.trip_count()
@@ -72,7 +73,7 @@ def allocate(appender: Appender, probed, rng, info) -> Appender:
         trips = trips.item()
         torch._check(trips >= 0)
     buf = torch.zeros((trips,) + tuple(element.shape), dtype=element.dtype)
-    grown = Appender(appender.name, appender.initial, buf, torch.zeros((), dtype=torch.int64))
+    grown = Appender(appender.name, numbers_in_rows_as_tensors(appender.initial), buf, torch.zeros((), dtype=torch.int64))
     grown.location = appender.location  # refusals about the list name its loop
     return _noted(grown, appender, probed)
 
@@ -81,10 +82,13 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
     """``grow`` mode, for a loop whose state grows: the stack of the elements so far (the initial
     ones first), carried as a tensor that grows along axis 0."""
     element, values = _probed_element(appender, probed, info)
-    if any(varies(s) for v in values for s in v.shape) or any(e.shape != element.shape for e in appender.initial):
+    first = element_rows(appender.initial)
+    if any(varies(s) for v in values for s in v.shape) or any(e.shape != element.shape for e in first):
         fail(f"{info.kind}: list {appender.name!r} gets elements of changing size in a loop whose state grows", info,
              f"append elements of one shape to {appender.name!r}, or grow a tensor with torch.cat instead")
-    rows = [e.to(element.dtype).unsqueeze(0) for e in appender.initial]
+    rows = [e.to(element.dtype).unsqueeze(0) for e in first]
+    if probed.front:  # grown at the front: the rows in the order they come, so those before it reversed
+        rows = rows[::-1]
     initial = appender.initial if isinstance(appender.initial, SelectedBefore) else []  # empty: SelectedBefore, NestedIn
     if isinstance(appender.initial, Continues) and appender.initial.read:  # the outer loop's elements first
         rows, initial = _continued(appender, element, info), Continued()
@@ -101,7 +105,7 @@ def _continued(appender: Appender, element: torch.Tensor, info) -> list:
     if before.rows is not None:
         rows = [before.rows.to(element.dtype)]
     else:
-        rows = [torch.as_tensor(e).to(element.dtype).unsqueeze(0) for e in before.items]
+        rows = [e.to(element.dtype).unsqueeze(0) for e in element_rows(before.items)]
     for part in rows:
         if part.dim() != element.dim() + 1 or not all(same_size(a, b) for a, b in zip(part.shape[1:], element.shape)):
             fail(f"{info.kind}: list {appender.name!r} gets elements of other shapes in this loop than in the loop "
@@ -110,8 +114,10 @@ def _continued(appender: Appender, element: torch.Tensor, info) -> list:
 
 
 def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:
-    """``grown`` with what the probe learned: a loop nested in this one appends to the list."""
+    """``grown`` with what the probe learned: a loop nested in this one appends to the list; the end
+    its trips grow it at (front.py)."""
     grown.extended = probed.extended
+    grown._shared["front"], grown._shared["at_end"] = probed.front, probed._shared.get("at_end", False)
     return grown
 
 
@@ -179,6 +185,8 @@ def extended(outer: Appender, inner) -> Appender:
     if not isinstance(inner, Appender):
         fail(f"list {outer.name!r}, grown in a data-dependent loop, is replaced in a data-dependent loop inside it",
              outer, f"only append to {outer.name!r} there")
+    if not outer.finished:  # the inner loop's elements go at the end of the outer loop's list
+        outer._grown_at(front=False)
     if outer.finished:
         return _joined(outer, inner)
     if outer.mode == "probe":

@@ -11,7 +11,8 @@ those rows at the count: ``xs[-k]`` is row ``count - k``, ``xs[-k:]`` rows ``cou
 taken, or where eager raises IndexError) reads a zero row padded after the rows, never out of
 bounds. A ``while`` loop carries only a count in its first pass (``count`` mode): its probe
 notes a test of the list's emptiness, and the loop then carries the stack (``grow``), since a
-later trip may read the list where the first did not.
+later trip may read the list where the first did not. A list grown at the front (``insert(0, v)``,
+front.py) holds its rows in the order they came: its element ``k`` is row ``count - 1 - k``.
 
 Example::
 
@@ -30,12 +31,15 @@ from __future__ import annotations
 import torch
 
 from fxport.controlflow.operators.failures import refuse_here
+from fxport.controlflow.operators.lists.elements import element_rows
 from fxport.controlflow.operators.values import as_int64
 
 
 def probe_items(grown) -> list:
     """The probe's elements so far, the outer loop's first (a :class:`Continues` of its probe)."""
     first = grown.initial.items if _continues(grown.initial) else list(grown.initial)
+    if getattr(grown, "front", False):  # grown at the front: the probe's elements, last first, then the others
+        return list(reversed(grown.probe)) + list(first)
     return list(first) + list(grown.probe)
 
 
@@ -87,6 +91,8 @@ def is_empty(grown):
 
 def read(grown, index):
     """``xs[index]`` inside the loop that grows ``xs`` (``rows``, ``count`` or ``grow`` mode)."""
+    if getattr(grown, "front", False) and grown.mode in ("rows", "grow"):
+        return _read_front(grown, index)
     if isinstance(index, bool) or not isinstance(index, (int, slice)):
         if grown.mode == "grow" or continued_rows(grown) is not None:  # parts[k], k a counter: as torch indexes it
             return _rows(grown)[index]
@@ -106,14 +112,31 @@ def read(grown, index):
     return _sliced(grown, index)
 
 
+def _read_front(grown, index):
+    """``xs[k]`` inside the loop of a list grown at the front: row ``count - 1 - k`` of the rows in
+    the order they came (its elements before the loop first, reversed: :func:`_rows`)."""
+    traced = isinstance(index, torch.SymInt) or (
+        isinstance(index, torch.Tensor) and index.dim() == 0 and not index.dtype.is_floating_point and index.dtype != torch.bool)
+    if isinstance(index, bool) or not (isinstance(index, int) or traced):
+        _refuse(grown, f"grown at the front (insert(0, ...)), with a {type(index).__name__} index",
+                f"read single elements {grown.name}[k] there, or keep the rows you need in a tensor")
+    count = count_so_far(grown)
+    position = as_int64(index)
+    position = torch.where(position < 0, position + count, position) if traced or index < 0 else position
+    return _row_at(_rows(grown), count - 1 - position, count)
+
+
 def _rows(grown) -> torch.Tensor:
-    """The rows that hold the elements from position 0 (the initial ones first)."""
+    """The rows that hold the elements from position 0 (the initial ones first; of a list grown at the
+    front, those reversed, so that all its rows are in the order they came)."""
     rows = continued_rows(grown)
     if rows is not None:
         return rows
     if grown.mode == "grow" or not grown.initial:
         return grown.data
-    first = torch.stack([torch.as_tensor(e) for e in grown.initial]).to(grown.data.dtype)
+    first = torch.stack(element_rows(grown.initial)).to(grown.data.dtype)
+    if getattr(grown, "front", False):
+        first = first.flip(0)
     if tuple(first.shape[1:]) != tuple(grown.data.shape[1:]):
         _refuse(grown, "whose elements before the loop have another shape than those it appends",
                 f"append elements of one shape to {grown.name!r}")

@@ -36,6 +36,7 @@ import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, Continues, SelectedBefore, stack
 from fxport.controlflow.operators.lists.carried import extended
+from fxport.controlflow.operators.lists.elements import element_rows
 from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import (is_number, is_row_of_numbers, numbers_as_tensors, row_of_numbers,
@@ -87,9 +88,9 @@ class SelectedList(Appender):
             if not self.initial:
                 fail(f"torch.stack of list {self.name!r}: the list is empty on every path the export saw and its "
                      "element shape is unknown", self, "append a value of the element shape on some path")
-            return torch.stack(self.initial, dim)
+            return torch.stack(element_rows(self.initial), dim)
         kept = self.data[self.length]
-        rows = torch.cat([torch.stack(list(self.initial)).to(kept.dtype), kept]) if self.initial else kept
+        rows = torch.cat([torch.stack(element_rows(self.initial)).to(kept.dtype), kept]) if self.initial else kept
         return torch.movedim(rows, 0, dim)
 
     def catted(self, dim: int = 0) -> torch.Tensor:
