@@ -22,6 +22,7 @@ from __future__ import annotations
 from fxport.controlflow import facts as facts_
 from fxport.controlflow.context import Context, state_names
 from fxport.controlflow.converters.return_statements import RETVAL
+from fxport.controlflow.converters.state_targets import guarded_effects
 from fxport.controlflow.operators.info import StatementInfo
 
 
@@ -45,6 +46,7 @@ def loop_info(ctx: Context, facts: facts_.LoopFacts, defined: set[str], *, targe
     free = ctx.free_locals(set(facts.reads), body_writes | set(facts.head_writes), defined)
     free -= set(state) | set(facts.target_writes)
     effects_local = set(state) | body_writes
+    guarded = guarded_effects(node.body)  # decided where they run (state_targets.py)
     return StatementInfo(
         kind,
         ctx.location(node),
@@ -53,7 +55,8 @@ def loop_info(ctx: Context, facts: facts_.LoopFacts, defined: set[str], *, targe
         mutated=tuple(sorted(mutated - appended)),
         appended=tuple(sorted(appended)),
         exact_appends=tuple(sorted(facts.exact_appends & appended)),
-        side_effects=tuple(e.what for e in facts.side_effects if e.applies(effects_local, allow_append=True)),
+        side_effects=tuple(e.what for e in facts.side_effects
+                          if e.applies(effects_local, allow_append=True) and e.what not in guarded),
         break_flag=facts.break_flag,
         retval=RETVAL if RETVAL in state else None,
         written_first=tuple(sorted(set(state) - set(facts.body_live_in) - set(facts.head_reads) - appended)),

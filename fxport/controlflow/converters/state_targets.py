@@ -84,8 +84,9 @@ class StateTargets(Canonicalization):
 
     def apply(self) -> None:
         self.taken: set[str] = set(self.ctx.local_names)
+        self.lists = _names_bound_only_to_lists(self.ctx.fdef)
         _ItemWritesAsStores().visit(self.ctx.fdef)
-        self.ctx.fdef.body = self._block(self.ctx.fdef.body)
+        self.ctx.fdef.body = _without_stale_guards(self._block(self.ctx.fdef.body))
 
     def _block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -128,6 +129,11 @@ class StateTargets(Canonicalization):
         for target in names:
             before.append(_assign(target.local, name(target.text), node))
             after.append(_assign(target.text, call(_operator("into"), name(target.local), name(target.text)), node))
+        lists = {t.text for t in names} & self.lists
+        if lists and isinstance(node, (ast.While, ast.For)):
+            _EntryWrites(lists).rewrite(node)
+        if isinstance(node, (ast.While, ast.For)):
+            node.body = _guarded_stores(node.body, nested=False)
         self.ctx.local_names |= {t.local for t in names + paths + enclosing}
         return [located(s, node) for s in before], [located(s, node) for s in after]
 
@@ -362,6 +368,140 @@ class _Rename(ast.NodeTransformer):
         if node.id in self.renamed:
             return ast.copy_location(ast.Name(id=self.renamed[node.id], ctx=node.ctx), node)
         return node
+
+
+#: the operator guarding an attribute assignment nested in an inner construct of a loop body
+EFFECT_GUARD = "effect_here"
+_NESTING = (ast.If, ast.For, ast.While)
+
+
+def _guarded_stores(stmts: list[ast.stmt], nested: bool) -> list[ast.stmt]:
+    """``stmts`` of a loop body with ``_fx.targets.effect_here('assignment to o.a at line N')``
+    before each attribute assignment that sits in an inner ``if``/``for``/``while`` (``nested``)
+    and is left as written: whether it runs is decided where it is met (a ``for`` over an empty
+    list, an ``if`` on a Python value not taken), so the loop leaves it to the guard, which
+    refuses it where the loop traces its body, and to the inner ``if``, which refuses it on a
+    tensor test (loop_state.py drops it from the loop's own side effects)."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(stmt)
+            continue
+        if nested and not _is_guard(out[-1] if out else None):
+            for target in _attribute_targets(stmt):
+                text = f"assignment to {ast.unparse(target)} at line {target.lineno}"
+                out.append(located(at(ast.Expr(call(_operator(EFFECT_GUARD), ast.Constant(text))), stmt), stmt))
+        out.append(stmt)
+        inner = nested or isinstance(stmt, _NESTING)
+        map_blocks(stmt, lambda block, inner=inner: _guarded_stores(block, inner))
+    return out
+
+
+def _attribute_targets(stmt: ast.stmt) -> list[ast.Attribute]:
+    """The attributes ``stmt`` assigns (``o.a = v``, ``o.a, b = v``, ``o.a += v``)."""
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    else:
+        return []
+    return [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)]
+
+
+def _is_guard(stmt) -> bool:
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and ast.unparse(stmt.value.func) == f"_fx.targets.{EFFECT_GUARD}")
+
+
+def _without_stale_guards(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """``stmts`` without the guards whose assignment an inner construct made a carried local
+    (its ``store`` after that construct decides then, as for any attribute it carries)."""
+    out: list[ast.stmt] = []
+    for position, stmt in enumerate(stmts):
+        if _is_guard(stmt):
+            following = stmts[position + 1] if position + 1 < len(stmts) else None
+            texts = {f"assignment to {ast.unparse(t)} at line {t.lineno}" for t in _attribute_targets(following)} \
+                if following is not None else set()
+            if stmt.value.args[0].value not in texts:
+                continue
+        out.append(stmt)
+        map_blocks(stmt, _without_stale_guards)
+    return out
+
+
+def guarded_effects(body: list[ast.stmt]) -> set[str]:
+    """The side effects (``assignment to o.a at line N``) guarded in ``body`` where they run."""
+    found = set()
+    for node in ast.walk(ast.Module(body=list(body), type_ignores=[])):
+        if isinstance(node, ast.Expr) and _is_guard(node) and isinstance(node.value.args[0], ast.Constant):
+            found.add(node.value.args[0].value)
+    return found
+
+
+def _names_bound_only_to_lists(fdef: ast.FunctionDef) -> set[str]:
+    """Names the function binds to list displays, comprehensions or ``[..] * n`` and to nothing
+    else (no parameter, no other assignment, no loop or ``with`` target)."""
+    lists, others = set(), {a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs}
+    for node in scopes.walk_same_scope(fdef):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and _is_list_value(node.value):
+                    lists.add(target.id)
+                else:
+                    others |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = [node.target] if not isinstance(node, ast.With) else [i.optional_vars for i in node.items if i.optional_vars]
+            others |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return lists - others
+
+
+def _is_list_value(value: ast.expr) -> bool:
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        return _is_list_value(value.left) or _is_list_value(value.right)
+    return isinstance(value, (ast.List, ast.ListComp))
+
+
+class _EntryWrites(ast.NodeTransformer):
+    """``xs[i] = v`` (and ``xs[i] += v``) in a loop body, ``xs`` a list (a name bound only to
+    list displays) the loop writes into by index only → ``xs = _fx.targets.entry_written(xs, i,
+    v, static)``: a Python list written at a position known at trace time (a constant, the
+    counter of a static inner loop over layers) is rebound to a list with that entry replaced
+    where the loop traces its body, so the loop carries its entries like other state, and
+    :func:`~fxport.controlflow.operators.targets.into` writes them back into the list object
+    after the loop. Writes under an inner ``if`` are left as written: the ``if`` selects the
+    entries of a list its branches write (lists/selected.py) from the facts of writes in place."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+
+    def rewrite(self, node) -> None:
+        node.body = [self.visit(s) for s in node.body]
+        node.orelse = [self.visit(s) for s in node.orelse]
+
+    def _scope(self, node):
+        return node  # a nested function, lambda or class writes its own names
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_If = _scope
+
+    def _entry(self, target) -> bool:
+        return (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and target.value.id in self.names and not any(isinstance(n, ast.Slice) for n in ast.walk(target.slice)))
+
+    def _written(self, target: ast.Subscript, value: ast.expr, like: ast.stmt) -> ast.Assign:
+        static = ast.Constant(is_static_index(target.slice))
+        write = call(_operator("entry_written"), name(target.value.id), _loaded(target.slice), value, static)
+        return located(ast.copy_location(ast.Assign(targets=[name(target.value.id, True)], value=write), like), like)
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1 and self._entry(node.targets[0]):
+            return self._written(node.targets[0], node.value, node)
+        return self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        if self._entry(node.target):
+            combined = ast.copy_location(ast.BinOp(left=_loaded(node.target), op=node.op, right=node.value), node)
+            return self._written(node.target, combined, node)
+        return self.generic_visit(node)
 
 
 class _ItemWritesAsStores(ast.NodeTransformer):

@@ -31,6 +31,7 @@ from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.indexing import TensorSlice, getitem, setitem
 from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
 from fxport.controlflow.operators.failures import refuse_here
+from fxport.controlflow.operators.state import in_traced_body
 
 
 class Missing(Undefined):
@@ -165,12 +166,62 @@ def into(original, value):
     >>> into(y, torch.ones(2)) is alias, alias
     (True, tensor([1., 1.]))
     """
+    if _list_written_back(original, value):
+        original[:] = value  # the entries a converted loop carried: every name for the list sees them
+        return original
     if value is original or not (isinstance(original, torch.Tensor) and isinstance(value, torch.Tensor)):
         return value
     if not same_layout(original, value):
         return value
     original.copy_(value)
     return original
+
+
+def _list_written_back(original, value) -> bool:
+    """A Python list whose entries a construct rebound (:func:`entry_written`), outside any traced
+    body (there the list is the body's own, carried out by its name)."""
+    return (type(original) is list and type(value) is list and value is not original
+            and len(original) == len(value) and not in_traced_body())
+
+
+def entry_written(target, index, value, static: bool = False):
+    """``target[index] = value`` in a converted loop's body, ``target`` a list the loop
+    writes into by index (converters/state_targets.py): the new ``target``.
+
+    A Python list at a position known at trace time (an int: a constant, the counter of a static
+    inner loop over layers, ``hs[i] = cell(x, hs[i])``) is its entries, carried like several
+    variables: where the construct traces its body (a ``while_loop`` body, a loop's probe, a
+    ``cond`` branch) the write gives a new list with that entry replaced, which the loop carries
+    by the name it is bound to; elsewhere the list is written as Python writes it. A tensor (or a
+    position read from data) is written as ``x[i] = v`` is everywhere: in place (``static``: the
+    index as written) or by :func:`~fxport.controlflow.operators.indexing.setitem`.
+
+    >>> hs = [torch.zeros(1), torch.zeros(1)]
+    >>> entry_written(hs, 1, torch.ones(1)) is hs, hs[1]
+    (True, tensor([1.]))
+    """
+    if type(target) is list and type(index) is int:
+        if in_traced_body():
+            target = list(target)
+        target[index] = value
+        return target
+    if static and not isinstance(target, list):
+        target[index] = value
+        return target
+    return setitem(target, index, value)
+
+
+def effect_here(text: str) -> None:
+    """Before an attribute assignment in an inner ``if``/``for``/``while`` of a loop body (``text``:
+    ``assignment to o.a at line N``): refused where the loop traces its body (a ``while_loop``
+    body, its probe, a ``cond`` branch), which cannot carry it; nothing where the statement runs
+    as Python, or where it is never reached (a ``for`` over an empty list).
+
+    >>> effect_here("assignment to o.a at line 3")
+    """
+    if in_traced_body():
+        refuse_here(f"a data-dependent loop's body reaches an {text}, which the loop cannot carry",
+                    "assign a local or a tensor attribute the loop carries instead, or move the assignment out of the loop")
 
 
 def into_enclosing(original, value, text: str) -> None:

@@ -295,8 +295,10 @@ def _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tu
     growing, made = {}, loops_made_so_far()
     state = _promote_numbers(state, free, info, rng, body_fn, item_from_rows, growing, made, none_before)
     if growing or loops_made_so_far() > made:  # carried shapes change, here or in a loop of the body
-        return finish_grown(grown_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng,
-                                       item_from_rows=item_from_rows, growing=growing))
+        apart = _ConstantsApart(info, state, free, body_fn, test_fn, rng is not None, growing)
+        final = grown_loop(apart.info, apart.state, apart.free, body_fn=apart.body, test_fn=apart.test, rng=rng,
+                           item_from_rows=item_from_rows, growing=apart.growing)
+        return finish_grown(apart.rebuilt(final))
     loop = _Loop(info, free, body_fn, test_fn, rng, item_from_rows)
     values = finish(loop.run(state), state, info, loop)
     two_pass = any(isinstance(v, Appender) and v.mode == "count" for v in values)
@@ -306,6 +308,51 @@ def _tensor_loop(info, state, free, body_fn, test_fn, rng, item_from_rows) -> tu
     record(info, rule_name(kind, "while_loop"), f"{lowering}: {counter_text}; carries {', '.join(names) or 'nothing'}",
            lowering=lowering, carried=list(names), least_trips=rng.least_trips() if rng is not None and test_fn is None else 0)
     return tuple(values)
+
+
+class _ConstantsApart:
+    """A loop whose state grows, with the state values that hold no tensor and that every trip
+    gives back equal (:func:`same_plain_value`; the probe checked it: x-transformers' ``cache``, a
+    dataclass of empty lists) passed to the body as the constants they are instead of carried:
+    the ONNX ``Loop`` around a separately exported body carries tensors only."""
+
+    def __init__(self, info, state, free, body_fn, test_fn, counted: bool, growing: dict):
+        self.constant = [i for i, v in enumerate(state) if _plain(v)]
+        self.entry = tuple(state)
+        self.info, self.state, self.free, self.body, self.test, self.growing = info, state, free, body_fn, test_fn, growing
+        if not self.constant:
+            return
+        kept = [i for i in range(len(state)) if i not in self.constant]
+        names = tuple(info.names[i] for i in kept)
+        moved = tuple(info.names[i] for i in self.constant)
+        params = names + moved + tuple(info.params[len(info.names):])
+        order = [params.index(p) for p in info.params]
+        self.info = dataclasses.replace(info, names=names, params=params,
+                                        written_first=tuple(n for n in info.written_first if n not in moved))
+        self.state = tuple(state[i] for i in kept)
+        self.free = tuple(state[i] for i in self.constant) + tuple(free)
+        self.growing = {kept.index(i): axes for i, axes in growing.items()}
+        self.body = self._body(body_fn, order, counted, kept)
+        self.test = None if test_fn is None else (lambda *values: test_fn(*(values[k] for k in order)))
+
+    def _body(self, body_fn, order, counted, kept):
+        def body(*args):
+            item, values = (args[:1], args[1:]) if counted else ((), args)
+            outs = tuple(body_fn(*item, *(values[k] for k in order)))
+            for i in self.constant:
+                if not (outs[i] is self.entry[i] or same_plain_value(self.entry[i], outs[i])):
+                    fail(f"{self.info.kind}: loop variable {self.info.params[order[i]]!r} is a "
+                         f"{type(outs[i]).__name__} that changes in a data-dependent loop", self.info, "carry tensors only")
+            return tuple(outs[i] for i in kept)
+
+        return body
+
+    def rebuilt(self, final) -> tuple:
+        """The loop's final state in the original order (the constants as they were)."""
+        final, values = list(final), []
+        for i, value in enumerate(self.entry):
+            values.append(value if i in self.constant else final.pop(0))
+        return tuple(values)
 
 
 class _Loop:
@@ -600,9 +647,41 @@ def _check_carry(name, before, after, info, may_grow: bool = False):
         return _check_tree_carry(name, before, after, info)
     elif is_tensor_tuple(before):  # an LSTM's (h, c): each leaf carried like a tensor
         _check_tuple_carry(name, before, after, info)
-    elif not isinstance(before, Appender) and after is not before and not (is_number(before) and before == after):
+    elif (not isinstance(before, Appender) and after is not before and not (is_number(before) and before == after)
+          and not same_plain_value(before, after)):
         fail(f"{info.kind}: loop variable {name!r} is a {type(before).__name__} that changes in a data-dependent loop",
              info, "carry tensors only")
+
+
+def same_plain_value(before, after) -> bool:
+    """Whether a trip gave back a value equal to the one it started from that holds no tensor
+    or symbolic number (x-transformers' ``cache``, a dataclass of empty lists rebuilt by every
+    call): the loop carries it as the constant it is on every trip.
+
+    >>> same_plain_value([1, (2, "a")], [1, (2, "a")]), same_plain_value([1], [2])
+    (True, False)
+    """
+    if type(before) is not type(after) or not (_plain(before) and _plain(after)):
+        return False
+    try:
+        return (before == after) is True
+    except Exception:  # noqa: BLE001 - a value that cannot be compared is no constant
+        return False
+
+
+def _plain(value, depth: int = 0) -> bool:
+    """A value made of None, strings, Python numbers, lists, tuples, dicts and dataclasses of them."""
+    if depth > 8:
+        return False
+    if value is None or isinstance(value, (str, bytes, bool, int, float)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return all(_plain(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value))
+    return False
 
 
 def is_tensor_tuple(value) -> bool:
@@ -732,7 +811,8 @@ class _Layout:
                     fail(f"{info.kind}: loop variable {name!r} changes dtype from {dtype_name(kind[1])} to "
                          f"{dtype_name(tensor)}", info, f"cast {name!r} to one dtype before the loop")
                 flat.append(tensor)
-            elif value is not self.constants[i] and not (is_number(value) and value == self.constants[i]):
+            elif (value is not self.constants[i] and not (is_number(value) and value == self.constants[i])
+                  and not same_plain_value(self.constants[i], value)):
                 fail(f"{info.kind}: loop variable {name!r} is a {type(value).__name__} that changes in a "
                      "data-dependent loop", info, "carry tensors only")
         return tuple(flat)
