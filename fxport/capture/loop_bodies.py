@@ -24,17 +24,20 @@ from typing import Mapping
 import torch
 
 from fxport.controlflow.operators.left_out import take_markers
+from fxport.controlflow.operators.loops import grown_branches  # noqa: F401 - defines fxport::grown_cond
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import growing_body, session
 from fxport.errors import ControlFlowError
 from fxport.common.quiet import quiet_torch
 
 OP = torch.ops.fxport.grown_loop.default
+#: an ``if`` whose branch holds a loop whose state grows (its branches captured here too)
+COND_OP = torch.ops.fxport.grown_cond.default
 
 
 def loop_nodes(program) -> list:
     return [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
-            for node in module.graph.nodes if node.op == "call_function" and node.target is OP]
+            for node in module.graph.nodes if node.op == "call_function" and node.target in (OP, COND_OP)]
 
 
 def capture_loop_bodies(program: torch.export.ExportedProgram, loops: Mapping[str, object], rewrite=None) -> None:
@@ -43,42 +46,184 @@ def capture_loop_bodies(program: torch.export.ExportedProgram, loops: Mapping[st
     see the body like every other graph; :func:`loop_translations` uses what is captured here.
     """
     for node in loop_nodes(program):
-        loop = loops[node.args[1]]
-        if getattr(loop, "program", None) is None:
-            body = capture_body(loop, node)
-            capture_loop_bodies(body, loops, rewrite)
-            loop.program = rewrite(body) if rewrite is not None else body
+        made = loops[node.args[1]]
+        if node.target is COND_OP:
+            for side in ("true", "false"):
+                if side not in made.programs:
+                    made.programs[side] = _with_bodies(capture_branch(made, node, side), loops, rewrite)
+        elif getattr(made, "program", None) is None:
+            made.program = _with_bodies(capture_body(made, node), loops, rewrite)
+
+
+def _with_bodies(program, loops, rewrite):
+    """``program`` with the loops and branches in it captured, passed through ``rewrite``."""
+    capture_loop_bodies(program, loops, rewrite)
+    return rewrite(program) if rewrite is not None else program
+
+
+def capture_branch(cond, node, side: str) -> torch.export.ExportedProgram:
+    """``torch.export`` of one side of an ``if`` whose branch holds a loop whose state grows
+    (:mod:`~fxport.controlflow.operators.loops.grown_branches`), the sizes dynamic outside
+    dynamic here."""
+    from torch.fx.experimental import _config as shape_config
+
+    _, tensors, _ = cond.split([arg.meta["val"] for arg in node.args[0]])
+    examples = [_example(value) for value in tensors]
+    dynamic = [{a: torch.export.Dim.AUTO for a, size in enumerate(value.shape) if isinstance(size, torch.SymInt)}
+               or None for value in tensors]
+    try:
+        with quiet_torch(), session(cond.strategy, [], cond.disabled), shape_config.patch(backed_size_oblivious=True), \
+                torch.no_grad():
+            program = torch.export.export(_Branch(cond, side), tuple(examples), dynamic_shapes=(tuple(dynamic),),
+                                          strict=False)
+    except ControlFlowError:
+        raise
+    except Exception as exc:
+        raise ControlFlowError(f"if: the {side} branch, which holds a loop whose state grows, could not be captured "
+                               f"on its own ({error_summary(exc)})", where=cond.info.location,
+                               hint="run with --debug for the full trace") from exc
+    cond.left_out = list(getattr(cond, "left_out", ())) + take_markers(
+        program, lambda info: rule_name(info.kind, "dropped"))
+    return program
 
 
 def capture_body(loop, node) -> torch.export.ExportedProgram:
     """``torch.export`` of one iteration of ``loop`` (the :class:`_Body`), sizes as described above."""
-    from torch.fx.experimental import _config as shape_config
-
     vals = [arg.meta["val"] for arg in node.args[0]]
     _, counter, state, free, _ = loop.split(vals)
     carried = ([counter] if counter is not None else []) + list(state)
     offset = 1 if counter is not None else 0
-    examples = [_example(v, loop.growing.get(index - offset, ()) if offset <= index < offset + len(state) else ())
-                for index, v in enumerate(carried + list(free))]
-    dynamic = []
-    for index, value in enumerate(carried + list(free)):
-        axes = {a for a, size in enumerate(value.shape) if isinstance(size, torch.SymInt)}
-        if offset <= index < offset + len(state):
-            axes |= set(loop.growing.get(index - offset, ()))
-        dynamic.append({a: torch.export.Dim.AUTO for a in sorted(axes)} or None)
-    body = _Body(loop, len(carried), len(free))
     try:
-        growing_names = {loop.leaf_name(index).split("[")[0] for index in loop.growing}
-        with quiet_torch(), session(loop.strategy, [], loop.disabled), growing_body(growing_names), \
-                shape_config.patch(backed_size_oblivious=True), torch.no_grad():
-            program = torch.export.export(body, tuple(examples), dynamic_shapes=(tuple(dynamic),), strict=False)
+        program = _export(loop, carried, list(free), offset, {})
     except ControlFlowError:
         raise
     except Exception as exc:
-        raise _refusal(loop, f"its body could not be captured on its own ({error_summary(exc)})") from exc
+        program = _export_related(loop, carried, list(free), offset, growth_relations(loop, state), exc)
     _check_still_dynamic(loop, program, offset)
+    _check_differences_kept(loop, program, offset, len(state))
     loop.left_out = take_markers(program, lambda info: rule_name(info.kind, "dropped"))  # the rewrite stage warns
     return program
+
+
+def _export(loop, carried, free, offset: int, related: dict) -> torch.export.ExportedProgram:
+    """``torch.export`` of the :class:`_Body`; ``related``: growing axes whose lengths keep a fixed
+    difference (:func:`growth_relations`), captured as one size plus that difference."""
+    from torch.fx.experimental import _config as shape_config
+
+    examples, dynamic = _examples(loop, carried + free, offset, len(carried), related)
+    body = _Body(loop, len(carried), len(free))
+    growing_names = {loop.leaf_name(index).split("[")[0] for index in loop.growing}
+    with quiet_torch(), session(loop.strategy, [], loop.disabled), growing_body(growing_names), \
+            shape_config.patch(backed_size_oblivious=True), torch.no_grad():
+        return torch.export.export(body, tuple(examples), dynamic_shapes=(tuple(dynamic),), strict=False)
+
+
+def _examples(loop, values, offset: int, carried: int, related: dict) -> tuple[list, list]:
+    """The example inputs of the body capture and their dynamic shapes (see :func:`capture_body`)."""
+    def grows(index):
+        return loop.growing.get(index - offset, ()) if offset <= index < carried else ()
+
+    examples = [_example(v, grows(index)) for index, v in enumerate(values)]
+    roots, dynamic = {}, []
+    for index, value in enumerate(values):
+        axes = {a for a, size in enumerate(value.shape) if isinstance(size, torch.SymInt)} | set(grows(index))
+        spec = {}
+        for axis in sorted(axes):
+            root, extra = related.get((index - offset, axis), (None, 0)) if axis in grows(index) else (None, 0)
+            if root is None:
+                spec[axis] = torch.export.Dim.AUTO
+                continue
+            if root not in roots:
+                roots[root] = torch.export.Dim(f"grown_{len(roots)}", min=0)
+            spec[axis] = roots[root] + extra if extra else roots[root]
+            shape = list(examples[index].shape)
+            shape[axis] = examples[offset + root[0]].shape[root[1]] + extra
+            examples[index] = examples[index].new_zeros(shape)
+        dynamic.append(spec or None)
+    return examples, dynamic
+
+
+def growth_relations(loop, state) -> dict:
+    """``{(state index, axis): (root, difference)}`` for growing axes whose lengths differ by a
+    number at the loop's entry (a decoder's ``ys`` one frame longer than each layer's cache);
+    ``root`` is the shortest of them. Empty where no two growing axes are so related."""
+    import sympy
+
+    def expr(size):
+        return size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(size)
+
+    axes = [(index, axis) for index, grown in sorted(loop.growing.items()) for axis in grown]
+    groups: list[list] = []
+    for key in axes:
+        size = expr(state[key[0]].shape[key[1]])
+        for group in groups:
+            difference = sympy.simplify(size - group[0][1])
+            if difference.is_Integer:
+                group.append((key, size))
+                break
+        else:
+            groups.append([(key, size)])
+    related = {}
+    for group in (g for g in groups if len(g) > 1):
+        root, least = min(group, key=lambda item: int(sympy.simplify(item[1] - group[0][1])))
+        related.update({key: (root, int(sympy.simplify(size - least))) for key, size in group})
+    return related
+
+
+def _export_related(loop, carried, free, offset: int, related: dict, first: Exception):
+    """The body captured again with its related growing axes tied (:func:`growth_relations`),
+    after a capture with each free failed with ``first``. An axis one trip does not keep at its
+    difference (a ``cat`` under a condition) is untied and the body captured again; what is left
+    tied keeps its differences on every trip of the Loop (by induction from the entry)."""
+    refusal = _refusal(loop, f"its body could not be captured on its own ({error_summary(first)})")
+    for _ in range(3):
+        if not related:
+            raise refusal from first
+        try:
+            program = _export(loop, carried, free, offset, related)
+        except ControlFlowError:
+            raise
+        except Exception:
+            raise refusal from first
+        kept = _kept(_state_after(program, offset), related)
+        if kept == related:
+            return program
+        related = kept
+    raise refusal from first
+
+
+def _state_after(program, offset: int) -> list:
+    """The fake values of the carried state the captured body returns."""
+    outputs = [spec.arg.name for spec in program.graph_signature.output_specs
+               if spec.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT]
+    values = {node.name: node.meta.get("val") for node in program.graph.nodes}
+    return [values.get(name) for name in outputs][1 + offset:]
+
+
+def _kept(after, related: dict) -> dict:
+    """The relations one trip keeps: per tied group, the largest set of axes whose lengths after
+    the trip still differ by what they did before (re-rooted at the shortest)."""
+    import sympy
+
+    def base(key, extra):
+        value = after[key[0]] if key[0] < len(after) else None
+        size = value.shape[key[1]] if isinstance(value, torch.Tensor) else None
+        if size is None:
+            return None
+        return sympy.simplify((size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(size)) - extra)
+
+    kept = {}
+    for root in {root for root, _ in related.values()}:
+        buckets: dict = {}
+        for key, (of, extra) in related.items():
+            found = base(key, extra) if of == root else None
+            if found is not None:
+                buckets.setdefault(found, []).append((key, extra))
+        best = max(buckets.values(), key=len, default=[])
+        if len(best) > 1:
+            new_root, least = min(best, key=lambda item: item[1])
+            kept.update({key: (new_root, extra - least) for key, extra in best})
+    return kept
 
 
 class _Body(torch.nn.Module):
@@ -97,11 +242,38 @@ class _Body(torch.nn.Module):
 
     def forward(self, *flat):
         loop = self.loop
+        _refresh_recurrent_weights(self.modules_)
         carried, free_tensors = flat[: self.carried], flat[self.carried: self.carried + self.free]
         counter, state = (carried[0], carried[1:]) if loop.counted else (None, carried)
         free = loop.free_values(free_tensors, list(state) + list(free_tensors))
         keep, counter, new = loop.step_once(counter, tuple(state), free)
         return (keep,) + ((counter,) if loop.counted else ()) + tuple(new)
+
+
+class _Branch(torch.nn.Module):
+    """One side of a :class:`~fxport.controlflow.operators.loops.grown_branches.GrownBranches` as a
+    module of its free tensors (the modules it calls are submodules, as in :class:`_Body`)."""
+
+    def __init__(self, cond, side: str):
+        super().__init__()
+        self.cond, self.side = cond, side
+        self.modules_ = torch.nn.ModuleList([module for module, _ in cond.modules])
+
+    def forward(self, *tensors):
+        _refresh_recurrent_weights(self.modules_)
+        return tuple(self.cond.branch(self.side, tensors))
+
+
+def _refresh_recurrent_weights(modules) -> None:
+    """Point each ``nn.RNNBase``'s cached flat weights at the tensors the capture swapped in.
+
+    An LSTM first called inside a ``torch.cond`` branch of the body would refresh that cache
+    itself, an attribute write dynamo refuses there ("Mutating a variable from outside the scope
+    of this HOP"); here, before any branch, it is an ordinary write the capture sees.
+    """
+    for module in modules.modules():
+        if isinstance(module, torch.nn.RNNBase):
+            module._update_flat_weights()
 
 
 def _example(value: torch.Tensor, growing=()) -> torch.Tensor:
@@ -130,6 +302,21 @@ def _check_still_dynamic(loop, program, offset: int) -> None:
                 name = loop.leaf_name(index)
                 raise _refusal(loop, f"its body works only for one size {value.shape[axis]} of axis {axis} of "
                                      f"{name!r}, which grows", hint=f"avoid code that fixes the length of {name!r}")
+
+
+def _check_differences_kept(loop, program, offset: int, count: int) -> None:
+    """Growing axes the capture took as differing by a number (tied here, or related by torch's
+    own refinement of ``Dim.AUTO``) must still differ by it after one trip: the Loop runs the
+    body on the lengths the trips before made."""
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    user_inputs = [n.meta["val"] for n, spec in zip(placeholders, program.graph_signature.input_specs)
+                   if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    related = growth_relations(loop, user_inputs[offset: offset + count])
+    if related and _kept(_state_after(program, offset), related) != related:
+        names = sorted({loop.leaf_name(index) for index, _ in related})
+        raise _refusal(loop, f"its body works only while the lengths of {', '.join(map(repr, names))} keep the "
+                             "differences they have on entry, and one trip changes them",
+                       hint="grow those values by the same number of steps in every trip")
 
 
 def _refusal(loop, what: str, hint: str = "run with --debug for the full trace") -> ControlFlowError:

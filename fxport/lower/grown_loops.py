@@ -22,7 +22,7 @@ from typing import Mapping
 
 import torch
 
-from fxport.capture.loop_bodies import OP, capture_body, error_summary, loop_nodes
+from fxport.capture.loop_bodies import COND_OP, OP, capture_body, capture_branch, error_summary, loop_nodes
 from fxport.errors import LoweringError
 from fxport.lower.exporter import export_program
 from fxport.common.quiet import quiet_torch
@@ -38,25 +38,42 @@ def loop_translations(program: torch.export.ExportedProgram, loops: Mapping[str,
     nodes = loop_nodes(program)
     if not nodes:
         return {}
-    bodies = {node.args[1]: _body_model(loops[node.args[1]], node, loops, opset, table) for node in nodes}
+    bodies = {node.args[1]: _body_model(loops[node.args[1]], node, loops, opset, table) for node in nodes
+              if node.target is OP}
+    branches = {node.args[1]: {side: _branch_model(loops[node.args[1]], node, side, loops, opset, table)
+                               for side in ("true", "false")} for node in nodes if node.target is COND_OP}
 
     def grown_loop(inputs, key):
         return _loop_node(bodies[key], loops[key], inputs)
 
-    return {OP: grown_loop}
+    def grown_cond(inputs, key):
+        return _if_node(branches[key], loops[key], inputs)
+
+    return {**({OP: grown_loop} if bodies else {}), **({COND_OP: grown_cond} if branches else {})}
 
 
 def _body_model(loop, node, loops, opset, table):
     """The body of ``loop`` as an onnx_ir model: inputs (counter, state, free tensors), the
     modules' weights as initializers named ``modules_.<i>.<name>``, outputs (keep going, counter,
     state)."""
-    program = getattr(loop, "program", None) or capture_body(loop, node)
+    return _translated(getattr(loop, "program", None) or capture_body(loop, node), loop, loops, opset, table,
+                       "the body of the loop")
+
+
+def _branch_model(cond, node, side, loops, opset, table):
+    """One side of an ``if`` whose branch holds a loop whose state grows, as an onnx_ir model:
+    inputs (the free tensors), weights as for a body, outputs (the ``if``'s tensors)."""
+    return _translated(cond.programs.get(side) or capture_branch(cond, node, side), cond, loops, opset, table,
+                       f"the {side} branch of the if")
+
+
+def _translated(program, owner, loops, opset, table, what: str):
     nested = {**(table or {}), **loop_translations(program, loops, opset, table)}
     try:
         with quiet_torch(), torch.no_grad():
             onnx_program = export_program(program, opset=opset, translation_table=nested)
     except Exception as exc:
-        raise LoweringError(f"the ONNX exporter failed on the body of the loop at {loop.info.location}: "
+        raise LoweringError(f"the ONNX exporter failed on {what} at {owner.info.location}: "
                             f"{error_summary(exc)}", hint="run with --debug for the full trace") from exc
     import onnx_ir.passes.common as passes
 
@@ -89,25 +106,54 @@ def _loop_node(model, loop, inputs):
     tracer = _core.current_tracer
     keep, counter, state, free, weights = loop.split(inputs)
     carried = ([counter] if counter is not None else []) + list(state)
+    graph, inner = _subgraph(model, loop, loop.key, len(carried), free, weights)
+    graph.inputs.extend([ir.Value(name=f"{loop.key}_iteration", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT64)),
+                         ir.Value(name=f"{loop.key}_condition", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.BOOL))]
+                        + inner)
+    node = ir.Node("", "Loop", inputs=[None, keep, *carried], attributes=[ir.AttrGraph("body", graph)],
+                   num_outputs=len(carried), version=tracer.opset.version)
+    tracer.nodes.append(node)
+    return list(node.outputs[len(carried) - len(state):])
+
+
+def _if_node(models, cond, inputs):
+    """Append the ``If`` node of an ``if`` whose branches were captured on their own; return its
+    outputs (the branches' tensors)."""
+    import onnx_ir as ir
+    from torch.onnx._internal.exporter import _core
+
+    tracer = _core.current_tracer
+    pred, free, weights = cond.split(inputs)
+    graphs = {side: _subgraph(models[side], cond, f"{cond.key}_{side}", 0, free, weights)[0] for side in models}
+    node = ir.Node("", "If", inputs=[pred], attributes=[ir.AttrGraph("then_branch", graphs["true"]),
+                                                        ir.AttrGraph("else_branch", graphs["false"])],
+                   num_outputs=len(cond.tensor_outputs), version=tracer.opset.version)
+    tracer.nodes.append(node)
+    return list(node.outputs)
+
+
+def _subgraph(model, owner, prefix: str, own: int, free, weights):
+    """A copy of ``model``'s graph to nest in the enclosing one: the weights and the free inputs
+    (after the first ``own``) read from the enclosing graph, names prefixed, every output made by a
+    node of its own, constants as nodes; ``(graph, its own first inputs)``, its inputs cleared."""
+    import onnx_ir as ir
+
     graph = ir.serde.deserialize_graph(ir.serde.serialize_graph(model.graph))
-    outer_weights = _weights_by_name(loop, weights)
+    outer_weights = _weights_by_name(owner, weights)
     for name, value in list(graph.initializers.items()):  # the weights: the enclosing graph's values (by
         if name in outer_weights:                         # the body's own names, before they are prefixed)
             graph.initializers.pop(name)
             value.replace_all_uses_with(outer_weights[name])
-    _prefix_names(graph, loop.key)
+    _prefix_names(graph, prefix)
     _forget_inner_shapes(graph)
     inner = list(graph.inputs)
-    for value, outer in zip(inner[len(carried):], list(free)):
+    for value, outer in zip(inner[own:], list(free)):
         value.replace_all_uses_with(outer)
     graph.inputs.clear()
-    graph.inputs.extend([ir.Value(name=f"{loop.key}_iteration", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.INT64)),
-                         ir.Value(name=f"{loop.key}_condition", shape=ir.Shape([]), type=ir.TensorType(ir.DataType.BOOL))]
-                        + inner[: len(carried)])
     for position, value in enumerate(list(graph.outputs)):
         if value.producer() is None:  # a carried value passed through, or a value of the enclosing graph
             identity = ir.Node("", "Identity", [value], num_outputs=1)
-            identity.outputs[0].name = f"{loop.key}_out_{position}"
+            identity.outputs[0].name = f"{prefix}_out_{position}"
             graph.append(identity)
             graph.outputs[position] = identity.outputs[0]
     for name, value in list(graph.initializers.items()):  # Constants: dead ones are removed by the optimizer
@@ -117,11 +163,8 @@ def _loop_node(model, loop, inputs):
             constant.outputs[0].name = f"{name}_constant"
             graph.insert_before(graph[0], constant) if len(graph) else graph.append(constant)
             value.replace_all_uses_with(constant.outputs[0])
-    graph.name = loop.key
-    node = ir.Node("", "Loop", inputs=[None, keep, *carried], attributes=[ir.AttrGraph("body", graph)],
-                   num_outputs=len(carried), version=tracer.opset.version)
-    tracer.nodes.append(node)
-    return list(node.outputs[len(carried) - len(state):])
+    graph.name = prefix
+    return graph, inner[:own]
 
 
 def _forget_inner_shapes(graph) -> None:

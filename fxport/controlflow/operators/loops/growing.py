@@ -42,7 +42,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
-from fxport.controlflow.operators.loops.grown_inputs import free_inputs
+from fxport.controlflow.operators.loops.grown_inputs import free_inputs, free_values, input_count
 from fxport.controlflow.operators.state import disabled, record, strategy
 from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense
 
@@ -81,7 +81,9 @@ def loops_made_so_far() -> int:
 _MADE = [0]
 
 
-def _register(loop: "GrownLoop") -> None:
+def register(loop) -> None:
+    """Keep ``loop`` (a :class:`GrownLoop`, or an ``if`` whose branches are captured on their own)
+    where the op's implementations and the conversion find it by its key."""
     _MADE[0] += 1
     LOOPS[loop.key] = loop
     for scope in _SCOPES or [_UNSCOPED]:
@@ -165,37 +167,17 @@ class GrownLoop:
         counter = inputs.pop(0) if self.counted else None
         count = self.state_count()
         state, rest = inputs[:count], inputs[count:]
-        tensors = sum(1 for f in self.free if f.kind in ("tensor", "number", "carrier"))
+        tensors = input_count(self.free)
         return keep, counter, state, rest[:tensors], rest[tensors:]
 
-    def free_values(self, tensors, shapes_of=None) -> list:
+    def free_values(self, tensors, shapes_of) -> list:
         """The values the body reads, rebuilt from the free tensor inputs (``shapes_of``: the
-        tensors whose sizes ``dim`` values are read from; by default the state + free inputs)."""
-        tensors, values = list(tensors), []
-        for item in self.free:
-            if item.kind == "tensor":
-                values.append(tensors.pop(0))
-            elif item.kind == "number":
-                value = tensors.pop(0).item()
-                values.append(value)
-            elif item.kind == "dim":
-                index, axis = item.where
-                values.append(shapes_of[index].shape[axis])
-            elif item.kind == "carrier":  # a size's empty carrier (the last inputs): no value of the body's
-                tensors.pop(0)
-            else:
-                values.append(item.value)
-        return values
+        tensors whose sizes ``dim`` values are read from, the state + free inputs)."""
+        return free_values(self.free, tensors, shapes_of)
 
-    @contextlib.contextmanager
     def parameters(self, tensors):
         """The modules the body calls, with ``tensors`` as their parameters and buffers."""
-        tensors = list(tensors)
-        with contextlib.ExitStack() as stack:
-            for module, names in self.modules:
-                values = {name: tensors.pop(0) for name in names}
-                stack.enter_context(_reparametrize_module(module, values))
-            yield
+        return reparametrized(self.modules, tensors)
 
     def step_once(self, counter, flat, free):
         """One iteration: ``(keep going, counter, flat state)`` after it."""
@@ -238,6 +220,17 @@ class GrownLoop:
         while bool(keep):
             keep, counter, state = self.step_once(counter, state, free)
         return state
+
+
+@contextlib.contextmanager
+def reparametrized(modules, tensors):
+    """``modules`` (``(module, names)``) with ``tensors`` as their parameters and buffers."""
+    tensors = list(tensors)
+    with contextlib.ExitStack() as stack:
+        for module, names in modules:
+            values = {name: tensors.pop(0) for name in names}
+            stack.enter_context(_reparametrize_module(module, values))
+        yield
 
 
 def _and(a, b):
@@ -303,15 +296,15 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     trees = any(not isinstance(v, torch.Tensor) for v in state)
     free = list(free) + ([as_int64(rng.stop)] if rng is not None else [])
     inputs, spec = free_inputs(free, flat, flat_growing)
-    modules = _modules(free)
-    module_tensors = [t for module, names in modules for t in _tensors_of(module, names)]
+    modules = modules_of(free)
+    module_tensors = tensors_of_modules(modules)
     key = f"grown_loop_{next(_KEYS)}"
     loop = GrownLoop(key, info, body_fn, test_fn, rng.step if rng is not None else None, spec, flat_growing, modules,
                      item_from_rows, strategy(), disabled(), specs if trees else None)
     counter = as_int64(rng.start) if rng is not None else None
     entry_free = loop.free_values(inputs, flat + inputs)
     keep = loop.keep_going(counter, tuple(state), entry_free)
-    _register(loop)
+    register(loop)
     operands = [keep] + ([counter] if counter is not None else []) + [dense(t) for t in flat] + inputs + module_tensors
     final = loop.unflatten(grown_loop_op(operands, key))
     grows = ", ".join(f"{loop.leaf_name(i)} (axis {', '.join(map(str, axes))})" for i, axes in sorted(flat_growing.items())) \
@@ -322,7 +315,7 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     return tuple(final)
 
 
-def _modules(free):
+def modules_of(free):
     """``(module, names)`` for the modules among the values the body reads; each tensor once."""
     seen, found = set(), []
     for value in free:
@@ -336,6 +329,11 @@ def _modules(free):
                 names.append(name)
         found.append((value, names))
     return found
+
+
+def tensors_of_modules(modules) -> list:
+    """The parameters and buffers of ``modules`` (:func:`modules_of`), in the op's input order."""
+    return [t for module, names in modules for t in _tensors_of(module, names)]
 
 
 def _tensors_of(module, names):

@@ -87,6 +87,30 @@ def free_inputs(free, state, growing=None):
     return inputs, spec + [Free("carrier") for _ in carriers]
 
 
+def input_count(spec) -> int:
+    """How many of the op's inputs the values of ``spec`` (:func:`free_inputs`) take: tensors,
+    numbers and carriers."""
+    return sum(1 for f in spec if f.kind in ("tensor", "number", "carrier"))
+
+
+def free_values(spec, tensors, shapes_of) -> list:
+    """The values :func:`free_inputs` was given, rebuilt from its ``inputs`` (``tensors``); a
+    ``dim`` is read from ``shapes_of[index].shape[axis]`` (the tensors its ``where`` counts in)."""
+    tensors, values = list(tensors), []
+    for item in spec:
+        if item.kind == "tensor":
+            values.append(tensors.pop(0))
+        elif item.kind == "number":
+            values.append(tensors.pop(0).item())
+        elif item.kind == "dim":
+            index, axis = item.where
+            values.append(shapes_of[index].shape[axis])
+        elif item.kind == "carrier":  # a size's empty carrier (the last inputs): no value
+            tensors.pop(0)
+        else:
+            values.append(item.value)
+    return values
+
 def _dim_of(size, sources):
     """``(tensor, axis)`` of a dimension whose size is ``size`` among ``sources`` (``(tensor,
     axes not to use)``, in order of preference), if any."""
