@@ -189,15 +189,16 @@ def test_other_uses_of_a_grown_list_are_refused_in_one_line(name):
 
 
 def test_a_list_grown_by_a_while_in_a_traced_branch_is_refused_in_one_line_at_the_loop_that_returns():
-    """The rest of the function after a loop that returns is a body dynamo traces; the list's
-    two passes allocate sizes torch.cond cannot trace (it was a generic capture failure)."""
+    """The rest of the function after a loop that returns is a branch: it returns the stacked
+    list (2-d) where the early return gives a 1-d tensor, a rank no exported graph can choose by
+    the condition (it was a generic capture failure, then a message about the list's sizes)."""
     model = m.LenOfGrownListAfterAReturn()
     x = torch.full((3,), 3.0)
     assert model(x).shape == (3, 3)  # eager runs: 9 -> 6, then 3 appends
     with pytest.raises(fxport.ConversionError) as info:
         fxport.convert(model, (x,), verify=False)
     message = str(info.value)
-    assert "\n" not in message and "a value in it changes size from one loop iteration to the next" in message, message
+    assert "\n" not in message and "its rank would depend on the condition" in message, message
     assert f"grown_list_models.py:{line_in_source(model.forward, '# error-line')}" in message
 
 

@@ -42,13 +42,11 @@ EXPECT_OPS = {"yolov5_nms_per_image": ("If",)}
 
 _XFAIL = {
     'speechbrain_rnn_greedy_all_ended': "an in-place write into a tensor already appended to a list (log_probs[has_ended] = inf after log_probs_lst.append(log_probs); it was a wrong lowering verification caught; the tuple state memory = (None, c) now converts): for on a tensor condition has a side effect the converter cannot carry (in-place write into 'log_probs' at line 304 after log_probs_lst.append(log_probs) at line 302",
-    'icefall_transducer_greedy_search': 'appends under a tensor condition make a loop-body if a where whose untaken side takes argmax of an empty slice (hyp[-context_size:] read in the loop now converts): ONNX Runtime failed on the example inputs: [ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running Loop node.',
     'fastspeech_length_regulator_alignment': "a dimension the model narrows to 2.. (out.squeeze() in the duration predictor changes rank at L=1; no fixed-rank graph computes both): ONNX Runtime differs from eager PyTorch on a set of size L=1 outside exported 2..inf; 'L' is narrowed by squeeze() at its line",
     "lbfgs_strong_wolfe": 'float() of the loss at the top level (runs as written), Python lists and min/max on tensors: data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     "demucs_separate_sources_chunks": "a Python int attribute changed in a data-dependent loop (fade.fade_in_len = int(overlap_frames) under `if start == 0`; the loop-local under `with torch.no_grad()` now converts): fade.fade_in_len is a Python int changed under a tensor condition or in a data-dependent loop",
     'dbscan_grow_cluster_queue': 'a list of one constant passed to a function that writes it and returned (labels = [0] * len(D), growCluster(D, labels, ...), return labels): a list of one constant sized by a dynamic dimension ([c] * n) is written',
     'tensor_priority_queue_dijkstra': "state in attributes written by a callee inside the loop (priorityQ_torch.push/pop rebind self.q; it leaked as torch.export's RuntimeError before): an attribute or outer object written inside a converted loop or branch body, here through a function it calls, which torch's while_loop/cond cannot trace",
-    "xtransformers_generate_eos_break": 'attribute write in a nested for inside the converted loop (runs 0 times; cache None before the loop): for on a tensor condition has a side effect the converter cannot carry (assignment to inter.cached_kv at line 1815)',
 }
 
 

@@ -19,11 +19,10 @@ pytestmark = pytest.mark.slow
 from tests.wild_loops.search_models import CASES, STATIC_CASES
 
 _XFAIL = {
-    "nms_argsort_stack": "a loop whose state grows inside a branch (an early return on the box count): while: a loop whose state grows inside a converted branch or another data-dependent loop is not supported",
     'newton_beignet_return_in_loop': "a torch.func derivative in the loop (torch.func.jacfwd(func)(x0) in the Newton step; it leaked as torch.export's AttributeError): a torch.func derivative (jacfwd, jacrev, jvp, vjp, grad) cannot be captured by torch.export",
     'ssd_nms_keep_count': 'out= into a carried tensor of another size inside a loop body (torch.index_select(x1, 0, idx, out=xx1), w.resize_as_(xx2)): a branch of this if uses a size read from a tensor (a slice by a loop counter or a carried length, g[:, :i + 1]; .item(), int()), which torch.cond cannot trace',
-    "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape): if: a list grown by a data-dependent loop is read in a branch, so both branches run and are selected with where, but '_fx_retval' has shape (Max(0, u0), 3, 8, 8) in the true branch",
-    "power_iteration_return_raise": 'carried value changes rank (torch.Tensor([inf]) of shape (1,), then 0-d): torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next (a list of slices by the loop counter, a tensor grown by torch.cat) inside a converted branch, or in the rest of the function after a loop that returns',
+    "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape: torch.cat(crop_imgs) beside img.new_zeros((0,))): if: the value returned is a 4-d tensor (Max(0, u0), 3, 8, 8) in the true branch but a 1-d tensor (0,) in the false branch: its rank would depend on the condition, which no exported graph computes",
+    "power_iteration_return_raise": "branches of different rank (torch.Tensor([inf]) of shape (1,) carried, then a 0-d eigenvalue): if: the value returned is a 0-d tensor () in the true branch but a 1-d tensor (1,) in the false branch: its rank would depend on the condition, which no exported graph computes",
     'dfs_list_stack_pop': "a list as while-loop state (a stack popped and pushed): if: list 'stack' gets a data-dependent number of elements in a branch (a data-dependent loop there appends to it)",
     'wordpiece_greedy_longest_match': "a MaybeNone appended to a list under a guard that excludes None (sub_tokens.append(cur_substr) after `if cur_substr is None: break`; found[0] under its size test now converts): list 'sub_tokens' appended to under a tensor condition gets a MaybeNone, not a tensor or number",
 }

@@ -67,7 +67,7 @@ class IfConverter(StatementConverter):
             outputs,
             params=params,
             mutated=tuple(sorted(facts.written_in_place & set(params))),
-            expensive=facts.expensive,
+            expensive=tuple(dict.fromkeys(facts.expensive + tuple(reductions_failing_on_empty(node.body + node.orelse)))),
             appended=tuple(sorted(appended)),
             side_effects=tuple(e.what for e in facts.side_effects if e.applies(set(params) | modified, allow_append=False)),
             branch_writes=(facts.writes_true, facts.writes_false),
@@ -129,6 +129,39 @@ class IfConverter(StatementConverter):
             return self.ctx.facts.of(loop)
         except KeyError:  # a loop node the canonicalisation replaced
             return None
+
+
+#: reductions that raise in eager and fail in ONNX Runtime (ArgMax, ReduceMax) on an empty input
+_REDUCTIONS = frozenset({"argmax", "argmin", "max", "min", "amax", "amin"})
+
+
+def reductions_failing_on_empty(stmts) -> list[str]:
+    """Why a side may fail where it is not taken: a reduction of a tensor that may be empty there
+    (``overlaps.max(dim=0)`` under ``if num_gts == 0: return ...``, ``scores[i + 1:].argmax()``),
+    worded as the facts word faults (``... may fail on the other path``), so the ``if`` becomes a
+    ``cond`` that runs the taken side only. ``torch.max(a, b)`` of two tensors (elementwise, a name
+    as its second argument) is no reduction.
+
+    >>> reductions_failing_on_empty(ast.parse("y = x.max(dim=0)[0] + torch.max(a, b)").body)
+    ['x.max at line 1 may fail on the other path']
+    """
+    reasons = []
+    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REDUCTIONS):
+            continue
+        on_torch = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+        rest = node.args[1:] if on_torch else node.args
+        if node.func.attr in ("max", "min") and rest and not _is_dim(rest[0]):
+            continue  # the elementwise maximum of two tensors
+        reasons.append(f"{ast.unparse(node.func)} at line {node.lineno} may fail on the other path")
+    return reasons
+
+
+def _is_dim(arg: ast.expr) -> bool:
+    """An int literal (``1``, ``-1``): the dimension a reduction runs over."""
+    if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
+        arg = arg.operand
+    return isinstance(arg, ast.Constant) and type(arg.value) is int
 
 
 def _bound_to_empty(node: ast.AST):

@@ -27,9 +27,12 @@ from typing import Callable
 import torch
 import torch.utils._pytree as pytree
 
+from fxport.errors import ControlFlowError
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.lists.appender import Appender
+from fxport.controlflow.operators.loops.growing import GROWN_IN_A_BODY
+from fxport.controlflow.operators.loops.grown_branches import grown_cond
 from fxport.controlflow.operators.numbers import ints_read_as_tensors
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.optional import as_optional, is_optional, merged, one_side_none, truth, unset
@@ -40,6 +43,7 @@ from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.size_tests import guarded, padded_size_one, positive_side
 from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
 from fxport.controlflow.operators.targets import Missing, versions
+from fxport.controlflow.operators.user_objects import as_fields, object_spec, objects_rebuilt
 from fxport.controlflow.operators.state import (
     grows_in_body,
     in_traced_body,
@@ -96,10 +100,15 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     pred = predicate(pred, info)
     _check_defined_in_both(args, info)
     args = selected_lists(args, info)
+    raw = true_fn, false_fn
     true_fn, false_fn = specialised(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
     true_fn, false_fn = padded_size_one(pred, true_fn, false_fn, args, lambda fn: fn(*_fresh(args, info)))
     true_fn, false_fn = guarded(size_test, true_fn, false_fn, args)  # found[0] under found.numel() > 0
+    true_fn, false_fn = _keeping_raw(raw, true_fn, false_fn)
     if any(isinstance(a, Appender) for a in args):  # appends under a condition: select buffer and length
+        faults = _faults_a_cond_avoids(args, info, chosen, cond_ok)
+        if faults:  # a side would fail where it is not taken: an If carries the lists as their tensors
+            return _if_cond(pred, true_fn, false_fn, args, info, f"{faults} (the grown lists carried as their tensors)")
         return _if_where(pred, true_fn, false_fn, args, info, forced=_APPENDER_READ)
     if lists_written(args, info):  # out[i] = v under the condition: each branch writes its copy, entries selected
         return written_back(_if_where(pred, true_fn, false_fn, args, info, forced=LIST_WRITTEN), args, info)
@@ -122,6 +131,24 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     if not cond_ok:
         return _as_written(pred, true_fn, false_fn, args)
     return _if_cond(pred, true_fn, false_fn, args, info, reason)
+
+
+def _keeping_raw(raw: tuple, true_fn, false_fn) -> tuple:
+    """The sides, each knowing the branch function as the converter wrote it (``_fx_raw``): the
+    size specialisations wrap a side so that it runs the other too, which a run of one side
+    outside the cond (:func:`_object_specs`) must not."""
+    if torch.compiler.is_dynamo_compiling():
+        return true_fn, false_fn
+    return tuple(_with_raw(fn, original) for fn, original in zip((true_fn, false_fn), raw))
+
+
+def _with_raw(fn, original):
+    if fn is not original:
+        try:
+            fn._fx_raw = original
+        except AttributeError:  # not a function object: no raw side to run alone
+            pass
+    return fn
 
 
 def _left_as_written(info, nested: bool, chosen: str, where_ok: bool, cond_ok: bool) -> bool:
@@ -162,6 +189,28 @@ def _if_in_loop_body(pred, true_fn, false_fn, args, info, forced: bool):
 
 
 _FAULTS = ("fail on the other path", "divide by zero on the other path", "out of range on the other path")  # facts'
+
+
+def _faults_a_cond_avoids(args: tuple, info, chosen: str, cond_ok: bool) -> str:
+    """Why a side of an ``if`` that appends to a list grown by a loop may fail where it is not
+    taken (an arg-max of the empty slice at a counter past the end), when a ``cond`` can run the
+    taken side alone: every grown list is its tensors by then (not the probe's Python elements),
+    no return value is borrowed from the other path, and no strategy asked for ``where``. Inside
+    a body dynamo traces only lists of fixed shape qualify: a stack that grows would leave that
+    ``cond`` with sizes of its own, whose strides an enclosing ``cond`` refuses. Else ""."""
+    faults = [reason for reason in info.expensive if reason.endswith(_FAULTS)]
+    if not faults or not cond_ok or chosen == "where" or info.retval is not None:
+        return ""
+    grown = [a for a in args if isinstance(a, Appender)]
+    if not all(is_container(a) for a in grown):
+        return ""
+    if torch.compiler.is_dynamo_compiling() and any(a.mode not in _FIXED_MODES for a in grown):
+        return ""
+    return "; ".join(faults)
+
+
+#: the modes of a grown list whose tensors keep their shapes from trip to trip (lists/appender.py)
+_FIXED_MODES = ("rows", "count", "write")
 
 
 def _check_no_container_written(args: tuple, info) -> None:
@@ -219,6 +268,8 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
     true_out, false_out = _return_value_on_both_paths(_run_watched(true_fn, args, info, "true"),
                                                       _run_watched(false_fn, args, info, "false"), info)
     true_out, false_out = _empty_rows_as_tensors(*aligned_outputs(true_out, false_out), info)
+    if not torch.compiler.is_dynamo_compiling():  # user objects selected field by field
+        true_out, false_out = as_fields(true_out), as_fields(false_out)
     outs = _none_on_one_side_merged(pred, true_out, false_out, info)
     if isinstance(outs, str):
         if forced:
@@ -244,6 +295,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
             selected.append(select_sized(mask, a, b))  # an append on one side; one box vs some
             continue
         if shape_problem:
+            _check_one_rank(name, a, b, info)
             if forced in (_APPENDER_READ, LIST_WRITTEN):
                 fail(f"if: {forced}, so both branches run and are selected with where, but {name!r} has shape "
                      f"{shape_problem}", info,
@@ -257,7 +309,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
     detail = detail or (f"where: {forced}" if isinstance(forced, str) else "where: forced by strategy='where'" if forced
                         else "where: pure cheap branches, same dtype and shape")
     record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
-    return pytree.tree_unflatten(selected, spec_t)
+    return objects_rebuilt(pytree.tree_unflatten(selected, spec_t))
 
 
 def _is_empty_sequence(value) -> bool:
@@ -444,6 +496,32 @@ def _shape_mismatch(a, b) -> str | None:
     return None
 
 
+def _check_one_rank(name: str, a, b, info) -> None:
+    """The one-line refusal of a value whose rank depends on the condition (``return
+    torch.cat(crops)`` on one side, ``img.new_zeros((0,))`` on the other): neither ``where`` nor
+    ``torch.cond`` (ONNX ``If`` from a torch program) gives a value two ranks."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dim() == b.dim():
+        return
+    what = "the value returned" if name == info.retval else repr(name)
+    fail(f"if: {what} is a {a.dim()}-d tensor {_shape_text(a)} in the true branch but a {b.dim()}-d tensor "
+         f"{_shape_text(b)} in the false branch: its rank would depend on the condition, which no exported graph "
+         "computes", info, f"give both branches values of one rank{_empty_like_hint(a, b)}")
+
+
+def _shape_text(tensor: torch.Tensor) -> str:
+    return "(" + ", ".join(str(size) for size in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
+
+
+def _empty_like_hint(a: torch.Tensor, b: torch.Tensor) -> str:
+    """``, e.g. torch.zeros((0, 3, 8, 8))`` for an empty side beside one of static rows, else ""."""
+    for empty, other in ((a, b), (b, a)):
+        if isinstance(empty.numel(), int) and empty.numel() == 0 and other.dim() >= 1 \
+                and all(isinstance(size, int) for size in other.shape[1:]):
+            shape = ", ".join(str(size) for size in (0, *other.shape[1:]))
+            return f" (an empty result shaped like the other branch's rows, e.g. torch.zeros(({shape}{',' if other.dim() == 1 else ''})))"
+    return ""
+
+
 def _select(mask, a, b):
     """``torch.where(mask, a, b)``; bool values use logic ops (onnxruntime has no bool Where)."""
     if a is b:
@@ -464,11 +542,26 @@ def _select(mask, a, b):
 
 
 def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
+    """The ``if`` as a ``torch.cond`` (:func:`_traced_cond`); one whose branch holds a loop whose
+    state grows, which dynamo cannot trace in a branch, as one ``fxport::grown_cond`` call whose
+    branches are captured on their own (:mod:`.loops.grown_branches`), outside a body dynamo traces."""
+    try:
+        return _traced_cond(pred, true_fn, false_fn, args, info, reason)
+    except ControlFlowError as err:
+        if GROWN_IN_A_BODY not in str(err) or torch.compiler.is_dynamo_compiling():
+            raise
+    return grown_cond(pred, true_fn, false_fn, args, info)
+
+
+def _traced_cond(pred, true_fn, false_fn, args, info, reason: str, objects: dict | None = None):
     """``torch.cond`` over the tensors among ``args``; a library object (a transformers cache,
     :mod:`fxport.controlflow.operators.containers`) goes in as its leaves and is rebuilt inside each
     branch, so a branch that updates it changes its own copy, never an object outside the cond.
     A variable None before the ``if`` that a branch assigns goes in as a
-    :class:`~fxport.controlflow.operators.optional.MaybeNone` and leaves each branch as one."""
+    :class:`~fxport.controlflow.operators.optional.MaybeNone` and leaves each branch as one.
+    ``objects``: the variables that hold user objects (:mod:`.user_objects`), returned as their
+    fields; learned from a run of one side when a branch first returned one."""
+    given, objects = args, objects or {}
     templates = _row_templates(_probed(true_fn, false_fn, args, info), info) if getattr(info, "rows", ()) else {}
     args = ints_read_as_tensors(_none_inputs_as_optional(true_fn, false_fn, args, info))
     slots = [(i, operand_spec(a)) for i, a in enumerate(args) if isinstance(a, torch.Tensor) or is_container(a)]
@@ -490,6 +583,8 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
             outs = _as_optional_where_it_was(run_branch(fn, full, info, side), full, info)
             outs = tuple(torch.zeros((0, *templates[slot][2]), dtype=templates[slot][0], device=templates[slot][1])
                          if slot in templates and _is_empty_sequence(value) else value for slot, value in enumerate(outs))
+            outs = tuple(objects[name].carried(value, lambda what, n=name: _objects_differ(n, what, info)) if name in objects
+                         else value for name, value in zip(info.names, outs))
             return tuple(
                 pytree.tree_map(lambda leaf, name=name: _cond_leaf(name, leaf, info, side),
                                 leaves_out(name, value, out_specs, info, side), is_leaf=lambda leaf: leaf is None)
@@ -504,20 +599,83 @@ def _if_cond(pred, true_fn, false_fn, args, info, reason: str):
         outs = torch.cond(pred, branch(true_fn, "true"), branch(false_fn, "false"), operands)
     except Exception as exc:  # surface our own error raised while torch traced a branch
         inner = find_error(exc)
-        if inner is not None:
-            raise inner from None
-        if "same pytree structure" in str(exc):
-            _explain_structures(_probed(true_fn, false_fn, args, info), info)
-        if writes_an_input(exc):
-            fail("if on a tensor condition: a branch writes in place into a tensor the if does not carry (a function "
-                 "it calls writes its argument, an attribute or a buffer)", info,
-                 "have the function return a new tensor and assign it in the branch (buf = f(buf, ...) with no "
-                 "in-place write inside f)")
-        raise
+        if inner is None or objects or _OBJECT_OUT not in str(inner) or torch.compiler.is_dynamo_compiling():
+            _refuse_failed_cond(exc, inner, true_fn, false_fn, args, info)
+        outs = inner  # a branch returns a user object: again below, returning its fields
+    if isinstance(outs, ControlFlowError):  # (outside the except: errors of the run below are its own)
+        found = _object_specs(true_fn, false_fn, given, info)
+        if not found:
+            raise outs
+        return _traced_cond(pred, true_fn, false_fn, given, info, reason, objects=found)
     record(info, rule_name(info.kind, "cond"), f"cond: {reason}", lowering="torch.cond")
     bound_merged_sizes(outs)
     outs = tuple(dense(t) if isinstance(t, torch.Tensor) else t for t in outs)  # writable (see loop_lowering)
-    return rebuilt(outs, out_specs, info)
+    outs = rebuilt(outs, out_specs, info)
+    _fixed_lists_keep_their_shapes(outs, given, info)
+    return tuple(objects[name].rebuilt(value) if name in objects else value for name, value in zip(info.names, outs))
+
+
+def _fixed_lists_keep_their_shapes(outs: tuple, args: tuple, info) -> None:
+    """A grown list of fixed shape (a buffer written at its count, a count and size sums) leaves
+    a ``cond`` with the shapes it came in with, which torch, seeing sizes of the cond's own,
+    no longer knows; said with ``torch._check`` (a loop carrying the list needs them equal)."""
+    incoming = dict(zip(info.params, args))
+    for name, value in zip(info.names, outs):
+        before = incoming.get(name)
+        if not (isinstance(value, Appender) and isinstance(before, Appender) and before.mode in _FIXED_MODES):
+            continue
+        for new, old in zip(pytree.tree_leaves(value), pytree.tree_leaves(before)):
+            if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.dim() == old.dim():
+                for got, want in zip(new.shape, old.shape):
+                    torch._check(got == want)
+
+
+def _refuse_failed_cond(exc: Exception, inner, true_fn, false_fn, args, info) -> None:
+    """Raise the one-line refusal of a cond torch could not trace (``inner``: the operators' own
+    error found in what torch raised), or torch's error where there is none."""
+    if inner is not None:
+        raise inner from None
+    if "same pytree structure" in str(exc):
+        _explain_structures(_probed(true_fn, false_fn, args, info), info)
+    if not torch.compiler.is_dynamo_compiling() and "fake tensor call" in _chain_text(exc):
+        _explain_ranks(_probed(true_fn, false_fn, args, info), info)
+    if writes_an_input(exc):
+        fail("if on a tensor condition: a branch writes in place into a tensor the if does not carry (a function "
+             "it calls writes its argument, an attribute or a buffer)", info,
+             "have the function return a new tensor and assign it in the branch (buf = f(buf, ...) with no "
+             "in-place write inside f)")
+    raise exc
+
+
+#: the words of :func:`_cond_leaf`'s refusal of an object a cond cannot return
+_OBJECT_OUT = "which torch.cond cannot return"
+
+
+def _object_specs(true_fn, false_fn, args, info) -> dict:
+    """``{name: ObjectSpec}`` of the variables a side gives user objects, from a run of the true
+    side outside the cond (dead code), or of the false side where the true one gives none."""
+    for fn in (true_fn, false_fn):
+        with probing():
+            outs = getattr(fn, "_fx_raw", fn)(*_fresh(args, info))
+        found = {name: spec for name, spec in ((n, object_spec(v)) for n, v in zip(info.names, outs)) if spec is not None}
+        if found:
+            return found
+    return {}
+
+
+def _objects_differ(name: str, what: str, info) -> None:
+    what_name = "the value returned" if name == info.retval else repr(name)
+    fail(f"if: {what_name} {what}", info, "give both branches objects of one class with the same fields")
+
+
+def _chain_text(exc: BaseException) -> str:
+    """The messages of ``exc`` and the exceptions it was raised from."""
+    texts, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        texts.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    return "\n".join(texts)
 
 
 def _none_inputs_as_optional(true_fn, false_fn, args, info) -> tuple:
@@ -549,6 +707,16 @@ def _explain_structures(sides, info) -> None:
                  "make both branches assign values of the same structure")
 
 
+def _explain_ranks(sides, info) -> None:
+    """The one-line refusal of a cond torch could not trace because a value has another rank on
+    each side (torch words it as a failed fake tensor call)."""
+    for name, a, b in zip(info.names, *sides):
+        leaves_a, leaves_b = pytree.tree_leaves(a), pytree.tree_leaves(b)
+        if len(leaves_a) == len(leaves_b):
+            for x, y in zip(leaves_a, leaves_b):
+                _check_one_rank(name, x, y, info)
+
+
 def _probed(true_fn, false_fn, args, info) -> tuple:
     """Both sides' outputs, run once outside the cond to learn their types (dead code, as a loop
     probe's)."""
@@ -576,6 +744,6 @@ def _cond_leaf(name, leaf, info, side):
     if is_number(leaf):
         return scalar(leaf)
     if not isinstance(leaf, torch.Tensor):
-        fail(f"if: {name!r} is a {type(leaf).__name__}, which torch.cond cannot return", info,
+        fail(f"if: {name!r} is a {type(leaf).__name__}, {_OBJECT_OUT}", info,
              "return tensors from data-dependent branches")
     return dense(leaf)  # outputs may not alias inputs or closed-over tensors
