@@ -6,6 +6,9 @@
 * An LSTM first called inside a ``torch.cond`` branch of a grown loop's body.
 * Growing axes whose lengths keep a fixed difference (a decoder's ``ys`` one frame longer than
   its cache, asserted by the model) are captured tied.
+* Tied growing state grown after a tensor ``if ...: break`` (examples/greedy_gpt2.py's shape: the
+  attention mask and the cache grow after the break) keeps its tie on each way through the body's
+  closing ``torch.cond``.
 """
 
 from __future__ import annotations
@@ -181,4 +184,42 @@ def test_growing_axes_that_keep_a_fixed_difference_are_captured_tied_and_equal_e
     exported = export_to_ort(model, (x, torch.zeros(3)), dynamic_shapes={"x": {1: "t"}, "steps": {0: "s"}})
     assert exported.ops.get("Loop"), exported.ops
     sets = [(x, torch.zeros(n)) for n in (0, 1, 2, 7)] + [(x * 40, torch.zeros(9))]  # the abs() break
+    assert_matches_eager(model, exported, sets)
+
+
+class TiedStateAfterABreak(nn.Module):
+    """examples/greedy_gpt2.py's loop in small: ``out`` grows before the break, ``keys`` and
+    ``mask`` (tied: the scores add them) after it. Refused once as "one trip changes the
+    differences" (the sizes after the body's closing ``torch.cond`` are new unknowns)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, limit):
+        keys = x[:, None]
+        mask = torch.ones(x.shape[0], 1)
+        out = x.new_zeros(x.shape[0], 0)
+        for _ in range(6):
+            query = self.proj(keys[:, -1])
+            score = ((keys * query[:, None]).sum(-1) + mask.log()).softmax(-1)
+            y = (score[:, :, None] * keys).sum(1)
+            out = torch.cat([out, y[:, :1]], 1)
+            if (y.sum(-1) > limit).all():
+                break
+            keys = torch.cat([keys, y[:, None] + 0.5], 1)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        return out
+
+
+@pytest.mark.slow  # 6 s or more
+def test_tied_state_grown_after_a_break_keeps_its_tie_and_equals_eager_on_every_way_out():
+    model = TiedStateAfterABreak()
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(3))
+    exported = export_to_ort(model, (x, torch.tensor(2.0)), dynamic_shapes={"x": {0: "B"}, "limit": None})
+    assert exported.ops.get("Loop") and exported.ops.get("If"), exported.ops
+    sets = [(rows, torch.tensor(limit)) for rows in (x, x[:1]) for limit in (0.0, 0.3, 0.8, 1.3, 1.8, 100.0)]
+    assert {1, 2, 3, 5, 6} <= {model(*args).shape[1] for args in sets}
+    assert {"left by a break", "left at its trip bound"} <= set().union(*loop_exits(model, sets).values())
     assert_matches_eager(model, exported, sets)

@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from typing import Mapping
 
 import torch
@@ -185,19 +186,69 @@ def _export_related(loop, carried, free, offset: int, related: dict, first: Exce
             raise
         except Exception:
             raise refusal from first
-        kept = _kept(_state_after(program, offset), related)
+        kept = _kept_on_every_way(program, offset, related)
         if kept == related:
             return program
         related = kept
     raise refusal from first
 
 
-def _state_after(program, offset: int) -> list:
-    """The fake values of the carried state the captured body returns."""
+def _state_nodes(program, offset: int) -> list:
+    """The nodes of the captured body that return its carried state."""
     outputs = [spec.arg.name for spec in program.graph_signature.output_specs
                if spec.kind == torch.export.graph_signature.OutputKind.USER_OUTPUT]
-    values = {node.name: node.meta.get("val") for node in program.graph.nodes}
-    return [values.get(name) for name in outputs][1 + offset:]
+    nodes = {node.name: node for node in program.graph.nodes}
+    return [nodes[name] for name in outputs][1 + offset:]
+
+
+#: ops that return a tensor of their first argument's shape (followed back to a ``torch.cond``)
+_SAME_SHAPE = (torch.ops.aten.clone.default, torch.ops.aten.alias.default, torch.ops.aten.detach.default,
+               torch.ops.aten._to_copy.default)
+
+
+def _cond_source(node):
+    """``(cond node, output index)`` where ``node`` is (a copy of) an output of a ``torch.cond``."""
+    while node.op == "call_function" and node.target in _SAME_SHAPE:
+        node = node.args[0]
+    if node.op == "call_function" and node.target is operator.getitem \
+            and getattr(node.args[0], "target", None) is torch.ops.higher_order.cond:
+        return node.args[0], node.args[1]
+    return None
+
+
+def _ways_through(module, nodes) -> list[list]:
+    """The fake values of ``nodes``, one list per way through the ``torch.cond`` they come from.
+
+    A body that ends in a tensor ``if`` (an early ``break``) returns sizes torch merges into new
+    unknowns; each branch still returns sizes in the body's own, e.g. ``[[s6, s6], [s6 + 1, s6 + 1]]``
+    for two caches a trip grows together or not at all.
+    """
+    sources = [_cond_source(node) for node in nodes]
+    conds = list(dict.fromkeys(source[0] for source in sources if source))
+    plain = [node.meta.get("val") for node in nodes]
+    if len(conds) != 1:
+        return [plain]
+    ways = []
+    for branch in conds[0].args[1:3]:
+        graph = getattr(module, branch.target)
+        returned = next(node for node in graph.graph.nodes if node.op == "output").args[0]
+        for way in _ways_through(graph, [returned[source[1]] for source in sources if source]):
+            values = iter(way)
+            ways.append([next(values) if source else value for source, value in zip(sources, plain)])
+    return ways
+
+
+def _kept_on_every_way(program, offset: int, related: dict) -> dict:
+    """:func:`_kept` of every way through the body's closing ``torch.cond`` (:func:`_ways_through`)."""
+    ways = _ways_through(program.graph_module, _state_nodes(program, offset))
+    for _ in range(4):
+        kept = related
+        for after in ways:
+            kept = _kept(after, kept)
+        if kept == related:
+            return kept
+        related = kept
+    return related
 
 
 def _kept(after, related: dict) -> dict:
@@ -312,7 +363,7 @@ def _check_differences_kept(loop, program, offset: int, count: int) -> None:
     user_inputs = [n.meta["val"] for n, spec in zip(placeholders, program.graph_signature.input_specs)
                    if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
     related = growth_relations(loop, user_inputs[offset: offset + count])
-    if related and _kept(_state_after(program, offset), related) != related:
+    if related and _kept_on_every_way(program, offset, related) != related:
         names = sorted({loop.leaf_name(index) for index, _ in related})
         raise _refusal(loop, f"its body works only while the lengths of {', '.join(map(repr, names))} keep the "
                              "differences they have on entry, and one trip changes them",

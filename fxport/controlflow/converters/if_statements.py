@@ -67,7 +67,7 @@ class IfConverter(StatementConverter):
             outputs,
             params=params,
             mutated=tuple(sorted(facts.written_in_place & set(params))),
-            expensive=tuple(dict.fromkeys(facts.expensive + tuple(reductions_failing_on_empty(node.body + node.orelse)))),
+            expensive=tuple(dict.fromkeys(facts.expensive + tuple(reductions_failing_on_empty(node.body + node.orelse, node.test)))),
             appended=tuple(sorted(appended)),
             side_effects=tuple(e.what for e in facts.side_effects if e.applies(set(params) | modified, allow_append=False)),
             branch_writes=(facts.writes_true, facts.writes_false),
@@ -135,16 +135,23 @@ class IfConverter(StatementConverter):
 _REDUCTIONS = frozenset({"argmax", "argmin", "max", "min", "amax", "amin"})
 
 
-def reductions_failing_on_empty(stmts) -> list[str]:
-    """Why a side may fail where it is not taken: a reduction of a tensor that may be empty there
-    (``overlaps.max(dim=0)`` under ``if num_gts == 0: return ...``, ``scores[i + 1:].argmax()``),
+def reductions_failing_on_empty(stmts, test: ast.expr | None = None) -> list[str]:
+    """Why a side may fail where it is not taken: a reduction of a tensor that may be empty there,
     worded as the facts word faults (``... may fail on the other path``), so the ``if`` becomes a
-    ``cond`` that runs the taken side only. ``torch.max(a, b)`` of two tensors (elementwise, a name
-    as its second argument) is no reduction.
+    ``cond`` that runs the taken side only. A tensor may be empty there when it is a slice
+    (``scores[i + 1:].argmax()``) or when the condition tests a size (``overlaps.max(dim=0)``
+    under ``if num_gts == 0 or ...: return ...``); ``x.max(dim=1)`` under ``if x.sum() > 0`` runs
+    on the tensors the condition itself reduced. ``torch.max(a, b)`` of two tensors (elementwise,
+    a name as its second argument) is no reduction.
 
-    >>> reductions_failing_on_empty(ast.parse("y = x.max(dim=0)[0] + torch.max(a, b)").body)
+    >>> reductions_failing_on_empty(ast.parse("y = x[1:].max(dim=0)[0] + torch.max(a, b)").body)
+    ['x[1:].max at line 1 may fail on the other path']
+    >>> reductions_failing_on_empty(ast.parse("y = x.max(dim=0)").body, ast.parse("x.sum() > 0").body[0].value)
+    []
+    >>> reductions_failing_on_empty(ast.parse("y = x.max(dim=0)").body, ast.parse("n == 0").body[0].value)
     ['x.max at line 1 may fail on the other path']
     """
+    sized = test is not None and _tests_a_size(test)
     reasons = []
     for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _REDUCTIONS):
@@ -153,8 +160,29 @@ def reductions_failing_on_empty(stmts) -> list[str]:
         rest = node.args[1:] if on_torch else node.args
         if node.func.attr in ("max", "min") and rest and not _is_dim(rest[0]):
             continue  # the elementwise maximum of two tensors
-        reasons.append(f"{ast.unparse(node.func)} at line {node.lineno} may fail on the other path")
+        operand = node.args[0] if on_torch and node.args else node.func.value
+        if sized or isinstance(operand, ast.Subscript):
+            reasons.append(f"{ast.unparse(node.func)} at line {node.lineno} may fail on the other path")
     return reasons
+
+
+#: what a condition calls or reads to test how many elements a tensor has; ``sizes`` is
+#: ``_fx.sizes.compare(n, '==', 0)``, a comparison SizeComparisons found to compare a size
+_SIZES = frozenset({"numel", "nelement", "size", "shape", "len", "sizes"})
+
+
+def _tests_a_size(test: ast.expr) -> bool:
+    """Whether ``test`` reads a size (``x.numel()``, ``len(xs)``, ``x.shape[0]``, a comparison
+    already rewritten to ``_fx.sizes.compare``) or compares a plain name with 0 (``num_gts == 0``:
+    a count computed before the ``if``)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Attribute) and node.attr in _SIZES or isinstance(node, ast.Name) and node.id in _SIZES:
+            return True
+        if isinstance(node, ast.Compare) and any(
+                isinstance(side, ast.Name) for side in [node.left, *node.comparators]) and any(
+                isinstance(side, ast.Constant) and side.value == 0 for side in [node.left, *node.comparators]):
+            return True
+    return False
 
 
 def _is_dim(arg: ast.expr) -> bool:
