@@ -187,7 +187,11 @@ def interrupts_deferred():
     compiler stack can leave an extension half-initialised and crash the interpreter at exit
     (SIGSEGV/SIGABRT) instead of reporting the interruption.
 
+    With Python's own Ctrl-C handler (a process started in the background by a shell ignores
+    SIGINT, and then so does the block):
+
     >>> import os, signal
+    >>> ignored_before = signal.signal(signal.SIGINT, signal.default_int_handler)
     >>> try:
     ...     with interrupts_deferred():
     ...         os.kill(os.getpid(), signal.SIGINT)
@@ -196,6 +200,7 @@ def interrupts_deferred():
     ...     print("then the interruption")
     the block finished
     then the interruption
+    >>> _ = signal.signal(signal.SIGINT, ignored_before)
     """
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -61,6 +61,7 @@ class GrowsUntilLarge(torch.nn.Module):
         return x
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_generated_size_on_which_the_loop_never_ends_is_skipped_not_hung(monkeypatch):
     """size[batch=0] never finishes in eager: verification stops it at its time limit and the
     coverage run at the iteration cap, each with one warning naming the loop; the file is written."""

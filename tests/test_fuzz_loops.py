@@ -137,6 +137,7 @@ FAST = [loops.search_program(SEARCH),
         _decode(stop="mask", counter="tensor", header="while", cache="none")]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("index", range(len(FAST)))
 def test_a_handful_of_programs_convert_and_equal_eager_on_every_exit(tmp_path, index):
     outcome = loops.run_loop_file(_write(tmp_path, FAST[index]))

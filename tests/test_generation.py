@@ -95,6 +95,7 @@ BEAM_SETTINGS = [
 ]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("build", [tiny_gpt2, tiny_llama])
 @pytest.mark.parametrize("settings", BEAM_SETTINGS, ids=["2", "3-eos", "3-return-2", "early", "never", "penalties"])
 def test_beam_search_equals_generate_token_for_token(build, settings):
@@ -377,6 +378,7 @@ def seq2seq_stopping_tokens(lm, prompts):
                    for ids, mask in singles})
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("build", [tiny_t5, tiny_bart])
 @pytest.mark.parametrize("searched_ends", [False, True], ids=["defaults", "end-tokens"])
 @pytest.mark.parametrize("beams", [{}, {"num_beams": 3, "num_return_sequences": 2},
@@ -468,6 +470,7 @@ SAMPLING = [dict(), dict(temperature=0.7), dict(top_k=5), dict(top_p=0.8, temper
             dict(typical_p=0.9), dict(top_k=10, top_p=0.9, temperature=0.5, min_new_tokens=2, repetition_penalty=1.3)]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("build", [tiny_gpt2, tiny_llama])
 @pytest.mark.parametrize("warpers", SAMPLING, ids=["plain", "temperature", "top-k", "top-p", "min-p", "typical",
                                                    "all"])

@@ -161,6 +161,7 @@ def test_one_function_picks_the_family_for_the_task_and_for_generate():
 
 # --- no_repeat_ngram_size end to end --------------------------------------------------------
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("build", [tiny_gpt2, tiny_t5])
 @pytest.mark.parametrize("settings", [dict(no_repeat_ngram_size=2), dict(no_repeat_ngram_size=3, num_beams=3),
                                       dict(no_repeat_ngram_size=2, num_beams=2, repetition_penalty=1.05,

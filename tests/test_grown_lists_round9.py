@@ -94,6 +94,7 @@ class BacktraceInAWhile(torch.nn.Module):
         return torch.stack(path)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_backtrace_in_a_while_with_a_break():
     model = BacktraceInAWhile()
     inputs = _backtrace_inputs() + [(torch.full((4, 4), 3), torch.randn(4, 4, generator=_G))]
@@ -161,6 +162,7 @@ class FrontUnderACondition(torch.nn.Module):
         return torch.stack(kept + [x.new_zeros(3)]), torch.tensor(len(kept))
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_inserts_at_the_front_under_a_tensor_condition():
     _check(FrontUnderACondition())
 
@@ -216,6 +218,7 @@ class PathsPerRow(torch.nn.Module):
         return torch.stack(paths)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_list_grown_at_the_front_in_a_loop_nested_in_another():
     def make(batch, steps):
         return (torch.randint(0, 4, (batch, steps, 4), generator=_G),

@@ -28,6 +28,7 @@ from vision_shapes import CeilModePools, PatchifyLayerNorm  # noqa: E402
 IMAGE_AXES = {"x": {0: "batch", 2: "height", 3: "width"}}
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("model_class, minimum", [(CeilModePools, 13), (PatchifyLayerNorm, 16)])
 def test_size_arithmetic_the_stock_exporter_takes_captures_with_its_ranges(model_class, minimum):
     model = model_class().eval()

@@ -64,6 +64,7 @@ SETTINGS = [
 ]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
 def test_whisper_generator_equals_generate(settings):
     settings = dict(settings)

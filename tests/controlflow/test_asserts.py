@@ -84,6 +84,7 @@ class CountedSteps(torch.nn.Module):
         return x, steps
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_an_assert_in_a_loop_body_is_checked_in_pytorch_and_the_loop_converts():
     model = CountedSteps()
     inputs = [(torch.zeros(3),), (torch.full((2,), 0.25),), (torch.full((1,), 1.5),), (torch.rand(4) * 3,)]

@@ -103,6 +103,7 @@ class SetThenReadByAMethod(torch.nn.Module):
         return out, chosen
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_attributes_the_body_sets_and_a_method_reads_are_carried():
     model = SetThenReadByAMethod()
     x = torch.tensor([[0.3, -0.2, 1.0]])
@@ -141,6 +142,7 @@ class KMeansInForward(torch.nn.Module):
         return solver.fit(x, init), solver.centroids
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_an_attribute_none_before_the_loop_and_a_clock_in_its_body_convert():
     model = KMeansInForward()
     points = torch.tensor([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0], [9.0, 0.0]])

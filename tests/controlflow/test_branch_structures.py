@@ -87,6 +87,7 @@ ROWS_INPUTS = [
 ]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("make", [IfExpRows, IfRows, ElseRows], ids=lambda c: c.__name__)
 def test_an_empty_list_beside_a_tensor_read_as_rows_equals_eager(make):
     model = make()
@@ -112,6 +113,7 @@ class RowsInLoopBody(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_an_empty_list_beside_a_tensor_in_a_loop_body_equals_eager():
     model = RowsInLoopBody()
     x = t([[1.0, 2.0, 3.0], [-1.0, 4.0, 5.0], [2.0, 1.0, 1.0]])
@@ -265,6 +267,7 @@ class EspnetLikeDecoder(torch.nn.Module):
         return outs, probs
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_espnets_break_path_runs_after_the_loop_and_equals_eager():
     model = EspnetLikeDecoder()
     source = converted_source(EspnetLikeDecoder.forward)

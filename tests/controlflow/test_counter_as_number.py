@@ -61,6 +61,7 @@ def test_whisper_dtw_cells_by_two_counters_convert():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_counter_arithmetic_min_max_and_a_unit_slice_convert():
     """``max(t - 1, 0)``, ``min(t + 1, T - 1)``, ``t // 2``, ``t % 3``, ``x[:min(t + 1, 3)]``,
     ``torch.arange(n)`` and ``acc + x[t:t + 1]`` (a (1, d) carried tensor: the slice keeps length 1)."""
@@ -72,6 +73,7 @@ def test_counter_arithmetic_min_max_and_a_unit_slice_convert():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_counting_down_counter_carries_its_range():
     """``range(T - 1, -1, -1)``: ``x[t:]``, ``w[t] = tail + t`` and a break, or the bound."""
     model = m.CountdownWindow()
@@ -105,6 +107,7 @@ def test_a_counter_used_where_no_tensor_can_stand_is_refused_at_its_line_without
     assert f":{line_in_source(CounterAsALength.forward, 'len([0.0] * (t + 1))')};" in message, message
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_counter_as_the_scalar_of_remainder_and_power_converts():
     """Left by the break on trips 1, 2, 5 and at the bound (6 trips)."""
     model = m.RemainderAndPowerByCounter()

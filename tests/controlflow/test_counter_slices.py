@@ -9,6 +9,7 @@ equals eager."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tests.controlflow._util import assert_matches_eager, export_to_ort, trip_counts
@@ -52,6 +53,7 @@ class ShorterTensor(torch.nn.Module):
         return total
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_slice_by_the_counter_broadcast_into_carried_state_keeps_one_row():
     model = BroadcastFrame()
     inputs = [(torch.randn(n, 3),) for n in (1, 2, 3, 8)]
@@ -70,6 +72,7 @@ def test_a_range_that_starts_at_one_keeps_the_slice_whole():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_slice_of_a_tensor_the_range_does_not_measure_is_read_from_data():
     model = ShorterTensor()
     inputs = [(torch.randn(n), torch.randn(k)) for n, k in ((1, 1), (3, 1), (4, 2), (5, 7), (2, 2))]

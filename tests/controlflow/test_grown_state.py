@@ -46,6 +46,7 @@ def test_greedy_cat_growth_is_one_loop(greedy):
     assert [r.rule for r in exported.records if "grow" in r.detail] == ["for-to-while_loop"]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_finished_conversion_frees_its_loops():
     """The registry of grown loops is weak: the conversion holds its loops (and through them the
     model's weights) while it lives, and a sweep of conversions does not accumulate them."""
@@ -281,6 +282,7 @@ def test_branches_growing_by_amounts_that_differ_only_at_batch_0_become_an_if():
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_state_that_starts_empty_and_grows_by_different_amounts_per_branch():
     model = m.GrowsFromEmptyByThreeOrOne().eval()
     exported = export_to_ort(model, (torch.rand(3, 5), torch.tensor(3)), dynamic_shapes=({0: B}, None))

@@ -93,6 +93,7 @@ class RaiseInBody(torch.nn.Module):
         return x
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("mode", ["sum", "max"])
 def test_a_raise_in_a_python_mode_chain_inside_a_loop_converts_and_equals_eager(mode):
     model = ModeChain(mode)
@@ -125,6 +126,7 @@ def test_an_assert_on_the_counter_in_a_loop_is_warned_or_refused_at_the_assert_n
     assert message.startswith("assert on a tensor's value cannot be kept"), message
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_raise_under_a_tensor_test_in_a_loop_is_a_check_warned_about_or_refused_at_the_raise():
     """A branch that only raises is a check (tests/controlflow/test_raising_branches.py)."""
     model = RaiseUnderTensorTest()

@@ -174,6 +174,7 @@ def test_state_none_before_the_loop_whose_rows_methods_write_in_place():
     assert_matches_eager(model, exported, inputs, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_loop_inside_a_traced_loop_body_carries_what_a_called_function_writes():
     model = InnerLoopWritesItsOwnFree()
     inputs = [(torch.randn(3), _ones(k), _ones(j)) for k, j in ((0, 1), (1, 0), (1, 1), (2, 2), (3, 4))]
@@ -305,6 +306,7 @@ def test_a_write_through_chained_indexing_in_a_data_dependent_loop():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_chained_indexing_through_a_slice_writes_and_through_an_index_tensor_does_not():
     model = ChainedNonPositions()
     inputs = [(torch.randn(4, 3), _ones(k)) for k in (0, 1, 2, 3)]

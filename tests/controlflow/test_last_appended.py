@@ -8,6 +8,7 @@ eager at every exit."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tests.controlflow._util import assert_matches_eager, export_to_ort, trip_counts
@@ -54,6 +55,7 @@ class LastOfAList(torch.nn.Module):
         return torch.stack(outputs).sum(0)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_last_output_fed_back_converts_and_equals_eager_at_every_exit():
     model = FeedLastOutput()
     x = torch.tensor([[0.3, -0.2, 0.1]])
@@ -67,6 +69,7 @@ def test_the_last_output_fed_back_converts_and_equals_eager_at_every_exit():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_last_element_under_a_tensor_condition_in_a_for():
     model = LastOfAList()
     inputs = [(torch.ones(2), torch.tensor(0)), (torch.ones(2), torch.tensor(1)), (-torch.ones(2), torch.tensor(2)),
@@ -110,6 +113,7 @@ class ListWrittenInAGrowingLoop(torch.nn.Module):
         return outs
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_list_written_by_index_in_a_loop_whose_state_grows_is_carried_and_equals_eager():
     """Both ways out of the ``while True``: the ``(x <= 0.2).all()`` break after 2 trips, and the
     ``t > 6`` break after 7; sizes 1, 2 and 4 along the dynamic ``T``."""

@@ -26,6 +26,7 @@ def inputs(batch: int, seq: int, go: float, seed: int = 0):
     return (*kv, torch.tensor([go]))
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_cache_grown_in_one_branch_is_carried_through_an_if():
     model = m.GrowWhenAsked().eval()
     exported = export_to_ort(model, inputs(2, 5, 1.0), dynamic_shapes=DYNAMIC)

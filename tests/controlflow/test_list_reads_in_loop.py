@@ -54,6 +54,7 @@ class LastOrStart(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_empty_test_then_the_last_element_in_a_for_over_a_range():
     exported = _check(LastOrStart())
     assert exported.ops.get("Where"), exported.ops
@@ -73,6 +74,7 @@ class LenIsZero(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_len_zero_test_then_the_last_element():
     _check(LenIsZero())
 
@@ -94,6 +96,7 @@ class IfList(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_truth_of_the_list_then_the_last_element():
     _check(IfList())
 
@@ -115,6 +118,7 @@ class WhileLastOrStart(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_empty_test_then_the_last_element_in_a_while():
     model = WhileLastOrStart()
     early = [args[0].shape[0] for args in _inputs()
@@ -136,6 +140,7 @@ class SecondToLast(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_second_to_last_element_guarded_by_len():
     _check(SecondToLast())
 
@@ -160,6 +165,7 @@ class ContextWindow(torch.nn.Module):
         return ctx
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_window_of_the_last_elements_with_elements_before_the_loop():
     x = torch.tensor([[0.0, 1.0, 9.0], [9.0, 0.0, 0.0], [0.0, 9.0, 0.0], [0.0, 0.0, 9.0], [0.0, 9.0, 0.0]])
     inputs = _inputs() + [(x,), (x[:2],), (x[1:2],)]
@@ -285,6 +291,7 @@ class NestedLastOrStart(torch.nn.Module):
         return acc
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_list_read_in_a_loop_nested_in_another_that_grows_it():
     model = NestedLastOrStart()
     pos, neg = torch.ones(3), -torch.ones(3) * 2

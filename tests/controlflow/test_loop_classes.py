@@ -18,6 +18,7 @@ def _positive(*shape, seed=0):
     return torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) + 0.1
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_sinkhorn_with_an_item_error_equals_eager_at_every_exit():
     model = m.SinkhornItemError()
     exported = export_to_ort(model, (_positive(4, 3),), dynamic_shapes={"cost": {0: "n", 1: "m"}})
@@ -96,6 +97,7 @@ def test_a_variable_first_bound_in_the_loop_and_read_after_it_converts(model):
         model(x, torch.tensor(0))
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_power_iteration_ending_on_allclose_converts_and_returns_the_last_iterate():
     """cockpit-style power iteration: ``for _ in range(100)``, ``w`` first bound in the body,
     ``if torch.allclose(w, v): break`` (a bool about tensors: a tensor condition here)."""
@@ -110,6 +112,7 @@ def test_power_iteration_ending_on_allclose_converts_and_returns_the_last_iterat
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_flood_fill_until_equal_converts():
     """Region growing until ``torch.equal(new, r)`` (a dilation loop): the exit is a tensor."""
     model = m.FloodFillUntilEqual()
@@ -143,6 +146,7 @@ def test_a_row_written_at_the_loop_counter_converts():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_emissions_read_at_the_counter_beside_index_tensors_convert():
     model = m.CrfScore()
     g = torch.Generator().manual_seed(1)
@@ -214,6 +218,7 @@ def test_coverage_wants_a_shrinking_state_seen_empty(tmp_path):
         ["0 iterations", "exit at its trip bound"]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_state_written_into_attributes_by_a_callee_is_carried():
     """NVIDIA Tacotron 2's ``decode``: dynamo's refusal of the attribute write inside the loop
     body (once 'torch.export failed', then a one-line refusal) is gone: the method runs on an
@@ -308,6 +313,7 @@ def test_branches_of_different_shapes_inside_a_loop_body_become_an_if():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("header", ["for", "while"])
 def test_a_leading_break_folds_into_the_loop_test(header):
     """``if finished.all(): break`` as the body's first statement, before a sequence and a mask

@@ -148,6 +148,7 @@ def test_buffer_length_boundaries():
         assert_matches_eager(model, exported, [(x,)])
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_loop_record_names_carried_variables():
     model = m.BreakInWhile()
     exported = export_to_ort(model, (rand(6), n(1.0)), ({0: D}, None))

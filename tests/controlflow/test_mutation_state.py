@@ -190,6 +190,7 @@ LOOP_STATE_MODELS = {
 }
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("make", list(LOOP_STATE_MODELS), ids=lambda c: c.__name__)
 def test_state_written_in_a_data_dependent_loop_is_carried(make):
     rows, expected_mutations = LOOP_STATE_MODELS[make]

@@ -3,6 +3,7 @@ condition: the nested body is its own scope (found on locus-lab/deq's ``line_sea
 ``phi`` assigns ``g0_new`` as the function around it does; the branch was handed ``g0_new`` as an
 input before it was bound, an internal ``UnboundLocalError``)."""
 
+import pytest
 import torch
 
 from tests.controlflow._util import (assert_every_branch_taken, assert_matches_eager, export_to_ort, loop_exits,
@@ -51,6 +52,7 @@ def test_a_nested_defs_assignment_is_not_the_enclosing_branch_state():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_nested_def_inside_a_converted_loop_every_exit():
     model = SolverLoop()
     inputs = [(torch.full((3,), 0.1),), (torch.tensor([4.0, -3.0, 2.0]),), (torch.tensor([40.0, -30.0]),),

@@ -167,6 +167,7 @@ def test_a_tuple_with_a_none_entry_is_carried_with_a_flag_and_equals_eager_at_ev
     assert "while_loop" in record.detail
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_per_layer_lstm_states_none_before_the_loop_are_passed_to_the_lstm_as_none_or_the_value():
     model = LayerStatesNone()
     x = torch.tensor([[0.3, -0.2]])
@@ -177,6 +178,7 @@ def test_per_layer_lstm_states_none_before_the_loop_are_passed_to_the_lstm_as_no
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_an_entry_none_on_some_trips_and_one_none_on_every_trip_stay_none_where_eager_has_none():
     model = FixedNoneEntry()
     inputs = [(torch.ones(0, 2),), (torch.ones(1, 2),), (-torch.ones(1, 2),),
@@ -187,6 +189,7 @@ def test_an_entry_none_on_some_trips_and_one_none_on_every_trip_stay_none_where_
     assert exported.ops.get("Loop") and exported.ops.get("Where")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_data_of_an_attribute_in_a_peeled_first_trip_is_exported():
     model = DataInPeeledTrip()
     inputs = [(torch.randn(1, 3) * 3,) for _ in range(12)]

@@ -38,6 +38,7 @@ def _chain(*edges, size: int = 5) -> torch.Tensor:
     return table
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_number_read_in_a_loop_becomes_the_next_input_tensor():
     """``tok = x.new_tensor([[int(row.argmax().item())]])`` (kospeech's RNN-T decode), with
     ``as_tensor``/``new_full``/a float ``new_tensor``: the break at token 0, the bound, the test."""
@@ -69,6 +70,7 @@ def _rows(seed: int, b: int) -> torch.Tensor:
     return torch.randn(b, 3, generator=torch.Generator().manual_seed(seed))
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("make", [m.MinMaxOfReadNumbers, m.DivmodBoolRound])
 def test_min_max_divmod_bool_and_round_of_read_numbers(make):
     """Python's builtins of a position read in the body (clamped neighbours, ``divmod``, ``if
@@ -93,6 +95,7 @@ def test_min_and_max_of_sizes_in_a_loop_body_are_not_swapped():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_math_functions_of_read_numbers():
     model = m.MathOfReadNumbers()
     inputs = [(_rows(s, b) * 3, torch.tensor(k)) for s, b, k in ((0, 5, 0), (1, 5, 1), (2, 4, 2), (3, 6, 5), (4, 1, 3))]
@@ -102,6 +105,7 @@ def test_math_functions_of_read_numbers():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_roll_by_a_read_number_gathers_the_rows():
     model = m.RollByReadNumber()
     inputs = [(_rows(s, b), torch.tensor(k)) for s, b, k in ((0, 5, 0), (1, 5, 1), (2, 4, 2), (3, 6, 5), (4, 1, 3))]

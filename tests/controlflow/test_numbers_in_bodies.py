@@ -27,6 +27,7 @@ def _loop_trips(model, inputs) -> set:
     return trips
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_range_of_int_in_a_branch_is_a_loop_in_an_if():
     """``n = int(x.sum()); for i in range(n)`` inside a tensor branch: Loop nested in If."""
     model = m.RangeOfIntInBranch()
@@ -60,6 +61,7 @@ def test_float_of_a_tensor_in_a_branch_scales(make, lowering):
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_index_read_inside_a_for_range_int_body():
     model = m.IndexReadInForBody()
     order = torch.tensor([1, 3, 0, 4, 2])
@@ -82,6 +84,7 @@ def test_int_truncates_toward_zero_and_float_of_an_int_tensor_is_a_float():
     assert_matches_eager(model, exported, inputs)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("make", [m.ItemComparisonInLoop, m.TolistOfScalarInBody, m.SliceBoundInLoop,
                                   m.ItemAccumulatorInLoop])
 def test_numbers_read_in_a_data_dependent_loop_body(make):

@@ -150,6 +150,7 @@ def test_a_greedy_decoder_whose_first_step_squeezes_its_token_equals_eager_at_ev
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_power_iteration_whose_estimate_starts_as_a_vector_equals_eager():
     model = Converges()
     inputs = [(torch.diag(torch.tensor([3.0, 1.0])), torch.tensor([1.0, 0.0])),    # eigenvector: trip 2

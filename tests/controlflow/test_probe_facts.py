@@ -8,6 +8,7 @@ whose inputs always had some box pass, called the file verified."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import fxport
@@ -46,6 +47,7 @@ def _nms_inputs():
             (apart, torch.tensor([0.9, 0.8, 0.7, 0.6])), (BOXES[:2], torch.tensor([0.3, 0.2]))]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_loop_whose_state_starts_empty_does_not_run_in_the_file():
     model = ThresholdedNms()
     inputs = _nms_inputs()
@@ -56,6 +58,7 @@ def test_a_loop_whose_state_starts_empty_does_not_run_in_the_file():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_the_verified_file_from_the_api_equals_eager_with_no_box_above_the_threshold():
     model = ThresholdedNms()
     result = fxport.convert(model, (BOXES, torch.tensor([0.9, 0.8, 0.7, 0.6])),

@@ -134,6 +134,7 @@ class CountsInsideTheLoop(nn.Module):
         return torch.stack(found)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_an_unrolled_loop_appending_under_a_tensor_condition_equals_eager():
     model = UnrolledConditionalAppend()
     exported = export_to_ort(model, (torch.randn(4, 3),))
@@ -222,6 +223,7 @@ class ViterbiBacktrack(nn.Module):
         return torch.tensor(best_path), first
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_viterbi_backtrack_over_a_reversed_grown_list_with_pop_and_reverse_equals_eager():
     model = ViterbiBacktrack()
     generator = torch.Generator().manual_seed(4)
@@ -251,6 +253,7 @@ class SlicedHistory(nn.Module):
         return torch.stack(tags)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_slice_of_a_grown_list_by_a_traced_bound_iterated_backwards_equals_eager():
     model = SlicedHistory()
     generator = torch.Generator().manual_seed(5)

@@ -54,6 +54,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("name", list(CASES))
 def test_symbolic_scalar_in_traced_body_matches_eager_at_every_size(name):
     case = CASES[name]

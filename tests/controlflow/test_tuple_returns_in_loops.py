@@ -59,6 +59,7 @@ def _sets():
             (t(-1.0), t(3.0), t(8.0))]   # the root at a later middle: the return after trips
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("extra", [1, 2, 0])
 def test_a_tuple_returned_inside_a_while_converts_and_equals_eager_on_each_exit(extra):
     model = BisectionTuple(extra)
@@ -69,6 +70,7 @@ def test_a_tuple_returned_inside_a_while_converts_and_equals_eager_on_each_exit(
     assert_matches_eager(model, exported, sets)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_number_and_a_tensor_returned_from_inside_a_loop_over_a_size():
     model = ReturnsCountAndValue()
     sets = [(torch.tensor([0.5, 0.7, 0.2]), torch.tensor(1.0)),   # returns at i = 1
@@ -82,6 +84,7 @@ def test_a_number_and_a_tensor_returned_from_inside_a_loop_over_a_size():
     assert_matches_eager(model, exported, sets)
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_tuple_returned_under_an_if_in_a_for_over_a_number_read_from_a_tensor():
     from tests.controlflow import loop_models as m
 

@@ -71,6 +71,7 @@ def test_an_lstm_cells_tuple_state_is_carried_and_equals_eager_at_every_exit():
     assert exported.ops.get("Loop")
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 def test_a_list_of_per_layer_states_is_carried():
     model = LayerStates()
     x = torch.tensor([[0.5, -1.0]])

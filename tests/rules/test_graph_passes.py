@@ -79,6 +79,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # 4.5 s or more in the CI run of 2026-12-03
 @pytest.mark.parametrize("make, args, dynamic, inputs, subgraph", CASES, ids=["cond_branch", "while_loop_body", "converted_if"])
 def test_pattern_rule_and_pass_fire_inside_the_subgraph_and_onnx_verifies(make, args, dynamic, inputs, subgraph):
     result = fxport.convert(make(), args, dynamic_shapes=dynamic, verify_inputs=inputs, if_strategy="cond",
