@@ -65,10 +65,15 @@ def test_faster_rcnn_converts_from_the_cli_with_its_own_size_per_image(tmp_path)
 @pytest.mark.slow
 @pytest.mark.parametrize("name, rules", [
     ("MaskRCNN", {"paste-masks-vectorised", "batched-nms-to-onnx-nms", "multiscale-roi-align-symbolic"}),
-    ("KeypointRCNN", {"heatmaps-to-keypoints-vectorised", "batched-nms-to-onnx-nms", "multiscale-roi-align-symbolic"}),
+    # Mask R-CNN's family; its own rule has a differential test (tests/rules/test_detection_rules.py);
+    # 298 s of CI's 90 minutes: by hand (-m sweep)
+    pytest.param("KeypointRCNN", {"heatmaps-to-keypoints-vectorised", "batched-nms-to-onnx-nms",
+                                  "multiscale-roi-align-symbolic"}, marks=pytest.mark.sweep),
     ("RetinaNet", {"batched-nms-to-onnx-nms", "detection-resize-symbolic"}),
     ("SSDlite", {"batched-nms-to-onnx-nms", "detection-resize-symbolic", "detection-topk-min-symbolic"}),
-    ("SSD", {"batched-nms-to-onnx-nms", "detection-resize-symbolic", "detection-topk-min-symbolic"}),
+    # SSD300 has SSDlite's rules and post-processing; 250 s of CI's 90 minutes: by hand (-m sweep)
+    pytest.param("SSD", {"batched-nms-to-onnx-nms", "detection-resize-symbolic", "detection-topk-min-symbolic"},
+                 marks=pytest.mark.sweep),
 ])
 def test_detectors_convert_and_verify_from_the_cli(name, rules, tmp_path):
     """Mask R-CNN, Keypoint R-CNN, RetinaNet, SSDlite and SSD300 verified end to end on the

@@ -84,6 +84,7 @@ def test_segmentation_net_with_float32_accumulation_is_not_refused(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.sweep  # 289 s of CI's 90 minutes on 2026-12-03: run by hand with -m sweep
 def test_swin_whose_trace_holds_near_its_example_size_only_is_refused_at_capture(tmp_path):
     """swin_t pads each stage to 7×7 windows and shifts them only where a stage is larger than one
     window; captured at 224 under ``Dim.DYNAMIC`` hints, torch reported heights 8..inf while the

@@ -1,6 +1,6 @@
 """``python -m benchmarks.fuzz``: run a fuzz campaign and print its figures.
 
-    python -m benchmarks.fuzz --profile ci          # 200 programs, fixed seeds (what CI runs)
+    python -m benchmarks.fuzz --profile ci          # 100 programs, fixed seeds (what CI runs)
     python -m benchmarks.fuzz --profile long        # 2000 programs
     python -m benchmarks.fuzz --programs 50 --seed 7 --workers 2
     python -m benchmarks.fuzz --loops 300 --seed 0         # decoding/search loops (benchmarks/fuzz/loops.py)
