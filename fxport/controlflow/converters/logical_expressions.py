@@ -1,5 +1,8 @@
 """``and``/``or``/``not`` and chained comparisons → ``_fx.and_``/``_fx.or_``/``_fx.not_``;
-``x in (a, b)`` over a literal tuple or list → ``_fx.in_`` (a bool tensor for a traced ``x``).
+``x in (a, b)`` over a literal tuple or list → ``_fx.in_`` (a bool tensor for a traced ``x``);
+``bool(c)`` as an ``if``/``while`` test (or an operand of its ``and``/``or``/``not``) → ``c``:
+Python asks the same truth of both, and a traced ``c`` stays a tensor condition the statement
+converts, where ``bool()`` would read its value (``if bool(done.all()): break``).
 
 The operands of ``and``/``or`` become thunks, so the right one runs only when Python would
 run it; ``a < b < c`` is ``a < b and b < c`` (Python calls ``bool()`` in between).
@@ -26,6 +29,16 @@ from fxport.controlflow.converters.base import ExpressionConverter
 
 
 class LogicalConverter(ExpressionConverter):
+    def visit_If(self, node):
+        node.test = _truth_of(node.test)
+        self.generic_visit(node)
+        return node
+
+    def visit_While(self, node):
+        node.test = _truth_of(node.test)
+        self.generic_visit(node)
+        return node
+
     def visit_BoolOp(self, node):
         self.generic_visit(node)
         op = "and_" if isinstance(node.op, ast.And) else "or_"
@@ -58,3 +71,16 @@ class LogicalConverter(ExpressionConverter):
         if isinstance(node.op, ast.Not):
             return ast.copy_location(call(rt("not_"), node.operand), node)
         return node
+
+
+def _truth_of(test: ast.expr) -> ast.expr:
+    """``test`` with a ``bool(c)`` at its top, or at the top of an operand of its ``and``/``or``/
+    ``not``, replaced by ``c`` (the same truth: Python calls ``bool()`` on a test's value)."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "bool" \
+            and len(test.args) == 1 and not test.keywords:
+        return _truth_of(test.args[0])
+    if isinstance(test, ast.BoolOp):
+        test.values = [_truth_of(v) for v in test.values]
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test.operand = _truth_of(test.operand)
+    return test

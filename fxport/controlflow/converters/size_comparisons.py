@@ -12,7 +12,10 @@ when
   ``if num_gts == 0:``; ``rows = a.size(-2)``, ``n = rows * cols`` then ``if n == 0:``;
   ``B, T = x.shape``), or
 * an operand is a parameter, or arithmetic on parameters, compared with an integer (``def
-  empty(x, n): if n == 0:``, a size the caller passes in).
+  empty(x, n): if n == 0:``, a size the caller passes in), or
+* an operand is the counter of a ``for t in range(...)`` compared with an integer or a size
+  (``if t == 0:`` in the body): in a converted loop the counter is a traced tensor that knows
+  its range (operators/counters.py), and from the loop's second trip on ``t == 0`` is False.
 
 The operator returns Python's answer for anything that is not a symbolic size, so a comparison
 rewritten on a name that holds no size behaves as written.
@@ -58,6 +61,7 @@ class SizeComparisons(ExpressionConverter):
     def apply(self) -> None:
         self._sizes = names_bound_to_sizes(self.ctx.fdef)
         self._params = {p for p in self.ctx.params if p != self.ctx.self_name}
+        self._counters = range_counters(self.ctx.fdef)
         super().apply()
 
     def visit_If(self, node):
@@ -138,8 +142,18 @@ class SizeComparisons(ExpressionConverter):
             return True
         if is_size_expression(left, self._sizes) or is_size_expression(right, self._sizes):
             return True
-        return any(_is_int(other) and is_size_expression(side, self._params)
+        return any((_is_int(other) and is_size_expression(side, self._params)) or
+                   (isinstance(side, ast.Name) and side.id in self._counters and
+                    (_is_int(other) or is_size_expression(other, self._sizes)))
                    for side, other in ((left, right), (right, left)))
+
+
+def range_counters(fdef: ast.AST) -> set[str]:
+    """The names ``for NAME in range(...)`` counts with, anywhere in ``fdef``."""
+    return {node.target.id for node in ast.walk(fdef)
+            if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name)
+            and node.iter.func.id == "range"}
 
 
 def reads_a_size(node: ast.AST) -> bool:

@@ -47,3 +47,42 @@ def known_width(start, width: int, size) -> int | None:
     if statically_known_true(least >= 0) and statically_known_true(stop + width - 1 <= size):
         return width
     return None
+
+
+def decided(left, op: str, right) -> bool | None:
+    """Python's answer to ``left <op> right`` where one side is a counter :func:`note_counter`
+    saw and the other a number, when every value the counter takes gives the same answer (``t ==
+    0`` in the loop from its second trip on, ``i < n`` for ``i`` in ``range(n)``); else None.
+
+    Example::
+
+        >>> counter = torch.tensor(1)
+        >>> note_counter(counter, 1, 6)
+        >>> decided(counter, "==", 0), decided(0, "<", counter), decided(counter, ">", 2)
+        (False, True, None)
+    """
+    for counter, other, flipped in ((left, right, False), (right, left, True)):
+        bounds = getattr(counter, _RANGE, None) if isinstance(counter, torch.Tensor) else None
+        if bounds is None or not isinstance(other, (int, torch.SymInt)) or isinstance(other, bool):
+            continue
+        least, highest = bounds[0], bounds[1] - 1
+        if not statically_known_true(least <= highest):
+            return None
+        low, high = (other - highest, other - least) if flipped else (least - other, highest - other)
+        return _over(low, high, op)
+    return None
+
+
+def _over(low, high, op: str) -> bool | None:
+    """The answer to ``d <op> 0`` for every ``low <= d <= high``, or None where it depends on d."""
+    zero = _known(low == 0) and _known(high == 0)
+    apart = _known(low > 0) or _known(high < 0)
+    always = {"<": _known(high < 0), "<=": _known(high <= 0), ">": _known(low > 0), ">=": _known(low >= 0),
+              "==": zero, "!=": apart}[op]
+    never = {"<": _known(low >= 0), "<=": _known(low > 0), ">": _known(high <= 0), ">=": _known(high < 0),
+             "==": apart, "!=": zero}[op]
+    return True if always else False if never else None
+
+
+def _known(condition) -> bool:
+    return bool(condition) if isinstance(condition, bool) else statically_known_true(condition)

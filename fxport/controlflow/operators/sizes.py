@@ -25,6 +25,7 @@ import operator
 
 import torch
 
+from fxport.controlflow.operators.counters import decided
 from fxport.controlflow.operators.values import as_int64, is_symbolic
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -33,7 +34,11 @@ _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": opera
 
 def compare(left, op: str, right):
     """``left <op> right``; a 0-d bool tensor where torch decided a symbolic size comparison
-    that the size's range leaves open."""
+    that the size's range leaves open; Python's answer where a loop counter's range decides it
+    (``t == 0`` from a loop's second trip on: operators/counters.py)."""
+    known = decided(left, op, right)
+    if known is not None:
+        return known
     result = _OPERATORS[op](left, right)
     if not isinstance(result, (bool, torch.SymBool)) or is_symbolic(result):
         return result

@@ -39,6 +39,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.nn.utils.stateless import _reparametrize_module
 
+from fxport.controlflow.operators.counters import note_counter
 from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
@@ -113,6 +114,7 @@ class GrownLoop:
     strategy: str = "auto"
     disabled: frozenset = frozenset()
     specs: list | None = None  # one pytree spec per state value (None: every value a tensor)
+    bounds: tuple | None = None  # (start, stop) of a counting-up range of Python ints: counters.py
     program: object = None  # the body's ExportedProgram once captured (fxport/lower/grown_loops.py)
 
     @property
@@ -188,6 +190,8 @@ class GrownLoop:
                   for n, p in zip(info.params, params)]
         if self.counted:
             item = free[self._own()][counter] if self.item_from_rows else counter.clone()
+            if not self.item_from_rows and self.bounds is not None:
+                note_counter(item, *self.bounds)  # start <= item < stop, also in the body captured alone
             new = tuple(self.body_fn(item, *params[: len(info.params)]))
             counter = counter + self.step
         else:
@@ -300,7 +304,7 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
     module_tensors = tensors_of_modules(modules)
     key = f"grown_loop_{next(_KEYS)}"
     loop = GrownLoop(key, info, body_fn, test_fn, rng.step if rng is not None else None, spec, flat_growing, modules,
-                     item_from_rows, strategy(), disabled(), specs if trees else None)
+                     item_from_rows, strategy(), disabled(), specs if trees else None, bounds=_int_bounds(rng))
     counter = as_int64(rng.start) if rng is not None else None
     entry_free = loop.free_values(inputs, flat + inputs)
     keep = loop.keep_going(counter, tuple(state), entry_free)
@@ -313,6 +317,15 @@ def grown_loop(info, state, free, *, body_fn, test_fn, rng, item_from_rows, grow
            f"{', '.join(info.names)}", lowering="ONNX Loop around the exported body (carried shapes change)",
            carried=list(info.names), grows=grows, least_trips=rng.least_trips() if rng is not None and test_fn is None else 0)
     return tuple(final)
+
+
+def _int_bounds(rng) -> tuple | None:
+    """``(start, stop)`` of a counting-up range whose ends are Python ints (a symbolic size of
+    the outer capture means nothing in the body captured on its own), else None."""
+    if rng is None or rng.step <= 0:
+        return None
+    ends = (rng.start, rng.stop)
+    return ends if all(isinstance(v, int) and not isinstance(v, bool) for v in ends) else None
 
 
 def modules_of(free):

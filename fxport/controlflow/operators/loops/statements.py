@@ -260,7 +260,12 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
                 # Nor when that entry state holds a None the iteration replaced (``pred = None``
                 # before the loop, ``x = ... if pred is None else pred``): the iteration is then
                 # the first one, peeled, and the loop carries its tensors from there
-                if set(info.mutated) - {info.break_flag} or wrote or _replaces_none(before, state):
+                # Nor when the iteration merged no sizes (its break was its last statement) and
+                # changed no rank (a rank change is peeled from the entry): the loop then starts
+                # after it, and a first trip unlike the rest (``if t == 0:`` repeats the state
+                # per beam) stays outside the loop
+                if set(info.mutated) - {info.break_flag} or wrote or _replaces_none(before, state) \
+                        or not (_merged_sizes(before, state) or _ranks_changed(before, state)):
                     return _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, test_fn)
                 return _continue_as_tensor_loop(iterable, position - 1, body_fn, before, free, info, test_fn)
             if flag:
@@ -283,6 +288,27 @@ def _none_carried(state: tuple, info) -> bool:
     """A carried value is None before the loop (not a return value or a name the body binds
     first): the first iteration runs as Python, peeled, so the loop carries what it made."""
     return any(v is None and n != info.retval and n not in info.written_first for n, v in zip(info.names, state))
+
+
+def _merged_sizes(before: tuple, after: tuple) -> bool:
+    """Whether a tensor of ``after`` has a size torch knows only at run time (a ``cond`` merged
+    two sizes into it) that no tensor of ``before`` has; True for a library object in the state
+    (a cache: its tensors are not looked into)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    def unbacked(values) -> set:
+        leaves = torch.utils._pytree.tree_leaves(list(values))
+        return set().union(*(free_unbacked_symbols(leaf.shape) for leaf in leaves if isinstance(leaf, torch.Tensor)))
+
+    if any(is_container(v) for v in after):
+        return True
+    return bool(unbacked(after) - unbacked(before))
+
+
+def _ranks_changed(before: tuple, after: tuple) -> bool:
+    """Whether a carried tensor has another rank after the iteration than before it."""
+    return any(isinstance(b, torch.Tensor) and isinstance(a, torch.Tensor) and a.dim() != b.dim()
+               for b, a in zip(before, after))
 
 
 def _replaces_none(before: tuple, after: tuple) -> bool:
