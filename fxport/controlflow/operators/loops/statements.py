@@ -300,8 +300,8 @@ def _merged_sizes(before: tuple, after: tuple) -> bool:
         leaves = torch.utils._pytree.tree_leaves(list(values))
         return set().union(*(free_unbacked_symbols(leaf.shape) for leaf in leaves if isinstance(leaf, torch.Tensor)))
 
-    if any(is_container(v) for v in after):
-        return True
+    if torch.compiler.is_dynamo_compiling() or any(is_container(v) for v in after):
+        return True  # inside a body dynamo traces (which reads no symbols): as if merged
     return bool(unbacked(after) - unbacked(before))
 
 
