@@ -69,12 +69,13 @@ def decided(left, op: str, right) -> bool | None:
         if not statically_known_true(least <= highest):
             return None
         low, high = (other - highest, other - least) if flipped else (least - other, highest - other)
-        return _over(low, high, op)
+        return over_range(low, high, op)
     return None
 
 
-def _over(low, high, op: str) -> bool | None:
-    """The answer to ``d <op> 0`` for every ``low <= d <= high``, or None where it depends on d."""
+def over_range(low, high, op: str) -> bool | None:
+    """The answer to ``d <op> 0`` for every ``low <= d <= high``, or None where it depends on d
+    (bounds: ints, SymInts, or the sympy numbers torch bounds a size expression by)."""
     zero = _known(low == 0) and _known(high == 0)
     apart = _known(low > 0) or _known(high < 0)
     always = {"<": _known(high < 0), "<=": _known(high <= 0), ">": _known(low > 0), ">=": _known(low >= 0),
@@ -85,4 +86,4 @@ def _over(low, high, op: str) -> bool | None:
 
 
 def _known(condition) -> bool:
-    return bool(condition) if isinstance(condition, bool) else statically_known_true(condition)
+    return statically_known_true(condition) if isinstance(condition, torch.SymBool) else bool(condition)

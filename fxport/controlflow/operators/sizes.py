@@ -25,7 +25,7 @@ import operator
 
 import torch
 
-from fxport.controlflow.operators.counters import decided
+from fxport.controlflow.operators.counters import decided, over_range
 from fxport.controlflow.operators.values import as_int64, is_symbolic
 
 _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -59,9 +59,4 @@ def _holds_over_range(shape_env, difference, op: str, answer: bool) -> bool:
         bounds = shape_env.bound_sympy(expr)
     except Exception:  # an expression torch cannot bound: decide at run time
         return False
-    low, high = bounds.lower, bounds.upper
-    always = {"<": high < 0, "<=": high <= 0, ">": low > 0, ">=": low >= 0,
-              "==": low == 0 and high == 0, "!=": low > 0 or high < 0}[op]
-    never = {"<": low >= 0, "<=": low > 0, ">": high <= 0, ">=": high < 0,
-             "==": low > 0 or high < 0, "!=": low == 0 and high == 0}[op]
-    return bool(always) if answer else bool(never)
+    return over_range(bounds.lower, bounds.upper, op) is answer
