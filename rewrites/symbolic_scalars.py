@@ -7,7 +7,9 @@ in torch 2.13 read the scalar as a Python number ("int() argument must be ... no
 'SymbolicTensor'"). This pass gives each such call the op's Tensor overload
 (``remainder.Tensor``, ``pow.Tensor_Tensor``) with the number as a 0-d tensor of the dtype the
 Scalar overload computes in (the tensor's own, or the default float for a float number and an
-integer tensor), in every graph and subgraph; the values are the same. ``--disable
+integer tensor), in every graph and subgraph; the values are the same. A Tensor overload given an
+integer tensor and a symbolic float (``ids * (1 + float(t))``) gets the 0-d tensor too: the
+exporter's type promotion would make it the Scalar overload after this pass. ``--disable
 symbolic-scalar-arguments`` turns it off.
 
 Example::
@@ -69,11 +71,15 @@ def _tensor_overload(node):
     if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return None
     name = target._overloadname
-    if "Scalar" not in name or not node.args or not isinstance(node.args[0], torch.fx.Node):
+    if not node.args or not isinstance(node.args[0], torch.fx.Node):
         return None
-    if not isinstance(node.args[0].meta.get("val"), torch.Tensor):
+    tensor = node.args[0].meta.get("val")
+    if not isinstance(tensor, torch.Tensor):
         return None
-    if not any(_is_symbolic_number(arg) for arg in node.args[1:]):
+    if name == "Tensor" and not tensor.dtype.is_floating_point and any(
+            _is_symbolic_number(arg) and isinstance(arg.meta["val"], torch.SymFloat) for arg in node.args[1:]):
+        return target  # ids * (1 + float(t)): the exporter's type promotion makes it a mul.Scalar
+    if "Scalar" not in name or not any(_is_symbolic_number(arg) for arg in node.args[1:]):
         return None
     return getattr(target.overloadpacket, name.replace("Scalar", "Tensor"), None)
 

@@ -31,41 +31,55 @@ def aliased_appends(stmts) -> list[str]:
     >>> aliased_appends(ast.parse("if c:\n    xs.append(v)\n    break\nv[0] = 1").body)
     []
     """
-    events = []  # (line, col, kind, name, text)
+    events = []  # (order, sub-order, kind, name, text, line): statement order, not line order
     leaving = _appends_that_leave(stmts)
-    for node in ast.walk(ast.Module(body=list(stmts), type_ignores=[])):
+    for order, node in enumerate(_in_statement_order(stmts)):
+        line = _line(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             func = node.func
             if id(node) in leaving:
                 continue  # ``xs.append(v); break``: nothing of this trip or a next one runs after it
             if func.attr == "append" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
-                events.append((_line(node), getattr(node, 'col_offset', 0), "append", node.args[0].id, ast.unparse(node)))
+                events.append((order, 0, "append", node.args[0].id, ast.unparse(node), line))
             elif func.attr.endswith("_") and not func.attr.endswith("__") and isinstance(func.value, ast.Name):
-                events.append((_line(node), getattr(node, 'col_offset', 0), "write", func.value.id, ""))
+                events.append((order, 0, "write", func.value.id, "", line))
         elif isinstance(node, ast.Assign) and _is_converted_write(node):  # v = _fx.setitem(v, i, x)
-            events.append((_line(node), getattr(node, 'col_offset', 0), "write", node.targets[0].id, ""))
+            events.append((order, 0, "write", node.targets[0].id, "", line))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 for sub in ast.walk(target):
                     if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name):
-                        events.append((_line(node), getattr(node, 'col_offset', 0), "write", sub.value.id, ""))
+                        events.append((order, 0, "write", sub.value.id, "", line))
                 if not isinstance(node, ast.AugAssign):
                     for name in _target_names(target):
-                        events.append((_line(node), getattr(node, 'col_offset', 0) + 1, "bind", name, ""))
+                        events.append((order, 1, "bind", name, "", line))
     events.sort(key=lambda e: (e[0], e[1]))
     found = []
-    for position, (line, _, kind, name, text) in enumerate(events):
+    for position, (_, _, kind, name, text, line) in enumerate(events):
         if kind != "append":
             continue
         after = events[position + 1:]
         wrap = events[:position]  # the next trip's statements before this append
         for later in _until_bound(after, name) + (_until_bound(wrap, name) if not _binds(after, name) else []):
-            found.append(f"in-place write into {name!r} at line {later[0]} after {text} at line {line} (in eager "
+            found.append(f"in-place write into {name!r} at line {later[5]} after {text} at line {line} (in eager "
                          f"the list holds the same tensor and sees the write; append after the write, or append "
                          f"{name}.clone())")
             break
     return found
+
+
+def _in_statement_order(stmts):
+    """Every node of ``stmts``, each before its children, statements in the order they run (a
+    statement a canonicalisation moved keeps its line: :mod:`~fxport.controlflow.converters.deferred_appends`)."""
+    for stmt in stmts:
+        yield from _preorder(stmt)
+
+
+def _preorder(node: ast.AST):
+    yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _preorder(child)
 
 
 def _appends_that_leave(stmts) -> set[int]:

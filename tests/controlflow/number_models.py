@@ -172,6 +172,18 @@ class FloatOfItemAtTopLevel(nn.Module):
         return x * f + 1
 
 
+class CutoffAtTopLevel(nn.Module):
+    """BlinkDL/ChatRWKV ``sample_logits``'s top-p: a float read from a tensor as a mask's threshold."""
+
+    def forward(self, logits):
+        probs = torch.softmax(logits, dim=-1)
+        sorted_probs = torch.sort(probs, descending=True)[0]
+        cumulative_probs = torch.cumsum(sorted_probs, dim=-1)
+        cutoff = float(sorted_probs[torch.argmax((cumulative_probs > 0.8).int())])
+        probs[probs < cutoff] = 0
+        return probs / torch.sum(probs), torch.argmax(probs) * (1 + cutoff)  # an int tensor times a float read
+
+
 class IndexWriteBesideIndexTensors(nn.Module):
     """``path[rows, idx, j] = 1`` and ``direction[rows, idx, j]`` with a traced counter ``j``
     beside index tensors, counting down (coqui-ai/TTS ``maximum_path_numpy``'s backtrack)."""

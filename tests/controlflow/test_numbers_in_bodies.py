@@ -107,16 +107,24 @@ def test_item_as_an_index_in_a_cond_branch():
     assert_matches_eager(model, exported, inputs)
 
 
-def test_top_level_numbers_run_as_written():
-    """At the function's top level ``float(t)`` is Python's float: same source marker, same refusal."""
-    assert "_fx.float_(x.mean(), False)" in converted_source(m.NumbersAtTopLevel.forward)
-    assert "_fx.float_(x.mean(), True)" in converted_source(m.FloatScaleInBranch.forward)
-    with pytest.raises(fxport.CaptureError) as info:
-        fxport.convert(m.NumbersAtTopLevel(), (torch.rand(2, 3), torch.tensor(2)))
-    assert line_of(MODELS, "scale = float(x.mean())") in str(info.value)
-    with pytest.raises(fxport.CaptureError) as info:  # float of a number read at the top level too
-        fxport.convert(m.FloatOfItemAtTopLevel(), (torch.rand(2, 3), torch.tensor(2.0)))
-    assert line_of(MODELS, "f = float(s.item())") in str(info.value)
+def test_top_level_numbers_stay_symbolic_and_equal_eager():
+    """At the function's top level ``int(t)`` and ``float(t)`` read the number without a guard too:
+    a slice bound, a scale, and a top-p cutoff (``probs[probs < cutoff] = 0``) export and equal eager."""
+    assert "_fx.float_(x.mean())" in converted_source(m.NumbersAtTopLevel.forward)
+    top_level = m.NumbersAtTopLevel()
+    sizes = [(torch.rand(b, 3), torch.tensor(k)) for b, k in ((2, 2), (1, 0), (3, 1), (4, 3), (2, 5))]
+    exported = export_to_ort(top_level, sizes[0], dynamic_shapes=({0: BATCH}, None))
+    assert_matches_eager(top_level, exported, sizes)
+    item = m.FloatOfItemAtTopLevel()
+    exported = export_to_ort(item, (torch.rand(2, 3), torch.tensor(2.0)), dynamic_shapes=({0: BATCH}, None))
+    assert_matches_eager(item, exported, [(torch.rand(b, 3), torch.tensor(s)) for b, s in ((1, -1.5), (3, 0.0), (5, 7.25))])
+    cutoff = m.CutoffAtTopLevel()
+    peaked = torch.tensor([4.0, 0.0, 0.0, 0.0, 0.0])  # one id holds more than 0.8: cutoff > 0.5
+    flat = torch.zeros(5)  # every id ties: the cutoff is the first sorted one, nothing masked
+    spread = [torch.randn(n, generator=torch.Generator().manual_seed(n)) for n in (1, 2, 7)]
+    inputs = [(x,) for x in (peaked, flat, *spread)]
+    exported = export_to_ort(cutoff, (torch.randn(6),), dynamic_shapes=({0: torch.export.Dim("vocab", min=1, max=64)},))
+    assert_matches_eager(cutoff, exported, inputs)
 
 
 def test_a_number_no_tensor_op_can_stand_for_is_refused_at_its_line():

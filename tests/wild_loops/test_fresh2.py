@@ -20,7 +20,6 @@ from tests.wild_loops.harness import cases_with_xfails, check
 pytestmark = pytest.mark.slow
 
 XFAIL: dict[str, str] = {
-    'rwkv_150_lines_init_state_none': 'float() of a tensor read as a Python number in a called function (sample_logits: float(...); the in-place state writes in time_mixing and init_state = None now convert): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     'gpt2_chitchat_past_none_sep_break': "numbers read with .item() into a list re-read inside the loop (for id in set(generated)): iterating over list 'generated' inside the data-dependent loop that grows it (for v in generated, set(generated), list(generated)) is not supported: how many elements it holds there is data",
     'pytorch_yolov3_2018_nms_output_none': "a list of None entries written inside a data-dependent loop (output[image_i] = ... if output[image_i] is None else torch.cat(...) in `for c in unique_labels`; the model returns None for an image without detections): for: loop variable 'output' (list) is carried by a loop whose state grows",
     'show_attend_tell_beam_search': 'tensor elements compared in a list comprehension inside a data-dependent loop (incomplete_inds; k -= len(...)): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',

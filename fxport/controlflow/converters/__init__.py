@@ -17,6 +17,7 @@ from fxport.controlflow.converters.aliases import Aliases
 from fxport.controlflow.converters.assert_statements import AssertConverter
 from fxport.controlflow.converters.call_trees import CallConverter
 from fxport.controlflow.converters.conditional_expressions import IfExpConverter
+from fxport.controlflow.converters.deferred_appends import AppendsAfterWrites
 from fxport.controlflow.converters.for_statements import ForConverter
 from fxport.controlflow.converters.if_statements import IfConverter
 from fxport.controlflow.converters.list_extensions import ListExtensions
@@ -39,6 +40,7 @@ CONVERTERS: list[type] = [
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
     BreakTails,  # a while True's break path rebinding a list it grows → after the loop (before +=[..] → append)
     ListExtensions,  # xs += [a] on a list → xs.append(a) (before the exits: the appends sit where += sat)
+    AppendsAfterWrites,  # xs.append(v); v[m] = inf in a loop body → the append after the write (before the exits)
     LoopExits,  # break/continue → flags
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused
     WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced

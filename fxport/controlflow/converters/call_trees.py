@@ -1,7 +1,7 @@
 """Call sites → ``_fx.call(f)(...)``, so user functions called from converted code are
 converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)`` →
 ``_fx.len_(xs)`` (lists grown in a data-dependent loop); ``int(t)`` → ``_fx.int_(t)``;
-``float(t)`` → ``_fx.float_(t, nested)`` and ``t.tolist()`` → ``_fx.tolist(t, nested)``;
+``float(t)`` → ``_fx.float_(t)`` and ``t.tolist()`` → ``_fx.tolist(t)``;
 ``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
 ``t.data`` → ``_fx.data_(t, nested)`` and ``t.numpy()`` → ``_fx.numpy_(t)`` (``int(t.numpy())`` →
 ``int(_fx.without_numpy(t))``);
@@ -10,8 +10,8 @@ converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)
 → ``_fx.tensor_``: built from traced values without reading them) (0-d bool tensors while exporting, so a loop
 exit on them converts); ``print(...)`` inside a branch or loop body →
 ``_fx.print_(lambda: (args, kwargs))``: it prints when the code runs eagerly and is left out of
-the traced graph (numbers read from tensors stay symbolic inside branches and loop bodies; ``nested`` is False
-at the function's top level, where they run as written).
+the traced graph (``float(t)`` and ``t.tolist()`` keep a traced number symbolic everywhere; ``t.item()``
+needs no rewrite at the top level, where torch reads it symbolically itself; ``nested`` is False there).
 
 Plain names, ``self.method`` / ``module.function`` and the methods of other objects
 (``self.assigner.assign``, ``solver.run``) are wrapped; builtins, methods a tensor or a builtin
@@ -31,7 +31,7 @@ Example::
     >>> print(ast.unparse(ctx.fdef))
     def f(self, x):
         if x.sum() > 0:
-            x = x * _fx.float_(x.mean(), True)
+            x = x * _fx.float_(x.mean())
         return _fx.stack([_fx.call(self.block)(x), _fx.call(helper)(x).sum(), _fx.int_(x)])
 """
 
@@ -143,14 +143,14 @@ class CallConverter(ExpressionConverter):
         return node
 
     def _number_read(self, node: ast.Call) -> ast.Call | None:
-        """``float(t)`` → ``_fx.float_(t, nested)``, ``t.tolist()`` → ``_fx.tolist(t, nested)``."""
-        func, nested = node.func, ast.Constant(self.depth > 0)
+        """``float(t)`` → ``_fx.float_(t)``, ``t.tolist()`` → ``_fx.tolist(t)``."""
+        func = node.func
         if node.keywords:
             return None
         if isinstance(func, ast.Name) and func.id == "float" and len(node.args) == 1:
-            return located(ast.copy_location(call(rt("float_"), node.args[0], nested), node), node)
+            return located(ast.copy_location(call(rt("float_"), node.args[0]), node), node)
         if isinstance(func, ast.Attribute) and func.attr == "tolist" and not node.args:
-            return located(ast.copy_location(call(rt("tolist"), func.value, nested), node), node)
+            return located(ast.copy_location(call(rt("tolist"), func.value), node), node)
         if isinstance(func, ast.Attribute) and func.attr == "item" and not node.args and self.depth > 0:
             return located(ast.copy_location(call(rt("item_"), func.value), node), node)
         return None

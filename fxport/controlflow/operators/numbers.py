@@ -1,12 +1,14 @@
 """``float(t)`` and ``t.tolist()``: numbers read from tensors inside converted code.
 
 Python's ``float(t)`` on a traced tensor reads the value (``.item()``) and then guards on it,
-which fails inside a ``cond`` branch or a ``while_loop`` body (and in a branch run for
-``where``). Inside converted code the number stays symbolic instead: ``float_`` reads it with
-``.item()`` (a SymFloat: a double, as in Python, usable in arithmetic and comparisons, which
-become tensor ops), ``float`` of an integer tensor is ``sym_float`` of its ``.item()``. At the
-top level of a function (``nested=False``, outside any traced body) ``float(t)`` runs as written,
-so top-level behaviour does not change. ``int(t)`` is :func:`~fxport.controlflow.operators.loops.statements.int_`.
+which torch.export cannot capture: the value is not known while tracing, at the function's top
+level as in a ``cond`` branch, a ``while_loop`` body or a branch run for ``where``. In converted
+code the number stays symbolic instead: ``float_`` reads it with ``.item()`` (a SymFloat: a
+double, as in Python, usable in arithmetic and comparisons, which become tensor ops), ``float``
+of an integer tensor is ``sym_float`` of its ``.item()``. RWKV's ``cutoff =
+float(sorted_probs[...])`` then ``probs[probs < cutoff] = 0`` exports as the comparison it is.
+A use that needs the number itself (a format, a Python list's length) still fails, at its line.
+``int(t)`` is :func:`~fxport.controlflow.operators.loops.statements.int_`.
 
 ``t.data`` inside converted code is ``t.detach()`` while exporting (the same values; ``.data`` of a
 tensor traced into a loop body is a tensor the body's tracer does not know, which export then
@@ -35,10 +37,8 @@ from fxport.controlflow.operators.values import as_int64, is_number, is_symbolic
 from fxport.controlflow.operators.failures import refuse_here
 
 
-def float_(value, nested: bool = True):
-    """``float(value)``; a traced one-element tensor in converted code gives a SymFloat, no guard."""
-    if not (nested or in_traced_body()):  # the function's top level: as written
-        return float(value)
+def float_(value):
+    """``float(value)``; a traced one-element tensor gives a SymFloat, no guard."""
     if is_symbolic(value):  # float(t.item()) / float(n) of a traced number: no guard on its value
         return value if isinstance(value, (float, torch.SymFloat)) else torch.sym_float(value)
     if not _reads_symbolically(value):
@@ -47,12 +47,12 @@ def float_(value, nested: bool = True):
     return number if value.dtype.is_floating_point else torch.sym_float(number)
 
 
-def tolist(value, nested: bool = True):
-    """``value.tolist()``; a traced 0-d tensor in converted code gives its number without a guard.
+def tolist(value):
+    """``value.tolist()``; a traced 0-d tensor gives its number without a guard.
     A traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
     a number read from a tensor) is refused at the user's line: no file holds a Python list of as
     many numbers as the values say."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and (nested or in_traced_body()) and _reads_symbolically(value):
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and _reads_symbolically(value):
         return value.item()
     if isinstance(value, torch.Tensor) and is_traced(value) and _length_read_from_data(value.numel()):
         refuse_here(".tolist() of a tensor whose length is read from the data (a slice, narrow or mask by a "
