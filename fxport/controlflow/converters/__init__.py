@@ -27,6 +27,7 @@ from fxport.controlflow.converters.none_checks import NoneChecks
 from fxport.controlflow.converters.number_lists import NumberLists
 from fxport.controlflow.converters.raising_branches import RaisingBranches
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
+from fxport.controlflow.converters.set_loops import SetLoops
 from fxport.controlflow.converters.size_comparisons import SizeComparisons
 from fxport.controlflow.converters.slices import SliceConverter
 from fxport.controlflow.converters.try_statements import TryStatements
@@ -41,6 +42,7 @@ CONVERTERS: list[type] = [
     BreakTails,  # a while True's break path rebinding a list it grows → after the loop (before +=[..] → append)
     ListExtensions,  # xs += [a] on a list → xs.append(a) (before the exits: the appends sit where += sat)
     AppendsAfterWrites,  # xs.append(v); v[m] = inf in a loop body → the append after the write (before the exits)
+    SetLoops,  # for v in set(xs) whose body cannot tell the order → _fx.lists.distinct.iterated (before the exits)
     LoopExits,  # break/continue → flags
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused
     WithStatements,  # harmless with around control flow → inlined; others refused / checked when traced

@@ -406,18 +406,18 @@ class Appender:
                          f"index with a tensor built from {self.name!r} (torch.stack({self.name}) or torch.cat({self.name}))")
         return rows
 
-    def _index_rows(self) -> torch.Tensor:
+    def _index_rows(self, what: str = "as a tensor index") -> torch.Tensor:
         """The stacked elements for :meth:`as_index`; inside its loop the stack so far (the probe
         marks the list read inside, so the loop carries that stack)."""
         if self.mode == "probe":
-            _check_prefix_known(self, "indexing a tensor by")
+            _check_prefix_known(self, what)
             self.read_inside = True
             items = element_rows(in_loop.probe_items(self))
             return torch.stack(items) if items else torch.zeros(0, dtype=torch.int64)
         if self.mode == "select":
             return stack(self) if self.data is not None or self.initial else torch.zeros(0, dtype=torch.int64)
         if self.mode == "grow" and not self.finished:
-            _check_prefix_known(self, "indexing a tensor by")
+            _check_prefix_known(self, what)
         problem = None if self.mode == "grow" else self._unreadable("inside the loop that grows it")
         if problem is not None:
             fail(f"indexing a tensor by list {self.name!r} grown in a data-dependent loop {problem} is not supported",
@@ -470,6 +470,16 @@ class Appender:
     def check_prefix_known(self, what: str) -> None:
         """Refuse a read that needs elements before the loop the loop does not count (in_loop.py)."""
         _check_prefix_known(self, what)
+
+    def distinct_so_far(self) -> torch.Tensor:
+        """``set(xs)`` inside the loop that grows it, of integer elements: the distinct values so
+        far, ascending, as a 1-d tensor (the probe marks the list read inside, so the loop carries
+        its stack); iterated, a data-dependent loop over its rows (lists/distinct.py)."""
+        rows = self._index_rows(f"set({self.name})")
+        if rows.dim() != 1 or rows.dtype == torch.bool or rows.dtype.is_floating_point or rows.dtype.is_complex:
+            self._refuse(f"set({self.name}) inside the data-dependent loop that grows it, of elements that are not "
+                         "integers", f"keep a tensor beside {self.name!r} (a mask, seen[v] = True where you append v)")
+        return torch.unique(rows, sorted=True)
 
     def len_after_loop(self):
         """``len(xs)`` (:func:`len_`), for in_loop.py."""
@@ -666,12 +676,12 @@ def _check_prefix_known(grown: Appender, what: str) -> None:
     if isinstance(grown.initial, Continued):
         return
     if isinstance(grown.initial, NestedIn):
-        fail(f"{what} of list {grown.name!r} inside a data-dependent loop nested in another one that grows it is not "
-             "supported", grown, "count the elements in a tensor, or collect the inner loop's elements in a list of its "
+        fail(f"list {grown.name!r} is read ({what}) inside a data-dependent loop nested in another one that grows it, "
+             "which is not supported", grown, "count the elements in a tensor, or collect the inner loop's elements in a list of its "
              f"own and append to {grown.name!r} after it")
     if isinstance(grown.initial, SelectedBefore):
-        fail(f"{what} of list {grown.name!r} inside a data-dependent loop, after appends under a tensor condition "
-             "before the loop, is not supported", grown,
+        fail(f"list {grown.name!r} is read ({what}) inside a data-dependent loop after appends under a tensor "
+             "condition before the loop (a peeled first trip, or an if), which is not supported", grown,
              "count the elements in a tensor, or start a new list for the loop and join them after it")
 
 
