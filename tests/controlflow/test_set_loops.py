@@ -43,6 +43,27 @@ class RepetitionPenalty(torch.nn.Module):
         return torch.tensor(generated, dtype=torch.long)
 
 
+class PeeledFirstTrip(RepetitionPenalty):
+    """GPT2-chitchat's shape: the state is None before the loop, so the first trip runs on its own,
+    and its append sits under the break's tensor test; the set is read on every later trip."""
+
+    def forward(self, ids):
+        generated = []
+        token = ids[-1:]
+        h = None
+        for _ in range(5):
+            e = self.emb(token)[0]
+            h = torch.tanh(self.emb(ids).mean(0) + e) if h is None else torch.tanh(h + e)
+            logits = self.out(h)
+            for id in set(generated):
+                logits[id] /= self.penalty
+            token = torch.argmax(logits).unsqueeze(0)
+            if token == 0:
+                break
+            generated.append(token.item())
+        return torch.tensor(generated, dtype=torch.long)
+
+
 class OrderShows(RepetitionPenalty):
     """The body reads another position of what it writes: the set's order would show."""
 
@@ -81,6 +102,25 @@ def test_a_set_of_the_ids_so_far_converts_and_equals_eager_at_every_exit():
     assert "_fx.lists.distinct.iterated(set, generated)" in converted_source(RepetitionPenalty.forward)
     exported = export_to_ort(model, prompts[1], dynamic_shapes={"ids": {0: torch.export.Dim("n", min=1, max=64)}})
     assert exported.ops.get("Loop", 0) >= 2, exported.ops  # the loop over the set inside the decoding loop
+    assert_matches_eager(model, exported, prompts)
+
+
+#: greedy ids [] (a break on trip 1, prompts of 2 and 6), [5], [3, 5], [4, 3, 5], the bound with
+#: repeats ([5, 4, 3, 3, 3], [3, 5, 4, 3, 3]), [4, 3]
+PEELED_PROMPTS = ((2, 4), (6, 3), (2, 0), (1, 0), (1, 5), (1, 1), (3, 7), (3, 1))
+
+
+def test_the_set_after_a_first_trip_that_appended_under_a_tensor_test_converts_and_equals_eager():
+    """The loop's stack starts with the rows the peeled first trip kept (none where it broke)."""
+    model = PeeledFirstTrip().eval()
+    prompts = [(torch.randint(0, 6, (n,), generator=torch.Generator().manual_seed(seed)),)
+               for n, seed in PEELED_PROMPTS]
+    outputs = [model(*p).tolist() for p in prompts]
+    assert [] in outputs and any(len(o) == 5 and len(set(o)) < 5 for o in outputs), outputs
+    trips = set().union(*trip_counts(model, prompts).values())
+    assert {1, 5} <= trips and len(trips) >= 3, trips
+    exported = export_to_ort(model, prompts[-1], dynamic_shapes={"ids": {0: torch.export.Dim("n", min=1, max=64)}})
+    assert exported.ops.get("Loop", 0) >= 2, exported.ops
     assert_matches_eager(model, exported, prompts)
 
 

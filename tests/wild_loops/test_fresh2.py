@@ -20,7 +20,6 @@ from tests.wild_loops.harness import cases_with_xfails, check
 pytestmark = pytest.mark.slow
 
 XFAIL: dict[str, str] = {
-    'gpt2_chitchat_past_none_sep_break': "a list read inside the loop after appends under a tensor condition before it (the first trip, past = None, is peeled and appends under the [SEP] test; for id in set(generated) now converts): list 'generated' is read (set(generated)) inside a data-dependent loop after appends under a tensor condition before the loop",
     'pytorch_yolov3_2018_nms_output_none': "a list of None entries written inside a data-dependent loop (output[image_i] = ... if output[image_i] is None else torch.cat(...) in `for c in unique_labels`; the model returns None for an image without detections): for: loop variable 'output' (list) is carried by a loop whose state grows",
     'show_attend_tell_beam_search': 'tensor elements compared in a list comprehension inside a data-dependent loop (incomplete_inds; k -= len(...)): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured',
     'deq_broyden_item_break': "a dict written under a tensor condition (lowest_dict[mode] = ..., mode from a Python loop over keys): if on a tensor condition writes into the dict 'lowest_dict'",

@@ -50,7 +50,22 @@ from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row
 class SelectedBefore(list):
     """The (empty) ``initial`` of a loop's list that held elements appended under a tensor
     condition before the loop (selected_list.py): they are put back in front after the loop, and
-    their number is not known inside it."""
+    their number is not known inside it. ``selected``: that list (a SelectedList), where one is
+    known; read inside the loop (:meth:`mark_read`, GPT2-chitchat's ``set(generated)`` after a
+    peeled first trip appended under the ``[SEP]`` test), the loop's stack starts with its kept
+    rows instead (:class:`SelectedContinued`, carried.py)."""
+
+    def __init__(self, selected=None):
+        super().__init__()
+        self.selected = selected
+        self.state = {"read": False}
+
+    @property
+    def read(self) -> bool:
+        return self.state["read"]
+
+    def mark_read(self) -> None:
+        self.state["read"] = True
 
 
 class NestedIn(SelectedBefore):
@@ -102,6 +117,12 @@ class Continues(NestedIn):
 class Continued(list):
     """The (empty) ``initial`` of a list whose loop's stack starts with the elements a loop around
     it appended before (a read :class:`Continues`): the stack holds all the elements."""
+
+
+class SelectedContinued(Continued):
+    """The (empty) ``initial`` of a list whose loop's stack starts with the rows kept of a list
+    appended to under a tensor condition before the loop (a read :class:`SelectedBefore`): the
+    stack holds all the elements, and after the loop it is the list."""
 
 
 class Appender:
@@ -679,6 +700,10 @@ def _check_prefix_known(grown: Appender, what: str) -> None:
         fail(f"list {grown.name!r} is read ({what}) inside a data-dependent loop nested in another one that grows it, "
              "which is not supported", grown, "count the elements in a tensor, or collect the inner loop's elements in a list of its "
              f"own and append to {grown.name!r} after it")
+    if type(grown.initial) is SelectedBefore and grown.initial.selected is not None and grown.mode == "probe":
+        grown.initial.mark_read()  # the loop will carry the stack of all the elements, the kept ones first
+        grown.read_inside = True
+        return
     if isinstance(grown.initial, SelectedBefore):
         fail(f"list {grown.name!r} is read ({what}) inside a data-dependent loop after appends under a tensor "
              "condition before the loop (a peeled first trip, or an if), which is not supported", grown,

@@ -49,7 +49,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.lists.appender import (Appender, Continued, Continues, NestedIn, Replay, SelectedBefore,
-                                                        cat, data_sized, stack, varies)
+                                                        SelectedContinued, cat, data_sized, stack, varies)
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.lists.elements import element_rows, numbers_in_rows_as_tensors
 from fxport.controlflow.operators.values import as_int64, dense, same_size
@@ -92,6 +92,8 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
     initial = appender.initial if isinstance(appender.initial, SelectedBefore) else []  # empty: SelectedBefore, NestedIn
     if isinstance(appender.initial, Continues) and appender.initial.read:  # the outer loop's elements first
         rows, initial = _continued(appender, element, info), Continued()
+    elif type(appender.initial) is SelectedBefore and appender.initial.read:  # the rows kept before the loop first
+        rows, initial = _kept_before(appender, element, info), SelectedContinued()
     data = torch.cat(rows) if rows else torch.zeros((0,) + tuple(element.shape), dtype=element.dtype)
     grown = Appender(appender.name, initial, dense(data), torch.zeros((), dtype=torch.int64), mode="grow")
     grown.location = appender.location
@@ -111,6 +113,16 @@ def _continued(appender: Appender, element: torch.Tensor, info) -> list:
             fail(f"{info.kind}: list {appender.name!r} gets elements of other shapes in this loop than in the loop "
                  "around it, and is read here", info, f"append elements of one shape to {appender.name!r}")
     return rows
+
+
+def _kept_before(appender: Appender, element: torch.Tensor, info) -> list:
+    """The rows a loop starts its list's stack with when it reads a list appended to under a
+    tensor condition before it (a read :class:`SelectedBefore`): the kept ones, in order."""
+    kept = appender.initial.selected.stacked()
+    if kept.dim() != element.dim() + 1 or not all(same_size(a, b) for a, b in zip(kept.shape[1:], element.shape)):
+        fail(f"{info.kind}: list {appender.name!r} gets elements of other shapes in this loop than before it, and is "
+             "read here", info, f"append elements of one shape to {appender.name!r}")
+    return [kept.to(element.dtype)]
 
 
 def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:

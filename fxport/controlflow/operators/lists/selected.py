@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 import torch.utils._pytree as pytree
 
-from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, Continues, SelectedBefore, stack
+from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, Continues, SelectedBefore, SelectedContinued, stack
 from fxport.controlflow.operators.lists.carried import extended
 from fxport.controlflow.operators.lists.elements import element_rows
 from fxport.controlflow.operators.state import in_traced_body
@@ -214,7 +214,7 @@ def lists_selected_before(state: tuple) -> tuple[tuple, dict]:
     (``SelectedBefore``), and each list an enclosing (or earlier) data-dependent loop grows as one
     too (``NestedIn``, carried.py); and ``{slot: list}`` to join them to after the loop."""
     before = {i: v for i, v in enumerate(state) if isinstance(v, Appender)}
-    return tuple((SelectedBefore() if isinstance(v, SelectedList) else Continues.of(v)) if i in before else v
+    return tuple((SelectedBefore(v) if isinstance(v, SelectedList) else Continues.of(v)) if i in before else v
                  for i, v in enumerate(state)), before
 
 
@@ -229,7 +229,9 @@ def joined_after(values: tuple, before: dict) -> tuple:
         if not isinstance(selected, SelectedList):  # a list an outer (or earlier) loop grows
             values[slot] = extended(selected, grown)
             continue
-        if isinstance(grown, Appender) and not isinstance(grown, SelectedList):
+        if isinstance(grown, Appender) and isinstance(grown.initial, SelectedContinued):
+            values[slot] = grown  # its stack started with the kept rows (read inside the loop: carried.py)
+        elif isinstance(grown, Appender) and not isinstance(grown, SelectedList):
             values[slot] = selected.extend_rows(stack(grown)) if grown.data is not None else selected
         elif isinstance(grown, SelectedBefore) and not grown:
             values[slot] = selected
