@@ -193,7 +193,7 @@ def test_len_inside_a_loop_of_a_list_appended_under_a_condition_before_it_is_ref
         export_to_ort(CountsInsideTheLoop(), (torch.arange(6.0) - 1,), dynamic_shapes={"x": {0: "n"}})
     message = str(info.value)
     assert "\n" not in message
-    match = re.search(r"len\(\) of list 'found' inside a data-dependent loop.* at .*test_selected_lists.py:(\d+); ",
+    match = re.search(r"list 'found' is read \(len\(\)\) inside a data-dependent loop.* at .*test_selected_lists.py:(\d+); ",
                       message)
     assert match, message
     assert int(match.group(1)) == line_in_source(CountsInsideTheLoop.forward, "# error-line")

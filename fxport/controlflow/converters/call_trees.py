@@ -119,6 +119,9 @@ class CallConverter(ExpressionConverter):
             method = call(rt(func.attr + "_method"), func.value, *node.args)
             method.keywords = node.keywords
             return ast.copy_location(method, node)
+        columns = _comprehension_of_fields(node)
+        if columns is not None:
+            return columns
         if _is_torch_attr(func, ("tensor",)) and node.args:  # torch.tensor([[i, 0]]) with a traced counter
             node.func = ast.copy_location(rt("tensor_"), func)
             return node
@@ -268,6 +271,43 @@ def _number_of_numpy(node: ast.Call) -> None:
 def _is_numpy_call(node: ast.expr) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy_"
             and isinstance(node.func.value, ast.Name) and node.func.value.id == RUNTIME)
+
+
+def _comprehension_of_fields(node: ast.Call) -> ast.Call | None:
+    """``torch.tensor([f(p) for p in xs], ...)`` whose element reads ``p`` only as ``p.field`` or
+    ``p[k]`` (constants and arithmetic around them) → ``_fx.lists.columns.tensor_of(lambda p: f(p),
+    xs, ...)``: of a list of records a data-dependent loop grew, every element at once (columns.py)."""
+    if not (_is_torch_attr(node.func, ("tensor",)) and len(node.args) == 1 and isinstance(node.args[0], ast.ListComp)):
+        return None
+    comp = node.args[0]
+    if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
+        return None
+    target, source = comp.generators[0].target, comp.generators[0].iter
+    if not (isinstance(target, ast.Name) and isinstance(source, ast.Name)) or not _reads_fields_only(comp.elt, target.id):
+        return None
+    element = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=target.id)], vararg=None, kwonlyargs=[],
+                                            kw_defaults=[], kwarg=None, defaults=[]), body=comp.elt)
+    operator = ast.Attribute(value=ast.Attribute(value=rt("lists"), attr="columns", ctx=ast.Load()), attr="tensor_of",
+                             ctx=ast.Load())
+    made = ast.Call(func=operator, args=[element, source], keywords=node.keywords)
+    return located(ast.copy_location(made, node), node)
+
+
+def _reads_fields_only(elt: ast.expr, name: str) -> bool:
+    """``elt`` is made of ``name.field``, ``name[k]`` (a constant ``k``), constants, other names,
+    arithmetic and list/tuple displays of those; ``name`` appears nowhere else."""
+    fields = {id(n.value) for n in ast.walk(elt) if isinstance(n, ast.Attribute)
+              or isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)}
+    allowed = (ast.Attribute, ast.Subscript, ast.Constant, ast.Name, ast.BinOp, ast.UnaryOp, ast.List, ast.Tuple,
+               ast.operator, ast.unaryop, ast.expr_context)
+    for n in ast.walk(elt):
+        if not isinstance(n, allowed):
+            return False
+        if isinstance(n, ast.Name) and n.id == name and id(n) not in fields:
+            return False
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and not (isinstance(n.value, ast.Name) and n.value.id == name):
+            return False
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(elt))
 
 
 def _is_torch_attr(func: ast.expr, attrs: tuple[str, ...]) -> bool:

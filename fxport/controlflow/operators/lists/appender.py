@@ -242,6 +242,8 @@ class Appender:
             self._grown_at(front)
         value = known_set(value)  # None on some paths: the list is read back as tensors, where None would raise
         if is_row_of_numbers(value):
+            if hasattr(type(value), "_fields") and "record" not in self._shared and not torch.compiler.is_dynamo_compiling():
+                self._shared["record"] = value  # Point(j, t, prob): its fields name the row's columns (columns.py)
             value = row_of_numbers(value)  # xs.append([i, j]): what torch.tensor(xs) reads back as a row
         if isinstance(value, Appender):  # a list of lists: each one's length may be data
             fail(f"list {self.name!r} grown in a data-dependent loop gets a list grown in a data-dependent loop as an "
@@ -302,7 +304,9 @@ class Appender:
     def __getitem__(self, index):
         """Inside its loop, ``parts[-k]``/``parts[-k:]`` read the rows so far at the count
         (in_loop.py); after the loop, ``parts[i]`` of elements of one shape is
-        ``torch.stack(parts)[i]``."""
+        ``torch.stack(parts)[i]``, and ``parts[a:b]`` / ``parts[::-1]`` a list of those rows."""
+        if self.finished and isinstance(index, slice):  # path[::-1] (torchaudio's backtrack): a list again
+            return self.sliced(_rows_sliced(stack(self), index, self))
         if self.mode == "grow" and self.finished:  # the stack of all the elements
             return stack(self)[index]
         if self.mode == "probe":  # the loop will carry the stack (list_lowering.allocate_growing)
@@ -336,10 +340,23 @@ class Appender:
             return self.tail[index]
         return stack(self)[index]
 
+    @property
+    def record(self):
+        """An element as it was appended when the elements are records (``Point(j, t, score)``, a
+        tuple of numbers), whose fields name the rows' columns (columns.py); else None."""
+        return self._shared.get("record") or next((e for e in self.initial if isinstance(e, tuple) and e), None)
+
+    def keep_record(self, *sources: "Appender") -> None:
+        """Take the :attr:`record` of the first of ``sources`` that has one (a list made of them)."""
+        record = next((s.record for s in sources if s.record is not None), None)
+        if record is not None and not torch.compiler.is_dynamo_compiling():
+            self._shared["record"] = record
+
     def sliced(self, rows: torch.Tensor) -> "Appender":
         """After the loop, ``parts[a:b]``: a list of these rows (the sliced stack of its elements)."""
         part = Appender(self.name, [], rows, torch.zeros((), dtype=torch.int64), mode="grow")
         part.location, part.finished = self.location, True
+        part.keep_record(self)
         return part
 
     def pop(self, index: int = -1):
@@ -687,6 +704,17 @@ def _length_so_far(grown: Appender):
         return len(in_loop.probe_items(grown))
     appends = grown.length[1] if grown.mode == "write" else grown.length
     return appends + len(grown.initial)
+
+
+def _rows_sliced(rows: torch.Tensor, index: slice, grown: Appender) -> torch.Tensor:
+    """``rows[index]`` with Python's meaning of a negative step on the whole list (``[::-1]``,
+    ``[::-2]``: the rows last first), which a tensor slice does not take."""
+    if index.step is None or index.step > 0:
+        return rows[index]
+    if index.start is not None or index.stop is not None:
+        refuse_here(f"list {grown.name!r} grown in a data-dependent loop is sliced with a negative step and bounds "
+                    f"([{index.start}:{index.stop}:{index.step}])", f"slice the reversed list instead ({grown.name}[::-1][...])")
+    return rows.flip(0)[::-index.step]
 
 
 def _check_prefix_known(grown: Appender, what: str) -> None:

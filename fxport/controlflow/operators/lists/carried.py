@@ -130,6 +130,7 @@ def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:
     its trips grow it at (front.py)."""
     grown.extended = probed.extended
     grown._shared["front"], grown._shared["at_end"] = probed.front, probed._shared.get("at_end", False)
+    grown.keep_record(probed, entry)  # the records' fields name the rows' columns (columns.py)
     return grown
 
 
@@ -290,4 +291,5 @@ def _joined(outer: Appender, inner: Appender) -> Appender:
     joined = Appender(outer.name, [], torch.cat([first, _rows_like(stacked, inner, stack(inner))]),
                       torch.zeros((), dtype=torch.int64), mode="grow")
     joined.location, joined.finished = outer.location, True
+    joined.keep_record(outer, inner)
     return joined

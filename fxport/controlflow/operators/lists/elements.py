@@ -40,7 +40,13 @@ def numbers_in_rows_as_tensors(initial):
     made, :class:`~fxport.controlflow.operators.lists.appender.SelectedBefore`, is never one)."""
     if type(initial) is not list or not any(is_row_of_numbers(e) and any(is_number(v) for v in e) for e in initial):
         return initial
-    return [type(e)(scalar(v) if is_number(v) else v for v in e) if is_row_of_numbers(e) else e for e in initial]
+    return [_same_kind(e, [scalar(v) if is_number(v) else v for v in e]) if is_row_of_numbers(e) else e for e in initial]
+
+
+def _same_kind(row, values: list):
+    """``values`` as a sequence of ``row``'s type: a namedtuple's fields (``Point(j, t, score)``,
+    torchaudio's forced-alignment backtrack) by position, a tuple or list from the values."""
+    return type(row)._make(values) if hasattr(type(row), "_make") else type(row)(values)
 
 
 def element_rows(elements) -> list:
