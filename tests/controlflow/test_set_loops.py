@@ -90,6 +90,7 @@ def _prompts():
             for n, seed in ((3, 9), (1, 3), (2, 10), (2, 2), (1, 0), (2, 7), (6, 10))]
 
 
+@pytest.mark.slow  # 4.5 s or more (2026-12-03, third session): it runs with the slow set in CI
 def test_a_set_of_the_ids_so_far_converts_and_equals_eager_at_every_exit():
     model = RepetitionPenalty().eval()
     prompts = _prompts()
@@ -110,6 +111,7 @@ def test_a_set_of_the_ids_so_far_converts_and_equals_eager_at_every_exit():
 PEELED_PROMPTS = ((2, 4), (6, 3), (2, 0), (1, 0), (1, 5), (1, 1), (3, 7), (3, 1))
 
 
+@pytest.mark.slow  # 4.5 s or more (2026-12-03, third session): it runs with the slow set in CI
 def test_the_set_after_a_first_trip_that_appended_under_a_tensor_test_converts_and_equals_eager():
     """The loop's stack starts with the rows the peeled first trip kept (none where it broke)."""
     model = PeeledFirstTrip().eval()
