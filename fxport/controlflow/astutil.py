@@ -27,8 +27,11 @@ def name(id_: str, store: bool = False) -> ast.Name:
 
 
 def rt(attr: str) -> ast.Attribute:
-    """``_fx.<attr>``: an operator."""
-    return ast.Attribute(value=name(RUNTIME), attr=attr, ctx=ast.Load())
+    """``_fx.<attr>``: an operator; a dotted ``attr`` (``"lists.front.insert_into"``) one in a module."""
+    node: ast.expr = name(RUNTIME)
+    for part in attr.split("."):
+        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+    return node
 
 
 def meta(index: int) -> ast.Call:
@@ -40,9 +43,11 @@ def call(func: ast.expr, *args: ast.expr, **kwargs: ast.expr) -> ast.Call:
     return ast.Call(func=func, args=list(args), keywords=[ast.keyword(arg=k, value=v) for k, v in kwargs.items()])
 
 
-def lambda_(body: ast.expr) -> ast.Lambda:
-    no_args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    return ast.Lambda(args=no_args, body=body)
+def lambda_(body: ast.expr, *params: str) -> ast.Lambda:
+    """``lambda params: body``."""
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+    return ast.Lambda(args=arguments, body=body)
 
 
 def tuple_(elts: list[ast.expr], store: bool = False) -> ast.Tuple:

@@ -42,7 +42,7 @@ import builtins
 
 import torch
 
-from fxport.controlflow.astutil import RUNTIME, call, located, rt
+from fxport.controlflow.astutil import RUNTIME, call, lambda_, located, rt
 from fxport.controlflow.converters.base import ExpressionConverter
 from fxport.controlflow.operators.numbers import MATH_FUNCTIONS
 
@@ -285,11 +285,7 @@ def _comprehension_of_fields(node: ast.Call) -> ast.Call | None:
     target, source = comp.generators[0].target, comp.generators[0].iter
     if not (isinstance(target, ast.Name) and isinstance(source, ast.Name)) or not _reads_fields_only(comp.elt, target.id):
         return None
-    element = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=target.id)], vararg=None, kwonlyargs=[],
-                                            kw_defaults=[], kwarg=None, defaults=[]), body=comp.elt)
-    operator = ast.Attribute(value=ast.Attribute(value=rt("lists"), attr="columns", ctx=ast.Load()), attr="tensor_of",
-                             ctx=ast.Load())
-    made = ast.Call(func=operator, args=[element, source], keywords=node.keywords)
+    made = ast.Call(func=rt("lists.columns.tensor_of"), args=[lambda_(comp.elt, target.id), source], keywords=node.keywords)
     return located(ast.copy_location(made, node), node)
 
 

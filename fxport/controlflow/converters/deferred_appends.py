@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import ast
 
+from fxport.controlflow import analysis
+from fxport.controlflow.astutil import map_blocks
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.scopes import walk_same_scope
 
@@ -56,26 +58,18 @@ class AppendsAfterWrites(Canonicalization):
     """Moves ``xs.append(v)`` in a loop body past the in-place writes into ``v`` that follow it."""
 
     def apply(self) -> None:
-        for loop in walk_same_scope(self.ctx.fdef):
-            if isinstance(loop, (ast.For, ast.While)):
-                for block in _blocks(loop.body):
-                    _defer_appends(block)
+        _visit(self.ctx.fdef.body, in_loop=False)
 
 
-def _blocks(stmts: list[ast.stmt]):
-    """``stmts`` and every statement list nested in it, in the same scope."""
-    yield stmts
-    for stmt in stmts:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                yield from _blocks(inner)
-        for handler in getattr(stmt, "handlers", []):
-            yield from _blocks(handler.body)
-        for case in getattr(stmt, "cases", []):
-            yield from _blocks(case.body)
+def _visit(block: list[ast.stmt], in_loop: bool) -> list[ast.stmt]:
+    """``block`` and the blocks nested in it, each once, with the appends of those inside a loop
+    moved (a nested ``def`` is another scope, left alone by :func:`map_blocks`)."""
+    for stmt in block:
+        inside = in_loop or isinstance(stmt, (ast.For, ast.While))
+        map_blocks(stmt, lambda inner, inside=inside: _visit(inner, inside))
+    if in_loop:
+        _defer_appends(block)
+    return block
 
 
 def _defer_appends(block: list[ast.stmt]) -> None:
@@ -112,10 +106,9 @@ def _after_last_write(block: list[ast.stmt], position: int, owner: str, value: s
         stmt = block[index]
         if _reads(stmt, owner) or _leaves(stmt):
             break
-        writes, binds = _writes_into(stmt, value), _binds(stmt, value)
-        if binds:
+        if _binds(stmt, value):
             break
-        if writes:
+        if value in analysis.mutated(stmt):  # v[m] = inf, v.masked_fill_(..), through a view of v too
             target = index + 1
     return target
 
@@ -128,31 +121,7 @@ def _leaves(stmt: ast.stmt) -> bool:
     return any(isinstance(n, _LEAVING) for n in walk_same_scope(stmt))
 
 
-def _writes_into(stmt: ast.stmt, name: str) -> bool:
-    """``name[...] = v``, ``name[...] += v``, ``name.attr = v`` or ``name.method_(...)`` anywhere in ``stmt``."""
-    for node in walk_same_scope(stmt):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        for target in targets:
-            if isinstance(target, (ast.Subscript, ast.Attribute)) and _root(target) == name:
-                return True
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
-                and not node.func.attr.endswith("__") and _root(node.func.value) == name):
-            return True
-    return False
-
-
 def _binds(stmt: ast.stmt, name: str) -> bool:
     """``stmt`` binds ``name`` itself (an assignment, a for target, a with item, ``x += 1`` on it)."""
-    for node in walk_same_scope(stmt):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
-            return True
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-            return True
-    return False
-
-
-def _root(node: ast.expr) -> str | None:
-    """The name a chain of subscripts and attributes starts from (``x`` of ``x[0].data[1]``)."""
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+    return any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del))
+               for node in walk_same_scope(stmt))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 
-from fxport.controlflow.astutil import located, rt
+from fxport.controlflow.astutil import lambda_, located, rt
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.scopes import walk_same_scope
 
@@ -132,14 +132,10 @@ class _Rewriter(ast.NodeTransformer):
             return self.generic_visit(node)
         owner = call.func.value.id
         element = "_fx_item_front"
-        appends = ast.Lambda(
-            args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=element)], vararg=None, kwonlyargs=[], kw_defaults=[],
-                               kwarg=None, defaults=[]),
-            body=ast.Call(func=ast.Attribute(value=ast.Name(owner, ast.Load()), attr="append", ctx=ast.Load()),
-                          args=[ast.Name(element, ast.Load())], keywords=[]))
-        operator = ast.Attribute(value=ast.Attribute(value=rt("lists"), attr="front", ctx=ast.Load()), attr="insert_into",
-                                 ctx=ast.Load())
-        rewritten = ast.Call(func=operator, args=[ast.Name(owner, ast.Load()), *call.args, appends], keywords=[])
+        appends = lambda_(ast.Call(func=ast.Attribute(value=ast.Name(owner, ast.Load()), attr="append", ctx=ast.Load()),
+                                   args=[ast.Name(element, ast.Load())], keywords=[]), element)
+        rewritten = ast.Call(func=rt("lists.front.insert_into"), args=[ast.Name(owner, ast.Load()), *call.args, appends],
+                             keywords=[])
         return located(ast.copy_location(ast.Expr(ast.copy_location(rewritten, call)), node), node)
 
     def visit_AugAssign(self, node):

@@ -57,9 +57,8 @@ class SetLoops(Canonicalization):
         for loop in walk_same_scope(fdef):
             if isinstance(loop, ast.For) and _is_set_of_a_name(loop.iter) and order_free_body(loop) \
                     and not _read_outside(fdef, loop, loop.target.id):
-                operator = ast.Attribute(value=ast.Attribute(value=rt("lists"), attr="distinct", ctx=ast.Load()),
-                                         attr="iterated", ctx=ast.Load())
-                made = ast.Call(func=operator, args=[ast.Name("set", ast.Load()), loop.iter.args[0]], keywords=[])
+                made = ast.Call(func=rt("lists.distinct.iterated"), args=[ast.Name("set", ast.Load()), loop.iter.args[0]],
+                                keywords=[])
                 loop.iter = located(ast.copy_location(made, loop.iter), loop.iter)
 
 

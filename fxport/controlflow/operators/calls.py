@@ -212,7 +212,7 @@ def tensor_(data, *args, **kwargs):
     leaves = [stack(v) if isinstance(v, Appender) else v for v in leaves]
     if args or not leaves or not any(is_traced(v) for v in leaves):
         return torch.tensor(data, *args, **kwargs)
-    dtype = kwargs.pop("dtype", None) or _python_dtype(leaves)
+    dtype = kwargs.pop("dtype", None) or python_dtype(leaves)
     return _stacked(data, dtype).to(**({"device": kwargs.pop("device")} if "device" in kwargs else {}))
 
 
@@ -278,7 +278,7 @@ def legacy_tensor_(constructor, data, dtype):
     return constructor(data)
 
 
-def _python_dtype(leaves) -> torch.dtype:
+def python_dtype(leaves) -> torch.dtype:
     """The dtype ``torch.tensor`` gives ``leaves``: their promotion, a Python bool counting as
     bool, an int as int64, a float as the default dtype, a tensor as its dtype."""
     def dtype_of(value):

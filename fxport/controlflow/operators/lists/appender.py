@@ -95,14 +95,9 @@ class Continues(NestedIn):
         self.outer_shared = outer._shared
         self.items = list(outer.initial) + list(outer.probe) if outer.mode == "probe" else None
         self.rows = outer.data if outer.mode == "grow" else None
-        self.state = {"read": False}
-
-    @property
-    def read(self) -> bool:
-        return self.state["read"]
 
     def mark_read(self) -> None:
-        self.state["read"] = True
+        super().mark_read()
         self.outer_shared["read_inside"] = True
 
     @staticmethod
@@ -438,7 +433,7 @@ class Appender:
                          "dimension, and inside converted code its numbers are tensors",
                          f"write t[{self.name}, ...] or t[torch.tensor({self.name})]")
         rows = self._index_rows()
-        if rows.dim() != 1 or rows.dtype == torch.bool or rows.dtype.is_floating_point or rows.dtype.is_complex:
+        if not _integer_vector(rows):
             self._refuse(f"a tensor is indexed by list {self.name!r} grown in a data-dependent loop, whose elements are "
                          f"{'bools' if rows.dtype == torch.bool else 'not integers' if rows.dim() == 1 else 'not numbers'}",
                          f"index with a tensor built from {self.name!r} (torch.stack({self.name}) or torch.cat({self.name}))")
@@ -514,7 +509,7 @@ class Appender:
         far, ascending, as a 1-d tensor (the probe marks the list read inside, so the loop carries
         its stack); iterated, a data-dependent loop over its rows (lists/distinct.py)."""
         rows = self._index_rows(f"set({self.name})")
-        if rows.dim() != 1 or rows.dtype == torch.bool or rows.dtype.is_floating_point or rows.dtype.is_complex:
+        if not _integer_vector(rows):
             self._refuse(f"set({self.name}) inside the data-dependent loop that grows it, of elements that are not "
                          "integers", f"keep a tensor beside {self.name!r} (a mask, seen[v] = True where you append v)")
         return torch.unique(rows, sorted=True)
@@ -706,6 +701,11 @@ def _length_so_far(grown: Appender):
     return appends + len(grown.initial)
 
 
+def _integer_vector(rows: torch.Tensor) -> bool:
+    """A 1-d tensor of integers (not bools): what indexes a tensor, or a set of ids."""
+    return rows.dim() == 1 and rows.dtype != torch.bool and not rows.dtype.is_floating_point and not rows.dtype.is_complex
+
+
 def _rows_sliced(rows: torch.Tensor, index: slice, grown: Appender) -> torch.Tensor:
     """``rows[index]`` with Python's meaning of a negative step on the whole list (``[::-1]``,
     ``[::-2]``: the rows last first), which a tensor slice does not take."""
@@ -718,8 +718,10 @@ def _rows_sliced(rows: torch.Tensor, index: slice, grown: Appender) -> torch.Ten
 
 
 def _check_prefix_known(grown: Appender, what: str) -> None:
-    if isinstance(grown.initial, Continues) and grown.mode == "probe":
-        grown.initial.mark_read()  # the loop (and the one around it) will carry the stack of all the elements
+    known = isinstance(grown.initial, Continues) or (
+        type(grown.initial) is SelectedBefore and grown.initial.selected is not None)
+    if known and grown.mode == "probe":
+        grown.initial.mark_read()  # the loop (and one around it) will carry the stack of all the elements, those before first
         grown.read_inside = True
         return
     if isinstance(grown.initial, Continued):
@@ -728,10 +730,6 @@ def _check_prefix_known(grown: Appender, what: str) -> None:
         fail(f"list {grown.name!r} is read ({what}) inside a data-dependent loop nested in another one that grows it, "
              "which is not supported", grown, "count the elements in a tensor, or collect the inner loop's elements in a list of its "
              f"own and append to {grown.name!r} after it")
-    if type(grown.initial) is SelectedBefore and grown.initial.selected is not None and grown.mode == "probe":
-        grown.initial.mark_read()  # the loop will carry the stack of all the elements, the kept ones first
-        grown.read_inside = True
-        return
     if isinstance(grown.initial, SelectedBefore):
         fail(f"list {grown.name!r} is read ({what}) inside a data-dependent loop after appends under a tensor "
              "condition before the loop (a peeled first trip, or an if), which is not supported", grown,

@@ -109,7 +109,7 @@ def _continued(appender: Appender, element: torch.Tensor, info) -> list:
     else:
         rows = [e.to(element.dtype).unsqueeze(0) for e in element_rows(before.items)]
     for part in rows:
-        if part.dim() != element.dim() + 1 or not all(same_size(a, b) for a, b in zip(part.shape[1:], element.shape)):
+        if not _rows_of(part, element):
             fail(f"{info.kind}: list {appender.name!r} gets elements of other shapes in this loop than in the loop "
                  "around it, and is read here", info, f"append elements of one shape to {appender.name!r}")
     return rows
@@ -119,10 +119,15 @@ def _kept_before(appender: Appender, element: torch.Tensor, info) -> list:
     """The rows a loop starts its list's stack with when it reads a list appended to under a
     tensor condition before it (a read :class:`SelectedBefore`): the kept ones, in order."""
     kept = appender.initial.selected.stacked()
-    if kept.dim() != element.dim() + 1 or not all(same_size(a, b) for a, b in zip(kept.shape[1:], element.shape)):
+    if not _rows_of(kept, element):
         fail(f"{info.kind}: list {appender.name!r} gets elements of other shapes in this loop than before it, and is "
              "read here", info, f"append elements of one shape to {appender.name!r}")
     return [kept.to(element.dtype)]
+
+
+def _rows_of(part: torch.Tensor, element: torch.Tensor) -> bool:
+    """Whether ``part`` is rows of ``element``'s shape (a stack of such elements)."""
+    return part.dim() == element.dim() + 1 and all(same_size(a, b) for a, b in zip(part.shape[1:], element.shape))
 
 
 def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:

@@ -11,8 +11,9 @@ field), and its number of elements is data, so the comprehension cannot run elem
 Its element reads the record only through its fields (``p.name``, ``p[0]``), with constants and
 arithmetic: evaluated once on :class:`Columns`, where ``p.name`` is that field's column, it
 gives every element at once, and ``torch.tensor`` of it is the columns stacked along the last
-axis. A field holding Python ints (or integer tensors) is an int64 column, any other a column of
-the default float dtype, so the result has the dtype ``torch.tensor`` gives the numbers. The
+axis. Each column has the dtype ``torch.tensor`` gives the field's numbers (``calls.python_dtype``:
+int64 for Python ints, the default float for floats, a tensor's own dtype), so the result has the
+dtype ``torch.tensor`` gives the elements. The
 converter sends only such comprehensions here (converters/call_trees.py); a plain list runs the
 comprehension as written, into ``torch.tensor`` as converted code calls it (``_fx.tensor_``).
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from fxport.controlflow.operators.calls import tensor_
+from fxport.controlflow.operators.calls import python_dtype, tensor_
 from fxport.controlflow.operators.failures import refuse_here
 from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.values import is_number
@@ -44,11 +45,7 @@ class Columns:
         self._grown, self._rows, self._record = grown, rows, record
 
     def _column(self, position: int) -> torch.Tensor:
-        value = self._record[position]
-        integral = isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool) or (
-            isinstance(value, torch.Tensor) and not value.dtype.is_floating_point and value.dtype != torch.bool)
-        dtype = torch.int64 if integral else torch.bool if isinstance(value, bool) else torch.get_default_dtype()
-        return self._rows[:, position].to(dtype)
+        return self._rows[:, position].to(python_dtype([self._record[position]]))
 
     def __getattr__(self, name: str):
         fields = type(self._record)._fields if hasattr(type(self._record), "_fields") else ()
@@ -94,9 +91,7 @@ def _as_column(made, count):
         return torch.full((count,), made)
     if isinstance(made, (list, tuple)) and made:
         parts = [_as_column(part, count) for part in made]
-        dtype = parts[0].dtype
-        for part in parts[1:]:
-            dtype = torch.promote_types(dtype, part.dtype)
+        dtype = python_dtype(parts)
         return torch.stack([p.to(dtype) for p in parts], dim=-1)
     refuse_here(f"a comprehension over a list grown in a data-dependent loop gives a {type(made).__name__} per element",
                 "give a number, a field, or a list of them per element")
