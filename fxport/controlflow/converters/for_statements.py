@@ -61,6 +61,8 @@ class ForConverter(StatementConverter):
             iterable = ast.copy_location(call(rt("reversed_range"), *iterable.args[0].args), iterable)
         elif _is_reversed(iterable):  # for h in reversed(history): a list grown in a loop, or a tensor's rows
             iterable = ast.copy_location(call(rt("reversed_"), iterable.args[0]), iterable)
+        else:  # for i, (a, b) in enumerate(zip(xs, ys)): rows of tensors, read by position
+            iterable = _rows_header(iterable)
         args = tuple_([ctx.state_value(p, defined) for p in info.params])
         operator_call = call(rt("for_stmt"), iterable, name(body_fn.name), args, meta(index))
         stop_fn = [] if stop is None else [outline(f"_fx_stop_{index}", info.params, [], stop, node)]
@@ -69,6 +71,20 @@ class ForConverter(StatementConverter):
         defined |= set(state)  # the target is bound after the loop only as state (_bind_target_in_body)
         out = stop_fn + [body_fn, assign_outputs(state, operator_call, node)]
         return out + ctx.convert_block(node.orelse, defined)
+
+
+_ROWS_OPERATORS = {"zip": "loops.rows.zip_", "enumerate": "loops.rows.enumerate_"}
+
+
+def _rows_header(node: ast.expr) -> ast.expr:
+    """``zip(...)`` / ``enumerate(...)`` (nested too) as ``_fx.loops.rows.zip_`` /
+    ``enumerate_``, which give tensors' rows by position (operators/loops/rows.py)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ROWS_OPERATORS
+            and not any(isinstance(a, ast.Starred) for a in node.args) and all(k.arg for k in node.keywords)):
+        return node
+    made = ast.Call(func=rt(_ROWS_OPERATORS[node.func.id]), args=[_rows_header(a) for a in node.args],
+                    keywords=node.keywords)
+    return ast.copy_location(made, node)
 
 
 def _is_reversed(node: ast.expr) -> bool:

@@ -1,5 +1,6 @@
 """``and``/``or``/``not`` and chained comparisons → ``_fx.and_``/``_fx.or_``/``_fx.not_``;
-``x in (a, b)`` over a literal tuple or list → ``_fx.in_`` (a bool tensor for a traced ``x``);
+``x in c`` → ``_fx.in_`` (a bool tensor for a traced ``x`` in a literal tuple or list, or for
+any ``x`` in a traced tensor ``c``; Python's ``in`` for the rest);
 ``bool(c)`` as an ``if``/``while`` test (or an operand of its ``and``/``or``/``not``) → ``c``:
 Python asks the same truth of both, and a traced ``c`` stays a tensor condition the statement
 converts, where ``bool()`` would read its value (``if bool(done.all()): break``).
@@ -50,8 +51,8 @@ class LogicalConverter(ExpressionConverter):
     def visit_Compare(self, node):
         """``a < b < c`` → ``_fx.and_(lambda: a < b, lambda: b < c)``."""
         self.generic_visit(node)
-        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and isinstance(
-                node.comparators[0], (ast.Tuple, ast.List)):  # y not in (blank, unk): y may be a traced item()
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            # y not in (blank, unk): y may be a traced item(); label in labels: a traced tensor
             found = ast.copy_location(call(rt("in_"), node.left, node.comparators[0]), node)
             return ast.copy_location(call(rt("not_"), found), node) if isinstance(node.ops[0], ast.NotIn) else found
         if len(node.ops) == 1:

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+from fxport.controlflow.operators.lists.appender import Appender
 from fxport.controlflow.operators.values import as_bool_tensor, is_bool_like, is_symbolic, is_traced
 
 
@@ -50,13 +51,18 @@ def not_(value):
 def in_(value, options):
     """``value in (a, b)`` with a literal tuple or list: for a traced one-element tensor (``y =
     logits.argmax().item()`` inside a traced body), whether it equals any of them, as a bool
-    tensor; anything else, Python's ``in``.
+    tensor; ``value in t`` of a traced tensor ``t``, whether any element of ``t`` equals it (what
+    ``Tensor.__contains__`` answers), as a bool tensor; anything else, Python's ``in``.
 
     >>> in_(torch.tensor(3), (0, 3)), in_(2, [0, 3])
     (tensor(True), False)
     """
     if isinstance(value, (torch.SymInt, torch.SymFloat)) and free_unbacked_symbols(value):
         value = torch.full((), value)  # a number read from a tensor (y = t.item()): compared as a tensor
+    if isinstance(options, Appender):  # a list grown in a data-dependent loop
+        return options.contains(value)
+    if isinstance(options, torch.Tensor) and is_traced(options) and not isinstance(value, str):
+        return (options == value).any()  # Tensor.__contains__ without its bool(): any element equal
     if isinstance(value, torch.Tensor) and value.numel() == 1 and options and not any(
             isinstance(o, torch.Tensor) and o.numel() != 1 for o in options):
         found = [torch.eq(value.reshape(()), o.reshape(()) if isinstance(o, torch.Tensor) else o) for o in options]

@@ -514,6 +514,17 @@ class Appender:
                          "integers", f"keep a tensor beside {self.name!r} (a mask, seen[v] = True where you append v)")
         return torch.unique(rows, sorted=True)
 
+    def contains(self, value):
+        """``value in xs``: whether an element equals ``value``, a bool tensor (inside the loop that
+        grows the list, of the elements so far: the probe marks it read, so the loop carries its
+        stack). Elements of one value each (numbers, 0-d tensors), as Python's ``in`` compares them."""
+        rows = self._index_rows(f"{type(value).__name__} in {self.name}")
+        if rows.dim() != 1:
+            self._refuse(f"'in' on list {self.name!r} grown in a data-dependent loop, whose elements are tensors of "
+                         "several values (Python's == of two such tensors has no single truth)",
+                         f"compare with torch.stack({self.name}) and reduce with .all(-1).any()")
+        return (rows == value).any()
+
     def len_after_loop(self):
         """``len(xs)`` (:func:`len_`), for in_loop.py."""
         return len_(self)

@@ -41,7 +41,7 @@ from fxport.controlflow.operators.loops.growing import LOOPS, modules_of, regist
 from fxport.controlflow.operators.loops.grown_inputs import free_inputs, free_values, input_count
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import disabled, probing, record, strategy
-from fxport.controlflow.operators.values import dense, is_symbolic, same_size, scalar
+from fxport.controlflow.operators.values import as_bool_tensor, dense, is_symbolic, same_size, scalar
 
 _KEYS = itertools.count()
 _CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device, type, torch.nn.Module)
@@ -148,7 +148,7 @@ def grown_cond(pred, true_fn, false_fn, args: tuple, info):
     cond = GrownBranches(f"grown_cond_{next(_KEYS)}", info, true_fn, false_fn, free, modules, args_spec, outputs,
                          out_spec, strategy(), disabled())
     register(cond)
-    flat = grown_cond_op([dense(pred)] + inputs + module_tensors, cond.key)
+    flat = grown_cond_op([dense(as_bool_tensor(pred))] + inputs + module_tensors, cond.key)  # pred: a SymBool too
     record(info, rule_name(info.kind, "cond"), "cond: a branch holds a loop whose state grows (branches captured on "
            "their own)", lowering="ONNX If around the branches' exported graphs", carried=list(info.names))
     return cond.rebuilt(flat)

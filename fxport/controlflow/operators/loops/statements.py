@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Callable
 
 import torch
@@ -29,6 +30,7 @@ from fxport.controlflow.operators.lists.appender import Appender, stack
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import and_, not_
+from fxport.controlflow.operators.loops.rows import Rows
 from fxport.controlflow.operators.loops.while_loop import tensor_loop
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import in_traced_body, is_disabled, note
@@ -230,6 +232,8 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
         iterable = iterable.as_written()
     if isinstance(iterable, Appender):  # a list grown in an earlier data-dependent loop
         iterable = iterable.rows()
+    if isinstance(iterable, Rows) and is_symbolic(iterable.length) and not _left_as_written(info.kind):
+        return _rows_loop(iterable, 0, body_fn, state, free, info, test_fn)  # zip/enumerate of tensors' rows
     if (isinstance(iterable, torch.Tensor) and is_traced(iterable) and iterable.dim() > 0
             and is_symbolic(iterable.shape[0]) and not _left_as_written(info.kind)):
         rows = TensorRange(0, iterable.shape[0], 1)
@@ -317,12 +321,38 @@ def _replaces_none(before: tuple, after: tuple) -> bool:
 
 
 def _continue_as_tensor_loop(iterable, position, body_fn, state, free, info, test_fn=None):
+    if isinstance(iterable, Rows):
+        return _rows_loop(iterable, position, body_fn, state, free, info, test_fn)
     if not isinstance(iterable, range):
         fail(f"for: break on a tensor condition in a loop over a {type(iterable).__name__}", info,
              "loop over range(...) so the remaining iterations can become a while_loop")
     rest = iterable[position:]
     rng = TensorRange(rest.start, rest.stop, rest.step)
     return tensor_loop(info, state, free, body_fn=body_fn, test_fn=test_fn, rng=rng)
+
+
+def _rows_loop(rows: Rows, position, body_fn, state, free, info, test_fn):
+    """The items of ``rows`` from ``position`` on as a ``while_loop`` over their positions: the
+    tensors travel as the body's last inputs, and the body reads each item at the counter."""
+    count = len(rows.tensors)
+
+    def rows_body(counter, *values):
+        return body_fn(rows.item(counter, values[-count:]), *values[:-count])
+
+    rows_test = None if test_fn is None else (lambda *values: test_fn(*values[:-count]))
+    return tensor_loop(_reading_rows(info, count), state, free + rows.tensors, body_fn=rows_body, test_fn=rows_test,
+                       rng=TensorRange(position, rows.length, 1))
+
+
+def _reading_rows(info, count: int):
+    """``info`` with ``count`` more parameters, the tensors whose rows the body reads (one such
+    StatementInfo per loop, so what its probes learn is found again inside a traced body)."""
+    made = getattr(info, "_fx_reading_rows", None)
+    if made is None or len(made.params) != len(info.params) + count:
+        made = dataclasses.replace(info, params=tuple(info.params) + tuple(f"_fx_rows_{k}" for k in range(count)))
+        if not torch.compiler.is_dynamo_compiling():  # dynamo refuses a write to an outer object
+            info._fx_reading_rows = made
+    return made
 
 
 def _test_then_going_on(test_fn: Callable, stop_fn: Callable) -> Callable:
