@@ -16,15 +16,13 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import json
 from typing import Any
 
 import torch
 from torch.export import Dim
 
-from fxport.capture.failures import traced_user_frame
-from fxport.capture.sources import source_name
+from fxport.capture.narrowings import symbol_key
 from fxport.capture.squeezed_sizes import REASON as squeezed_reason, squeezed_at as squeezed_where
 from fxport.errors import InputSpecError
 from fxport.eager.calls import Signature
@@ -259,7 +257,7 @@ def annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_
             if squeezed_at is not None and low < 2 <= high and declared[1] >= 2:
                 low, where, reason = 2, squeezed_at, squeezed_reason.format(where=squeezed_at)
             elif low > declared[0] or high < declared[1]:
-                where = narrowed_at.get(_symbol_key(size.node.shape_env, size.node.expr)) or adopted.get(name)
+                where = narrowed_at.get(symbol_key(size.node.shape_env, size.node.expr)) or adopted.get(name)
                 if name in adopted:
                     reason = "bounded by the model" + (f" at {where}" if where is not None else "")
                 elif where is not None:
@@ -316,42 +314,6 @@ def narrowing_notes(program: torch.export.ExportedProgram, grown: bool = False) 
         notes.append(f"{subject} {how}: exported for sizes {valid} only (declared {declared}{copy}); "
                      "verification checks both sides of the bound and the ONNX metadata records the range")
     return notes
-
-
-@contextlib.contextmanager
-def watch_range_narrowing():
-    """Collect where a size symbol's range is narrowed while the model is traced.
-
-    Yields a dict :func:`_symbol_key` → SourceLocation of the first narrowing with a frame of
-    the user's code inside the traced call (torch keeps only its own frame for the range; the
-    user's line is what a message needs). Keys name the input size (``L['x'].size()[0]``), so
-    a narrowing seen in a failed attempt still locates the range of the one that succeeds.
-    """
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    found: dict = {}
-    original = ShapeEnv._update_var_to_range
-
-    def update(self, symbol, vr, vr_sloc=None, **kwargs):
-        before = self.var_to_range.get(symbol)
-        original(self, symbol, vr, vr_sloc, **kwargs)
-        key = _symbol_key(self, symbol)
-        if before is not None and key not in found and self.var_to_range.get(symbol) != before:
-            where = traced_user_frame()
-            if where is not None:
-                found[key] = where
-
-    ShapeEnv._update_var_to_range = update
-    try:
-        yield found
-    finally:
-        ShapeEnv._update_var_to_range = original
-
-
-def _symbol_key(shape_env, symbol) -> Any:
-    """The input sizes a size symbol stands for (``("L['x'].size()[0]",)``), else the symbol."""
-    sources = getattr(shape_env, "var_to_sources", {}).get(symbol)
-    return tuple(sorted(source_name(source) for source in sources)) if sources else (id(shape_env), symbol)
 
 
 def record_dynamic_ranges(model: Any, program: torch.export.ExportedProgram) -> None:

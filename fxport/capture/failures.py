@@ -241,8 +241,10 @@ SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
 
 def pinned_location(exc: BaseException, narrowed_at: dict, dims: dict) -> SourceLocation | None:
     """The user's line that pinned a dimension declared dynamic to one value (``x.reshape(2, 6)``),
-    which torch's message does not name: where that input size's range was narrowed while the
-    model was traced (``narrowed_at`` of :func:`fxport.capture.dynamic_dims.watch_range_narrowing`).
+    which torch's message does not name: where that input size's range became one value while the
+    model was traced, else where it was first narrowed (``narrowed_at``, the
+    :class:`~fxport.capture.narrowings.RangeNarrowings` of
+    :func:`~fxport.capture.narrowings.watch_range_narrowing`; a plain dict has first narrowings only).
     ``dims``: :func:`fxport.capture.dynamic_dims.dims_by_input`'s index → axis → (Dim, parameter name).
     """
     text = "\n".join(str(e) for e in _exception_chain(exc))
@@ -251,7 +253,8 @@ def pinned_location(exc: BaseException, narrowed_at: dict, dims: dict) -> Source
     pinned = {m.group(1) for m in SUGGESTED_CONSTANT.finditer(text.split("Suggested fixes", 1)[1])}
     for axes in dims.values():
         for axis, (dim, parameter) in axes.items():
-            where = narrowed_at.get((f"L['{parameter}'].size()[{axis}]",))
+            key = (f"L['{parameter}'].size()[{axis}]",)
+            where = getattr(narrowed_at, "pinned", {}).get(key) or narrowed_at.get(key)
             if where is not None and (dim if isinstance(dim, str) else getattr(dim, "__name__", None)) in pinned:
                 return where
     return None

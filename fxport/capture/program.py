@@ -23,8 +23,8 @@ import torch
 import torch.fx.experimental._config as _shape_config
 from torch.export import Dim
 
-from fxport.capture.dynamic_dims import (annotate_dim_ranges, dims_by_input, narrowing_notes,
-                                         normalize_dynamic_shapes, watch_range_narrowing)
+from fxport.capture.dynamic_dims import annotate_dim_ranges, dims_by_input, narrowing_notes, normalize_dynamic_shapes
+from fxport.capture.narrowings import watch_range_narrowing
 from fxport.capture.failures import classify_capture_failure, pinned_location, source_unavailable, why_oblivious_failed
 from fxport.capture.hinted_guards import refuse_unenforced_guards
 from fxport.capture.size_one_stop import specialises_size_one, stopping_at_size_one_guards

@@ -26,6 +26,7 @@ from fxport.controlflow.converters.loop_exits import BreakTails, LoopExits
 from fxport.controlflow.converters.none_checks import NoneChecks
 from fxport.controlflow.converters.number_lists import NumberLists
 from fxport.controlflow.converters.raising_branches import RaisingBranches
+from fxport.controlflow.converters.repeated_lists import RepeatedLists
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
 from fxport.controlflow.converters.set_loops import SetLoops
 from fxport.controlflow.converters.size_comparisons import SizeComparisons
@@ -56,6 +57,7 @@ CONVERTERS: list[type] = [
     LogicalConverter,  # and/or/not, chained comparisons → _fx.and_/or_/not_
     SizeComparisons,  # x.shape[0] > 0 in an if/while test → _fx.sizes.compare (open over the range: a tensor)
     SliceConverter,  # x[i] / x[i] = v with a computed index → _fx.getitem/setitem
+    RepeatedLists,  # torch.stack([e] * n) → _fx.lists.repeated.repeat (tiled at a dynamic n; before the calls)
     CallConverter,  # f(x) → _fx.call(f)(x); torch.stack/cat, int()
     IfConverter,  # if → _fx.if_stmt
     WhileConverter,  # while → _fx.while_stmt

@@ -43,6 +43,7 @@ from fxport.controlflow.operators.failures import fail, refuse_here
 from fxport.controlflow.operators.lists import in_loop
 from fxport.controlflow.operators.lists.elements import as_element, element_rows
 from fxport.controlflow.operators.lists.front import AtFront, refuse_both_ends
+from fxport.controlflow.operators.lists.repeated import Repeated
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 
@@ -612,7 +613,10 @@ pytree.register_pytree_node(Appender, _appender_flatten, _appender_unflatten)
 
 
 def stack(tensors, dim: int = 0, *, out=None):
-    """``torch.stack``, also for lists grown in a data-dependent loop."""
+    """``torch.stack``, also for lists grown in a data-dependent loop and lists repeated a
+    dynamic number of times (:mod:`~fxport.controlflow.operators.lists.repeated`)."""
+    if isinstance(tensors, Repeated):
+        return tensors.stacked(dim) if out is None else torch.stack(tensors.as_written(), dim, out=out)
     if not isinstance(tensors, Appender):
         return torch.stack(tensors, dim) if out is None else torch.stack(tensors, dim, out=out)
     grown = tensors
@@ -629,7 +633,10 @@ def stack(tensors, dim: int = 0, *, out=None):
 
 
 def cat(tensors, dim: int = 0, *, out=None):
-    """``torch.cat``, also for lists grown in a data-dependent loop."""
+    """``torch.cat``, also for lists grown in a data-dependent loop and lists repeated a dynamic
+    number of times (:mod:`~fxport.controlflow.operators.lists.repeated`)."""
+    if isinstance(tensors, Repeated):
+        return tensors.catted(dim) if out is None else torch.cat(tensors.as_written(), dim, out=out)
     if not isinstance(tensors, Appender):
         return torch.cat(tensors, dim) if out is None else torch.cat(tensors, dim, out=out)
     grown = tensors
