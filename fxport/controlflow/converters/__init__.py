@@ -10,7 +10,7 @@ facts, then walks the statements dispatching each to the statement converter of 
 Example::
 
     >>> [(c.__name__, c.stage) for c in CONVERTERS][:3]
-    [('RaisingBranches', 'canonicalize'), ('ReturnsInLoops', 'canonicalize'), ('BreakTails', 'canonicalize')]
+    [('OutArguments', 'canonicalize'), ('RaisingBranches', 'canonicalize'), ('ReturnsInLoops', 'canonicalize')]
 """
 
 from fxport.controlflow.converters.aliases import Aliases
@@ -25,6 +25,7 @@ from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import BreakTails, LoopExits
 from fxport.controlflow.converters.none_checks import NoneChecks
 from fxport.controlflow.converters.number_lists import NumberLists
+from fxport.controlflow.converters.out_arguments import OutArguments
 from fxport.controlflow.converters.raising_branches import RaisingBranches
 from fxport.controlflow.converters.repeated_lists import RepeatedLists
 from fxport.controlflow.converters.return_statements import ReturnsInIfs, ReturnsInLoops
@@ -38,6 +39,7 @@ from fxport.controlflow.converters.with_statements import WithStatements
 
 #: every converter, in order
 CONVERTERS: list[type] = [
+    OutArguments,  # f(..., out=t) / a dead t.resize_as_(u) on a local nothing else holds → t = f(...) (first: others see assignments)
     RaisingBranches,  # if c: raise E → _fx.asserts.raise_if (a check, not a side effect; before the exits)
     ReturnsInLoops,  # return in a loop → flags + break (so before break/continue)
     BreakTails,  # a while True's break path rebinding a list it grows → after the loop (before +=[..] → append)
