@@ -3,8 +3,9 @@
 ONNX has no operator that stops a run with a message, and the dynamo exporter drops torch's own
 runtime asserts (``aten._assert_async`` leaves no node in the file), so a check on a tensor's
 value cannot be kept in the ONNX file. Rather than drop it silently, fxport refuses it at the
-assert's line (docs/control-flow.md, "assert"). A condition that is a Python value, or a size
-(a SymBool torch.export guards on), runs as Python runs it, and so does every assert when the
+assert's line (docs/control-flow.md, "assert"). A size known only at run time (a SymBool of a
+number read from data) is a ``torch._check``, left out of the file the same way. A condition
+that is a Python value, or a size (a SymBool torch.export guards on), runs as Python runs it, and so does every assert when the
 model runs eagerly (verification, coverage). ``--disable assert-on-tensor`` leaves tensor asserts
 as written: capture then fails on them as it does without fxport.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.rule_names import rule_name
@@ -34,6 +36,12 @@ def assert_stmt(test, message: Callable[[], object] | None, info) -> None:
     """``assert test, message()`` (the message is built only when the assert fails, as in Python)."""
     if isinstance(test, torch.Tensor) and is_traced(test):
         _left_out(info, "assert", "assert on a tensor's value cannot be kept in the ONNX file")
+        return
+    if isinstance(test, torch.SymBool) and free_unbacked_symbols(test):
+        # a size known only at run time (a branch picked a window of a tensor, a mask kept rows):
+        # torch takes the assert as a fact about that size, and the file cannot check it either
+        torch._check(test, lambda: str(message()) if message is not None else "assert")
+        _left_out(info, "assert", "assert on a size known only at run time cannot be kept in the ONNX file")
         return
     if not test:
         raise AssertionError(message()) if message is not None else AssertionError()

@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.errors import ControlFlowError
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
@@ -294,6 +295,9 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
         if shape_problem and forced in (_APPENDER_READ, LIST_WRITTEN) and can_select_sized(a, b):
             selected.append(select_sized(mask, a, b))  # an append on one side; one box vs some
             continue
+        if shape_problem and not forced and _asks_input_sizes(pred) and can_select_sized(a, b):
+            selected.append(select_sized(mask, a, b))  # a size test: a window of the tensor or all of it
+            continue
         if shape_problem:
             _check_one_rank(name, a, b, info)
             if forced in (_APPENDER_READ, LIST_WRITTEN):
@@ -310,6 +314,12 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
                         else "where: pure cheap branches, same dtype and shape")
     record(info, rule_name(info.kind, "where"), detail, lowering="torch.where")
     return objects_rebuilt(pytree.tree_unflatten(selected, spec_t))
+
+
+def _asks_input_sizes(pred) -> bool:
+    """A question about the inputs' sizes only (``idx.size(1) <= block``: a SymBool of no number
+    read from data), whose sides a ``where`` of their padded values selects (sized_select.py)."""
+    return isinstance(pred, torch.SymBool) and is_symbolic(pred) and not free_unbacked_symbols(pred)
 
 
 def _is_empty_sequence(value) -> bool:

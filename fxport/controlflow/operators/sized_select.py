@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from fxport.controlflow.operators.values import as_int64, same_size
 
@@ -34,7 +35,7 @@ def select_sized(mask, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     sizes = {axis: (a.shape[axis], b.shape[axis]) for axis in range(a.dim())
              if not same_size(a.shape[axis], b.shape[axis])}
     for axis in sizes:
-        target = torch.sym_max(a.shape[axis], b.shape[axis])
+        target = _common_size(a.shape[axis], b.shape[axis])
         a, b = _padded(a, axis, target), _padded(b, axis, target)
     chosen = _where(mask, a, b)
     for axis, (size_a, size_b) in sizes.items():
@@ -43,6 +44,17 @@ def select_sized(mask, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch._check(length <= chosen.shape[axis])
         chosen = chosen.narrow(axis, 0, length)
     return chosen
+
+
+def _common_size(size_a, size_b):
+    """A size both pad to: the larger where torch knows which one it is, else their sum (torch
+    proves ``sum - size >= 0`` for the padding, where it cannot prove ``max(a, b) - a >= 0`` of
+    sizes like ``min(L, 8)``, minGPT's window, and would guard on the input)."""
+    if statically_known_true(size_a >= size_b):
+        return size_a
+    if statically_known_true(size_b >= size_a):
+        return size_b
+    return size_a + size_b
 
 
 def _padded(value: torch.Tensor, axis: int, target) -> torch.Tensor:
