@@ -27,7 +27,6 @@ XFAIL = {
     "mingpt_generate": "set outside the range the model bounds itself to: ONNX Runtime differs from eager PyTorch on 1 of 11 input sets (first: size[prompt_len=6] outside exported 2..5, ONNX Runtime failed, max abs error nan); 'prompt_len' is bounded by ",
     "llama_generate_static_kv": "number read from a tensor used as a slice bound of a write into an attribute (self.cache_k[:bsz, start_pos:start_pos + seqlen] = xk; the mask None on one side converts): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured",
     "hmm_viterbi": "a dynamic dimension the model specialises (z_star_i.insert(0, z_t) converts since round nine; torch then fixes the batch, reported at log_delta[:, 0, :] = ...): the model specialises dynamic dimension 'batch' to 2",
-    "forced_align_backtrack": "ONNX Runtime fails at one token (num_tokens=1: the backtrack's `while j > 0` runs no trip; the Point records, path[::-1] and the comprehensions by field now convert): ONNX Runtime failed on the user-1 inputs",
     "wenet_ctc_greedy": 'a Python list from .tolist() indexed by a loop counter: a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items',
     "wenet_ctc_prefix_beam_search": "container written under a tensor condition: if on a tensor condition writes into the defaultdict 'next_hyps'",
 }
