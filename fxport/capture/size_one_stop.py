@@ -65,8 +65,8 @@ def specialises_size_one(exc) -> bool:
 
 @contextlib.contextmanager
 def stopping_at_size_one_guards(enabled: bool = True):
-    """While active, a guard on one size symbol that holds at 1 and not at 2 or above
-    (:func:`pins_to_size_one`), where the symbol's range holds both 1 and 2, raises
+    """While active, a guard on one size symbol of a declared dimension that holds at 1 and not
+    at 2 or above (:func:`pins_to_size_one`), where the symbol's range holds both 1 and 2, raises
     :class:`SizeOneGuard` at once. Only for captures whose dynamic
     dimensions are all named Dims: a ``Dim.DYNAMIC`` hint lets torch specialise instead. The
     model's own ``except Exception`` does not catch the stop (the guard stands, as in torch)."""
@@ -92,19 +92,38 @@ def stopping_at_size_one_guards(enabled: bool = True):
 
 
 def _size_one_violation(shape_env: ShapeEnv, guard: Any) -> str | None:
-    """torch's wording of the violation ``guard`` is, or None when it is not a size-1 pin."""
+    """torch's wording of the violation ``guard`` is, or None when it is not a size-1 pin of a
+    declared dimension (:func:`declared_dimension_source`)."""
     symbols = getattr(guard, "free_symbols", set())
     if len(symbols) != 1:
         return None
     (symbol,) = symbols
     value_range = shape_env.var_to_range.get(symbol)
-    sources = shape_env.var_to_sources.get(symbol)
-    if value_range is None or not sources or not (value_range.lower <= 1 and value_range.upper >= 2):
+    source = declared_dimension_source(shape_env, symbol)
+    if value_range is None or source is None or not (value_range.lower <= 1 and value_range.upper >= 2):
         return None
     at_sizes = (guard.xreplace({symbol: sympy.Integer(size)}) for size in (1, *PINNED_AWAY))
     if next(at_sizes) is not sympy.true or any(at is not sympy.false for at in at_sizes):  # lazily: most fail at 1
         return None
-    source = sources[0].name
-    name = shape_env.source_name_to_debug_name.get(source, str(symbol))
+    name = shape_env.source_name_to_debug_name[source]
     text = PythonPrinter().doprint(guard).replace(str(symbol), source)
     return f"Not all values of {name} = {source} in the specified range satisfy the generated guard {text}."
+
+
+def declared_dimension_source(shape_env: ShapeEnv, symbol: Any) -> str | None:
+    """The name of the input size ``symbol`` stands for (``L['x'].size()[0]``) where the capture
+    declared that size a named Dim, else None.
+
+    Only those sizes are checked against their range when torch.export ends its trace (torch
+    names each in ``source_name_to_debug_name``), so only a guard on one of them fails the
+    capture. The other symbols of a size-oblivious capture are torch's own: dynamo, tracing a
+    ``while_loop`` body or a ``cond`` branch, gives each operand's sizes fresh symbols
+    (``L['args'][2][1].size()[0]``), and the control-flow runtime restates a carried ``(1,)``
+    there as ``torch._check(s19 == 1)`` (``restore_size_relations``): a guard that holds at 1
+    and fails at 2, and pins nothing of the model's inputs. Stopping there threw away a capture
+    that would have kept the input sizes 0 and 1 (the forced-alignment backtrack's ``while j >
+    0`` lost its no-trip exit at one token)."""
+    for source in shape_env.var_to_sources.get(symbol, ()):
+        if source.name in shape_env.source_name_to_debug_name:
+            return source.name
+    return None

@@ -8,8 +8,8 @@ iterable), ``[::-1]`` of a grown list a tensor's "step must be greater than zero
 comprehension a refusal. The list is now the stack of its records' rows; ``path[::-1]`` is the
 rows last first, and a comprehension that reads only fields is every element at once, each field
 a column of the dtype ``torch.tensor`` gives its numbers. Differential: eager vs ONNX Runtime on
-walks of 1, 2 and 5 steps, ended by either side of the ``and`` (a walk of no step needs a size 1,
-which torch's 0/1 specialisation leaves outside the exported range; verification says so).
+walks of 1, 2 and 5 steps, ended by either side of the ``and``; walks of no step (one row or one
+column, which this test's ``min=1`` ranges leave out) are tests/controlflow/test_zero_trip_size_loops.py's.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_records_grown_in_a_loop_reversed_and_read_by_field_equal_eager_at_every
     model = WalkBack()
     tables = _tables()
     trips = set().union(*trip_counts(model, tables).values())
-    assert {1, 2} <= trips and max(trips) > 2, trips  # no step needs a size 1: torch exports from 2 on
+    assert {1, 2} <= trips and max(trips) > 2, trips  # no step: test_zero_trip_size_loops.py
     assert "_fx.lists.columns.tensor_of(lambda p: [p.index, p.time], path, dtype=torch.long)" in converted_source(WalkBack.forward)
     exported = export_to_ort(model, tables[-2], dynamic_shapes=({0: torch.export.Dim("t", min=1, max=64),
                                                                  1: torch.export.Dim("j", min=1, max=64)},))
