@@ -37,6 +37,7 @@ import torch.utils._pytree as pytree
 from fxport.controlflow.operators.lists.appender import Appender, ByIdentity, Continues, SelectedBefore, SelectedContinued, stack
 from fxport.controlflow.operators.lists.carried import extended
 from fxport.controlflow.operators.lists.elements import element_rows
+from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.values import (is_number, is_row_of_numbers, numbers_as_tensors, row_of_numbers,
@@ -135,6 +136,7 @@ def truth_of_selected(value):
 def _element(value, where) -> torch.Tensor:
     """An appended value as a tensor: a tensor, a number, or a list/tuple of numbers and 0-d
     tensors (``xs.append([i, j])``, which ``torch.tensor(xs)`` reads back as rows)."""
+    value = known_set(value)  # None on some paths: the list is read back as tensors, where None would raise
     if isinstance(value, torch.Tensor):
         return value
     if is_number(value):
