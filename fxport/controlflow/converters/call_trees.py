@@ -5,6 +5,8 @@ converted too; ``torch.stack/cat`` of a list → ``_fx.stack/cat`` and ``len(xs)
 ``t.item()`` inside a branch or loop body → ``_fx.item_(t)`` (an integer stays a 0-d tensor there);
 ``t.data`` → ``_fx.data_(t, nested)`` and ``t.numpy()`` → ``_fx.numpy_(t)`` (``int(t.numpy())`` →
 ``int(_fx.without_numpy(t))``);
+``torch.cat([torch.tensor(z) for z in zs])`` → ``_fx.lists.ragged.cat_each`` (lists whose elements'
+lengths are data, read whole);
 ``torch.equal`` / ``torch.allclose`` → ``_fx.equal`` / ``_fx.allclose`` and the builtins
 ``all(t)`` / ``any(t)`` → ``_fx.all_`` / ``_fx.any_`` (and ``map(int, box)`` → ``map(_fx.int_, box)``; ``torch.tensor(data)`` and ``torch.Tensor([..])``
 → ``_fx.tensor_``: built from traced values without reading them) (0-d bool tensors while exporting, so a loop
@@ -106,8 +108,11 @@ class CallConverter(ExpressionConverter):
         number_read = self._number_read(node)
         if number_read is not None:
             return number_read
+        concatenated = _concatenated_comprehension(node)
+        if concatenated is not None:
+            return concatenated
         if _is_torch_attr(func, ("stack", "cat", "concat", "concatenate")) and node.args:
-            node.func = rt(func.attr if func.attr in ("stack", "cat") else "cat")
+            node.func = ast.copy_location(rt(func.attr if func.attr in ("stack", "cat") else "cat"), func)
             return node
         if isinstance(func, ast.Name) and func.id == "print" and self.depth > 0:
             return located(ast.copy_location(call(rt("print_"), _deferred_arguments(node)), node), node)
@@ -287,6 +292,60 @@ def _comprehension_of_fields(node: ast.Call) -> ast.Call | None:
         return None
     made = ast.Call(func=rt("lists.columns.tensor_of"), args=[lambda_(comp.elt, target.id), source], keywords=node.keywords)
     return located(ast.copy_location(made, node), node)
+
+
+def _concatenated_comprehension(node: ast.Call) -> ast.Call | None:
+    """``torch.cat([E for z in zs], ...)`` whose element ``E`` commutes with concatenation (``z``,
+    ``z.long()``, ``z.to(d)``, ``torch.tensor(z, dtype=d)``, ``torch.as_tensor(z)``,
+    ``torch.LongTensor(z)``, ``torch.stack(z)``: already converted here, the children come first)
+    → ``_fx.lists.ragged.cat_each(lambda z: E, zs, ..., kind=...)``: of a list a data-dependent loop
+    grew, whose elements' lengths are data, every element at once (ragged.py)."""
+    if not (_is_torch_attr(node.func, ("cat", "concat", "concatenate")) and node.args
+            and isinstance(node.args[0], ast.ListComp)) or any(k.arg is None or k.arg == "out" for k in node.keywords):
+        return None
+    comp = node.args[0]
+    if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
+        return None
+    target, source = comp.generators[0].target, comp.generators[0].iter
+    kind = _concatenated_kind(comp.elt, target.id) if isinstance(target, ast.Name) else None
+    if kind is None:
+        return None
+    made = ast.Call(func=rt("lists.ragged.cat_each"), args=[lambda_(comp.elt, target.id), source, *node.args[1:]],
+                    keywords=[*node.keywords, ast.keyword(arg="kind", value=ast.Constant(kind))])
+    return located(ast.copy_location(made, node), node)
+
+
+#: tensor methods that change only the dtype (elementwise: they commute with concatenation)
+_DTYPE_METHODS = ("long", "int", "float", "double", "half", "bool", "to", "type")
+#: the converted constructors of a tensor from a list (call_trees' own rewrites of torch.tensor and kin)
+_CONSTRUCTORS = ("tensor_", "as_tensor_")
+
+
+def _concatenated_kind(elt: ast.expr, name: str) -> str | None:
+    """What ``elt`` does to the comprehension's element ``name`` (a :data:`ragged.KINDS` entry), or
+    None when it may do anything else (then the comprehension runs as written)."""
+    def is_target(node) -> bool:
+        return isinstance(node, ast.Name) and node.id == name
+
+    def free_of_target(nodes) -> bool:
+        return not any(is_target(n) for node in nodes for n in ast.walk(node))
+
+    if is_target(elt):
+        return "tensor"
+    if not isinstance(elt, ast.Call) or not free_of_target([k.value for k in elt.keywords]):
+        return None
+    func = elt.func
+    if isinstance(func, ast.Attribute) and is_target(func.value) and func.attr in _DTYPE_METHODS:
+        return "tensor" if free_of_target(elt.args) else None
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == RUNTIME):
+        return None
+    if func.attr in _CONSTRUCTORS and len(elt.args) == 1 and is_target(elt.args[0]):
+        return "constructor"
+    if func.attr == "legacy_tensor_" and len(elt.args) == 2 and is_target(elt.args[1]) and free_of_target(elt.args[:1]):
+        return "constructor"
+    if func.attr == "stack" and len(elt.args) == 1 and is_target(elt.args[0]) and not elt.keywords:
+        return "stack"
+    return None
 
 
 def _reads_fields_only(elt: ast.expr, name: str) -> bool:

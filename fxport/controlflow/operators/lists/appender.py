@@ -13,6 +13,15 @@ after the loop. On a plain list they are ``torch.stack``/``torch.cat``. Modes:
   offset (pass 2).
 * ``grow`` — in a loop whose state grows (an ONNX ``Loop`` around its exported body): the stack
   of the elements so far, one row longer after each append, read and indexed inside the loop too.
+* ``concat`` — in a loop whose state grows, elements whose length along one axis is data (each
+  row's backtrack, ``x[i, :n[i]]``, a list grown by a loop inside this one): the concatenation of
+  the elements so far along that axis (``axis``, moved to the front), and their number
+  (``length``). Read only whole: ``torch.cat`` of it, of ``torch.tensor(z) for z in`` it
+  (ragged.py), ``len()``; any read of one element is refused at its line.
+
+A list appended as an element (``paths.append(path)``, ``path`` a list a data-dependent loop grew)
+is its stack, one tensor, in every mode; the list is then marked as a list of lists
+(:attr:`Appender.of_lists`), which ragged.py reads back as its elements' concatenation.
 
 Inside its loop, ``xs[-k]``, ``xs[-k:]``, ``xs == []`` and ``if xs`` read the rows at the count
 (in_loop.py). A list grown with ``insert(0, v)`` (front.py) keeps its rows in the order they came
@@ -242,9 +251,7 @@ class Appender:
                 self._shared["record"] = value  # Point(j, t, prob): its fields name the row's columns (columns.py)
             value = row_of_numbers(value)  # xs.append([i, j]): what torch.tensor(xs) reads back as a row
         if isinstance(value, Appender):  # a list of lists: each one's length may be data
-            fail(f"list {self.name!r} grown in a data-dependent loop gets a list grown in a data-dependent loop as an "
-                 "element (a list of lists, whose lengths may differ)", self, f"append one tensor per iteration (torch.tensor(...) or torch.stack(...) "
-                 f"of the inner list) to {self.name!r}, and torch.cat/torch.stack {self.name!r} right after the loop")
+            value = self._list_as_element(value)
         if not isinstance(value, (torch.Tensor, int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
             fail(f"list {self.name!r} grown in a data-dependent loop gets a {type(value).__name__}, not a tensor or "
                  "number", self, f"append torch.stack(...) of it (one tensor per iteration) to {self.name!r}")
@@ -261,8 +268,47 @@ class Appender:
             self._count(value)
         elif self.mode == "grow":  # a loop whose state grows: the stack so far, one row longer
             self.data = torch.cat([self.data, value.to(self.data.dtype).unsqueeze(0)])
+        elif self.mode == "concat":  # the concatenation so far, one element longer along the axis
+            pieces = [self.piece_of(value), self.data] if front else [self.data, self.piece_of(value)]
+            self.data = torch.cat(pieces)  # insert(0, v) puts it first: the pieces stay in the list's order
+            self.length = self.length + 1
         else:
             self._write(value)
+
+    def _list_as_element(self, inner: "Appender") -> torch.Tensor:
+        """``xs.append(ys)``, ``ys`` a list a data-dependent loop grew (a list of lists, whose lengths
+        are data): the stack of ``ys``'s elements, and ``xs`` noted a list of lists (:attr:`of_lists`).
+        An element with no initial or later elements may be empty (:attr:`may_hold_empty_lists`)."""
+        if not inner.finished:
+            fail(f"list {inner.name!r} is appended to list {self.name!r} inside the data-dependent loop that grows "
+                 f"{inner.name!r}", inner, f"append {inner.name!r} to {self.name!r} after that loop")
+        if not torch.compiler.is_dynamo_compiling():  # (the probe notes it; no write in a traced body)
+            self._shared["of_lists"] = True
+            if not inner.initial and not inner.tail:
+                self._shared["empty_lists"] = True
+        return stack(inner)
+
+    @property
+    def of_lists(self) -> bool:
+        """Its elements are lists a data-dependent loop grew, each held as its stack (ragged.py)."""
+        return self._shared.get("of_lists", False)
+
+    @property
+    def may_hold_empty_lists(self) -> bool:
+        """An element list may be empty (it had no element before its loop): ``torch.tensor`` of it
+        is then float32 in eager PyTorch, whatever the others hold."""
+        return self._shared.get("empty_lists", False)
+
+    def piece_of(self, value: torch.Tensor) -> torch.Tensor:
+        """``concat`` mode: an element as rows of the concatenation (its ``axis`` moved to the front),
+        its other sizes stated equal to the concatenation's (torch.cat requires it; eager raises else)."""
+        if value.dim() != self.data.dim():
+            self._refuse(f"list {self.name!r} grown in a data-dependent loop gets elements of {value.dim()} and "
+                         f"{self.data.dim()} dimensions", "append tensors of one rank")
+        piece = value.to(self.data.dtype).movedim(self.axis, 0).contiguous()
+        for got, want in zip(piece.shape[1:], self.data.shape[1:]):
+            torch._check(got == want)
+        return piece
 
     def _count(self, value):
         if value.dim() != self.data.shape[0]:
@@ -301,6 +347,8 @@ class Appender:
         """Inside its loop, ``parts[-k]``/``parts[-k:]`` read the rows so far at the count
         (in_loop.py); after the loop, ``parts[i]`` of elements of one shape is
         ``torch.stack(parts)[i]``, and ``parts[a:b]`` / ``parts[::-1]`` a list of those rows."""
+        if self.mode == "concat" or self.of_lists:
+            self.refuse_element_read(f"{self.name}[{_index_text(index)}]")
         if self.finished and isinstance(index, slice):  # path[::-1] (torchaudio's backtrack): a list again
             return self.sliced(_rows_sliced(stack(self), index, self))
         if self.mode == "grow" and self.finished:  # the stack of all the elements
@@ -370,11 +418,27 @@ class Appender:
         self._materialize("reverse()")
         self.data = self.data.flip(0)
 
+    def as_inputs(self) -> "Appender":
+        """What the body of a later loop captured on its own (a loop whose state grows) reads of this
+        finished list: a finished ``grow`` list holding the stack of its elements (``concat``: its
+        concatenation), whose two tensors become that body's inputs (loops/grown_inputs.py); the list
+        itself where no such copy holds it (elements that change size, a list of lists, a list
+        appended to under a tensor condition)."""
+        if self.mode == "concat" or (self.mode == "grow" and not (self.initial or self.tail or self.front)):
+            return self
+        if not self.finished or self.mode == "select" or self.of_lists or not self._one_shape():
+            return self
+        clone = self.copy()
+        clone._materialize("reading it in a later loop")
+        return clone
+
     def _materialize(self, what: str) -> None:
         """Make a finished list the stack of all its elements (``grow`` mode), to change it."""
         if not self.finished:
             fail(f"{what} of list {self.name!r} inside the data-dependent loop that grows it is not supported", self,
                  "change the list after the loop, or keep what you need in a tensor")
+        if self.mode == "concat" or self.of_lists:
+            self.refuse_element_read(what)
         if self.mode != "grow" or self.initial or self.tail or self.front:
             self.data, self.length = stack(self), torch.zeros((), dtype=torch.int64)
             self.mode, self.initial, self.tail = "grow", [], []
@@ -405,7 +469,19 @@ class Appender:
         return self.copy()
 
     def _one_shape(self) -> bool:
+        if self.mode == "concat":
+            return False
         return self.mode in ("rows", "grow") or not any(varies(s) for s in self.replay.element.shape)
+
+    def refuse_element_read(self, what: str) -> None:
+        """Refuse ``what``, a read of one element of a list whose elements' lengths are data (a
+        ``concat`` list, or a list of lists): only the whole list can be read, as its concatenation."""
+        kind = "lists" if self.of_lists else "tensors"
+        whole = f"torch.cat([torch.tensor(z) for z in {self.name}])" if self.of_lists else f"torch.cat({self.name})"
+        self._refuse(f"{what} of list {self.name!r}, grown in a data-dependent loop with {kind} of different lengths as "
+                     "elements, is not supported: only their concatenation is kept",
+                     f"read the list whole as {whole}, or keep what you need of each element (its length, a padded "
+                     "row) in a tensor of its own as you append")
 
     def _unreadable(self, inside: str) -> str | None:
         """Why the elements cannot be read as the rows of one stack (``inside``: the words for a
@@ -417,6 +493,8 @@ class Appender:
     def rows(self) -> torch.Tensor:
         """What ``for p in parts:`` after the loop iterates: ``torch.stack(parts)`` (elements of
         one shape), whose rows a data-dependent loop then reads one by one."""
+        if self.mode == "concat" or self.of_lists:
+            self.refuse_element_read("iterating over the elements")
         problem = self._unreadable("inside the loop that grows it")
         if problem is not None:
             fail(f"iterating over list {self.name!r} grown in a data-dependent loop {problem} is not supported",
@@ -481,6 +559,8 @@ class Appender:
                          f"{self.name}, set({self.name}), list({self.name})) is not supported: how many elements it "
                          "holds there is data", "keep what the loop needs in a tensor beside the list (for a set of "
                          "ids: a mask, seen[v] = True where you append v), or read its last elements by position")
+        if self.mode == "concat" or self.of_lists:
+            self.refuse_element_read("iterating over the elements")
         self._refuse(f"list {self.name!r} grown in a data-dependent loop can only be used with torch.stack/torch.cat",
                      "stack or concatenate it right after the loop")
 
@@ -622,6 +702,8 @@ def stack(tensors, dim: int = 0, *, out=None):
     grown = tensors
     if grown.mode == "select":  # appended under a tensor condition (selected_list.py)
         return grown.stacked(dim)
+    if grown.mode == "concat":
+        grown.refuse_element_read("torch.stack")
     rank = _element_rank(grown)
     dim = dim + rank + 1 if dim < 0 else dim
     rows = grown.data if grown.mode == "grow" else _stacked(grown) if grown.mode == "rows" else _two_pass(grown, None)
@@ -642,6 +724,8 @@ def cat(tensors, dim: int = 0, *, out=None):
     grown = tensors
     if grown.mode == "select":
         return grown.catted(dim)
+    if grown.mode == "concat":
+        return _concatenation(grown, dim)
     rank = _element_rank(grown)
     if rank == 0:
         refuse_here(f"torch.cat of list {grown.name!r}: zero-dimensional tensors cannot be concatenated",
@@ -657,6 +741,25 @@ def cat(tensors, dim: int = 0, *, out=None):
     pieces = ([loop_part] + before if grown.front else before + [loop_part]) + list(grown.tail)
     _check_sizes_agree(pieces, skip=dim)
     return torch.cat(pieces, dim) if len(pieces) > 1 else loop_part
+
+
+def _concatenation(grown: Appender, dim: int) -> torch.Tensor:
+    """``torch.cat`` of a ``concat`` list: the elements before the loop, the loop's concatenation,
+    those after it, along ``dim``, which must be the axis the loop concatenated along (the one
+    whose length is data: along another, eager raises unless every length happens to agree)."""
+    rank = grown.data.dim()
+    dim = dim + rank if dim < 0 else dim
+    if dim != grown.axis:
+        grown._refuse(f"torch.cat of list {grown.name!r} along dimension {dim}: its elements' lengths along dimension "
+                      f"{grown.axis} are data, so they are concatenated along that one",
+                      f"torch.cat({grown.name}, dim={grown.axis})")
+    if not grown.finished:
+        grown._refuse(f"torch.cat of list {grown.name!r} inside the data-dependent loop that grows it is not supported",
+                      f"torch.cat({grown.name}) after the loop")
+    loop_part = torch.movedim(grown.data, 0, dim)  # (the elements before the loop are its first rows)
+    pieces = element_rows(grown.initial) + [loop_part] + list(grown.tail)  # [h] + xs, xs + [h] after the loop
+    _check_sizes_agree(pieces, skip=dim)
+    return torch.cat(pieces, dim) if len(pieces) > 1 else loop_part  # cat promotes dtypes, as eager's
 
 
 def _front_rows(grown: Appender) -> torch.Tensor:
@@ -691,6 +794,9 @@ def len_(value):
         return len(value)
     if value.mode == "select":
         return value.count()
+    if value.mode == "concat":  # the number of elements is carried beside their concatenation
+        count = value.length if not value.finished else _size(value.length)
+        return count + len(value.initial) + len(value.tail)
     if value.mode == "grow":  # the stack so far: its length is a size, inside the loop too
         if not value.finished:
             _check_prefix_known(value, "len()")
@@ -717,6 +823,13 @@ def _length_so_far(grown: Appender):
         return len(in_loop.probe_items(grown))
     appends = grown.length[1] if grown.mode == "write" else grown.length
     return appends + len(grown.initial)
+
+
+def _index_text(index) -> str:
+    """An index as the user wrote it, near enough for a message (``i`` for a traced one)."""
+    if isinstance(index, slice):
+        return ":".join("" if v is None else str(v) for v in (index.start, index.stop, index.step)).rstrip(":") or ":"
+    return str(index) if isinstance(index, int) else "i"
 
 
 def _integer_vector(rows: torch.Tensor) -> bool:

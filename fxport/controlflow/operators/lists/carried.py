@@ -5,8 +5,9 @@ A loop whose carried shapes stay fixed (``while_loop``) carries a list as an
 range's length plus a length) or ``count`` mode (a count, then a second pass that writes the
 rows); a loop whose state grows (an ONNX ``Loop`` around its exported body,
 :mod:`fxport.controlflow.operators.loops.growing`) carries it in ``grow`` mode, the stack of its
-elements so far, one row longer after each append. The probe of the body (one run outside the
-loop) gives the element's type and shape.
+elements so far, one row longer after each append, or in ``concat`` mode, where the probe shows
+elements whose length along one axis is data, their concatenation along it and their number. The
+probe of the body (one run outside the loop) gives the element's type and shape.
 
 A list an outer (or earlier) data-dependent loop grows that a loop inside it appends to as well
 (``for c in labels.unique(): ... while dc.shape[0]: det_max.append(dc[:1])``, ultralytics'
@@ -83,7 +84,9 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
     ones first), carried as a tensor that grows along axis 0."""
     element, values = _probed_element(appender, probed, info)
     first = element_rows(appender.initial)
-    if any(varies(s) for v in values for s in v.shape) or any(e.shape != element.shape for e in first):
+    if any(varies(s) for v in values for s in v.shape):
+        return _concatenating(appender, probed, values, first, info)
+    if any(e.shape != element.shape for e in first):
         fail(f"{info.kind}: list {appender.name!r} gets elements of changing size in a loop whose state grows", info,
              f"append elements of one shape to {appender.name!r}, or grow a tensor with torch.cat instead")
     rows = [e.to(element.dtype).unsqueeze(0) for e in first]
@@ -98,6 +101,45 @@ def allocate_growing(appender: Appender, probed, info) -> Appender:
     grown = Appender(appender.name, initial, dense(data), torch.zeros((), dtype=torch.int64), mode="grow")
     grown.location = appender.location
     return _noted(grown, appender, probed)
+
+
+def _concatenating(appender: Appender, probed: Appender, values: list, first: list, info) -> Appender:
+    """``concat`` mode, for a loop whose state grows and whose elements' length along one axis is data
+    (appender.py): the concatenation of the elements so far along that axis, moved to the front (the
+    elements before the loop first), and their number. Elements whose lengths are data along two
+    axes, or whose other sizes differ, are refused: no concatenation holds them."""
+    axis = _ragged_axis(appender, values, first, info)
+    if isinstance(appender.initial, (SelectedBefore, Continues)):
+        fail(f"{info.kind}: list {appender.name!r}, whose elements' lengths are data, holds elements appended before "
+             "this loop by another loop or under a tensor condition, which is not supported", info,
+             "start a new list for this loop and torch.cat both after it")
+    element = values[0]
+    rows = [e.to(element.dtype).movedim(axis, 0) for e in first]
+    empty = torch.zeros((0,) + tuple(element.movedim(axis, 0).shape[1:]), dtype=element.dtype)
+    data = torch.cat(rows) if rows else empty
+    grown = Appender(appender.name, [], dense(data), torch.zeros((), dtype=torch.int64), mode="concat", axis=axis)
+    grown.location = appender.location
+    return _noted(grown, appender, probed)
+
+
+def _ragged_axis(appender: Appender, values: list, first: list, info) -> int:
+    """The one axis along which the probed elements' lengths are data (the others agree with the
+    elements before the loop)."""
+    element = values[0]
+    if len({v.dim() for v in values + first}) != 1:
+        fail(f"{info.kind}: list {appender.name!r} gets elements of different ranks in a loop whose state grows", info,
+             f"append tensors of one rank to {appender.name!r}")
+    axes = {axis for v in values for axis, size in enumerate(v.shape) if varies(size)}
+    if len(axes) != 1:
+        fail(f"{info.kind}: list {appender.name!r} gets elements whose sizes along {len(axes)} axes are data, in a loop "
+             "whose state grows", info, "append elements whose length is data along one axis only, "
+             "and torch.cat them along it after the loop")
+    (axis,) = axes
+    for other in values[1:] + first:
+        if not all(same_size(a, b) for j, (a, b) in enumerate(zip(other.shape, element.shape)) if j != axis):
+            fail(f"{info.kind}: list {appender.name!r} gets elements that differ in sizes other than along axis {axis}, "
+                 "in a loop whose state grows", info, f"append elements that differ only in their length along axis {axis}")
+    return axis
 
 
 def _continued(appender: Appender, element: torch.Tensor, info) -> list:
@@ -135,6 +177,9 @@ def _noted(grown: Appender, entry: Appender, probed: Appender) -> Appender:
     its trips grow it at (front.py)."""
     grown.extended = probed.extended
     grown._shared["front"], grown._shared["at_end"] = probed.front, probed._shared.get("at_end", False)
+    for flag in ("of_lists", "empty_lists"):  # a list of lists (appender.py); one of them may be empty
+        if probed._shared.get(flag) or entry._shared.get(flag):
+            grown._shared[flag] = True
     grown.keep_record(probed, entry)  # the records' fields name the rows' columns (columns.py)
     return grown
 
@@ -183,6 +228,10 @@ def check_not_returned(outputs) -> None:
     tensor condition: how many tensors it holds is data, and an ONNX graph has a fixed number
     of outputs."""
     for value in pytree.tree_leaves(outputs, is_leaf=lambda v: isinstance(v, Appender)):
+        if isinstance(value, Appender) and (value.of_lists or value.mode == "concat"):  # lengths that are data too
+            whole = f"torch.cat([torch.tensor(z) for z in {value.name}])" if value.of_lists else f"torch.cat({value.name})"
+            fail(f"the model returns list {value.name!r}, whose number of elements and their lengths depend on the data",
+                 value, f"return {whole} and a tensor of the elements' lengths (or a padded tensor) instead of the list")
         if isinstance(value, Appender):
             fail(f"the model returns list {value.name!r}, whose number of elements depends on the data", value,
                  f"return torch.stack({value.name}) or torch.cat({value.name}) instead of the list")
@@ -217,6 +266,8 @@ def extended(outer: Appender, inner) -> Appender:
         return _written(outer, inner)
     if outer.mode == "grow":
         return outer.rebuilt(torch.cat([outer.data, _rows_like(outer, inner, stack(inner))]), outer.length)
+    if outer.mode == "concat":  # each of the inner list's elements, one element more of the outer one
+        return outer.rebuilt(torch.cat([outer.data, outer.piece_of(cat(inner, outer.axis))]), outer.length + _count(inner))
     fail(f"list {outer.name!r} is appended to in a data-dependent loop nested in another one that grows it, on a path "
          "the outer loop's first run did not take", outer,
          f"collect the inner loop's elements in a list of its own and append torch.cat of it to {outer.name!r}")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.utils._pytree as pytree
 
+from fxport.controlflow.operators.lists.appender import Appender
 from fxport.controlflow.operators.values import as_int64, dense, is_symbolic
 
 
@@ -28,13 +30,16 @@ class Free:
     ``kind``: ``"tensor"`` (an input of the op), ``"dim"`` (a size equal to dimension
     ``where = (input, axis)`` of a tensor input), ``"number"`` (a traced number passed as a 0-d
     tensor input and read back with ``.item()``), ``"constant"`` (``value`` itself) or
-    ``"carrier"`` (an empty ``(size, 0)`` input that only carries a ``dim``; last, no value).
+    ``"carrier"`` (an empty ``(size, 0)`` input that only carries a ``dim``; last, no value) or
+    ``"list"`` (a list an earlier loop grew, ``value`` its pytree spec, rebuilt from the ``leaves``
+    tensors that follow it: crf's ``history[:seq_ends[idx]]`` in the body of the backtrack loop).
     """
 
     kind: str
     value: object = None
     where: tuple[int, int] | None = None
     dtype: torch.dtype | None = None
+    leaves: int = 0  # ``"list"``: how many of the following values are its tensors
 
 
 def free_inputs(free, state, growing=None):
@@ -48,15 +53,13 @@ def free_inputs(free, state, growing=None):
     """
     entries = []
     for value in free:
-        if isinstance(value, torch.Tensor):
-            entries.append(("tensor", dense(value)))
-        elif isinstance(value, torch.SymInt) and is_symbolic(value):
-            entries.append(("dim", value))
-        elif isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and is_symbolic(value):
-            dtype = torch.bool if isinstance(value, torch.SymBool) else torch.get_default_dtype()
-            entries.append(("number", torch.full((), value, dtype=dtype)))
+        grown = value.as_inputs() if isinstance(value, Appender) else None
+        if grown is not None and grown.mode in ("grow", "concat"):  # its tensors, not the outer trace's, in the body
+            leaves, treespec = pytree.tree_flatten(grown)
+            entries.append(("list", (treespec, len(leaves))))
+            entries.extend(_entry(leaf) for leaf in leaves)
         else:
-            entries.append(("constant", value))
+            entries.append(_entry(value))
     blocked = {(index, axis) for index, axes in (growing or {}).items() for axis in axes}
     free_tensors = [value for kind, value in entries if kind == "tensor"]
     sources = [(tensor, ()) for tensor in free_tensors] + [
@@ -82,6 +85,8 @@ def free_inputs(free, state, growing=None):
         elif kind == "dim":
             tensor, axis = found[position]
             spec.append(Free("dim", where=(next(i for i, t in enumerate(shapes) if t is tensor), axis)))
+        elif kind == "list":
+            spec.append(Free("list", value=value[0], leaves=value[1]))
         else:
             spec.append(Free("constant", value))
     return inputs, spec + [Free("carrier") for _ in carriers]
@@ -96,8 +101,11 @@ def input_count(spec) -> int:
 def free_values(spec, tensors, shapes_of) -> list:
     """The values :func:`free_inputs` was given, rebuilt from its ``inputs`` (``tensors``); a
     ``dim`` is read from ``shapes_of[index].shape[axis]`` (the tensors its ``where`` counts in)."""
-    tensors, values = list(tensors), []
+    tensors, values, lists = list(tensors), [], []
     for item in spec:
+        if item.kind == "list":  # rebuilt from the values of its leaves, below
+            lists.append((len(values), item))
+            continue
         if item.kind == "tensor":
             values.append(tensors.pop(0))
         elif item.kind == "number":
@@ -109,7 +117,21 @@ def free_values(spec, tensors, shapes_of) -> list:
             tensors.pop(0)
         else:
             values.append(item.value)
+    for start, item in reversed(lists):  # (a list's leaves are tensors: no list holds another)
+        values[start:start + item.leaves] = [pytree.tree_unflatten(values[start:start + item.leaves], item.value)]
     return values
+
+
+def _entry(value) -> tuple[str, object]:
+    """``(kind, value)`` of one value the body reads (see :class:`Free`)."""
+    if isinstance(value, torch.Tensor):
+        return "tensor", dense(value)
+    if isinstance(value, torch.SymInt) and is_symbolic(value):
+        return "dim", value
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and is_symbolic(value):
+        dtype = torch.bool if isinstance(value, torch.SymBool) else torch.get_default_dtype()
+        return "number", torch.full((), value, dtype=dtype)
+    return "constant", value
 
 def _dim_of(size, sources):
     """``(tensor, axis)`` of a dimension whose size is ``size`` among ``sources`` (``(tensor,
