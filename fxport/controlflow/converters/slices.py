@@ -4,6 +4,12 @@
 ``x[i] = v`` becomes ``x = _fx.setitem(x, i, v)``: with a traced 0-d index the operators
 select/update without a guard on the index's value. Constant indices stay as written.
 
+A statement of the function's own body (not inside an ``if``/``while``/``for``, where
+state_targets.py has made the attribute a carried local) writing into an attribute,
+``self.cache_k[:bsz, pos:pos + t] = xk``, becomes ``_fx.targets.item_written(self, 'cache_k',
+index, xk)``: in place as written where the index is Python's, by position where it is traced (a
+module called from a converted loop's body, whose position is the loop's counter).
+
 Example::
 
     >>> import ast
@@ -27,6 +33,10 @@ from fxport.controlflow.facts import is_static_index
 
 
 class SliceConverter(ExpressionConverter):
+    def apply(self) -> None:
+        self._own_statements = {id(stmt) for stmt in self.ctx.fdef.body}  # the function's own body
+        super().apply()
+
     def visit_Call(self, node):
         """``x.narrow(dim, start, length)`` / ``torch.narrow(x, ...)`` → ``_fx.narrow(x, ...)``: a start
         that is a traced counter selects rows without reading it as a number (NeMo's RNN-T
@@ -63,8 +73,22 @@ class SliceConverter(ExpressionConverter):
             return ast.copy_location(ast.Assign(targets=[name(target.value.id, True)], value=value), node)
         if len(node.targets) == 1 and _is_dynamic_chained_store(target):
             return self._chained_store(target, node)
+        if len(node.targets) == 1 and _is_dynamic_attribute_store(target) and self._own(node):
+            return self._attribute_item_store(target, node)
         self.generic_visit(node)
         return node
+
+    def _own(self, node: ast.stmt) -> bool:
+        """A statement of the function's own body (set by :meth:`apply`)."""
+        return id(node) in getattr(self, "_own_statements", ())
+
+    def _attribute_item_store(self, target: ast.Subscript, node: ast.Assign) -> ast.Expr:
+        """``owner.key[i] = v`` → ``_fx.targets.item_written(owner, 'key', i, v)`` (see the module doc)."""
+        owner = self.visit(target.value.value)
+        index = _index_expr(self.visit(target.slice))
+        operator = ast.Attribute(value=rt("targets"), attr="item_written", ctx=ast.Load())
+        write = call(operator, owner, ast.Constant(target.value.attr), index, self.visit(node.value))
+        return located(ast.copy_location(ast.Expr(value=write), node), node)
 
     def _chained_store(self, target: ast.Subscript, node: ast.Assign) -> ast.Assign:
         """``x[i][j] = v`` with a computed index → ``x = _fx.targets.chained_setitem(x, (i, j), v)``:
@@ -96,11 +120,14 @@ class SliceConverter(ExpressionConverter):
 
     def visit_AugAssign(self, node):
         target = node.target
-        if _is_dynamic_item_store(target) or _is_dynamic_chained_store(target):
+        attribute = _is_dynamic_attribute_store(target) and self._own(node)
+        if _is_dynamic_item_store(target) or _is_dynamic_chained_store(target) or attribute:
             load = _loaded(target)
             combined = ast.copy_location(ast.BinOp(left=load, op=node.op, right=node.value), node)
-            assign = ast.Assign(targets=[target], value=combined)
-            return self.visit_Assign(ast.copy_location(assign, node))
+            assign = ast.copy_location(ast.Assign(targets=[target], value=combined), node)
+            if attribute:
+                self._own_statements.add(id(assign))
+            return self.visit_Assign(assign)
         self.generic_visit(node)
         return node
 
@@ -150,6 +177,17 @@ def _is_dynamic_chained_store(target: ast.expr) -> bool:
         parts.append(root.slice)
         root = root.value
     return isinstance(root, ast.Name) and not all(is_static_index(p) for p in parts)
+
+
+def _is_dynamic_attribute_store(target: ast.expr) -> bool:
+    """``owner.key[i]`` with a computed index, ``owner`` a name or a chain of attributes of one
+    (``self.cache_k``, ``self.kv.cache``)."""
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute)):
+        return False
+    root = target.value.value
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and not is_static_index(target.slice)
 
 
 def _is_dynamic_item_store(target: ast.expr) -> bool:

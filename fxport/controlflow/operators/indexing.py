@@ -288,6 +288,8 @@ def setitem(target, index, value):
     axis = _traced_slice_axis(target, index)
     if axis is not None:  # scores[pos:] = w * scores[pos:], buf[:, t:t + 1] = v: rows written by index
         return _set_slice(target, index if isinstance(index, tuple) else (index,), axis, value)
+    if _traced_slice_among_basic_parts(target, index):  # cache[:b, pos:pos + t] = v: positions per axis
+        return _set_basic(target, index, value)
     if isinstance(index, TensorSlice) or isinstance(index, tuple) and any(isinstance(p, TensorSlice) for p in index):
         index = _as_slices(index)[0] if isinstance(index, TensorSlice) else _as_slices(index)
     if isinstance(target, torch.Tensor) and _is_traced_index(index):
@@ -344,12 +346,28 @@ def _traced_among_basic_parts(target, index) -> bool:
                     or isinstance(p, int) and not isinstance(p, bool) for p in index))
 
 
+def _traced_slice_among_basic_parts(target, index) -> bool:
+    """:func:`_traced_among_basic_parts` with a slice by a traced bound among the parts (taken
+    before the slices are read as Python's, which would read the bound as a number)."""
+    return (isinstance(index, tuple) and any(_has_traced_bound(p) for p in index)
+            and _traced_among_basic_parts(target, index))
+
+
 def _set_basic(target: torch.Tensor, index: tuple, value):
     """``target[index] = value`` for :func:`_traced_among_basic_parts`: the positions each part
     takes along its axis (one for an index, the rows of a slice), broadcast against each other as
     the axes the slices keep, written with ``index_put``; the value lines up with those axes and the
-    ones the index does not reach, as eager's assignment lines it up. The result is the new target."""
-    positions = [_positions_of(part, target.shape[axis]) for axis, part in enumerate(index)]
+    ones the index does not reach, as eager's assignment lines it up. A slice with a traced bound
+    takes as many rows as the value has along its axis (:func:`_written_rows`). The result is the
+    new target."""
+    value = value.to(target.dtype) if isinstance(value, torch.Tensor) else scalar(value, target.dtype)
+    kept_axes = sum(1 for part in index if not (_is_traced_index(part) or isinstance(part, int)))
+    lengths = _value_lengths(value, kept_axes + target.dim() - len(index))
+    positions, kept_axis = [], 0
+    for axis, part in enumerate(index):
+        keeps = not (_is_traced_index(part) or isinstance(part, int))
+        positions.append(_positions_of(part, target.shape[axis], lengths[kept_axis] if keeps else None))
+        kept_axis += keeps
     kept = [rows for rows, keeps in positions if keeps]
     indices, axis = [], 0
     for rows, keeps in positions:
@@ -359,19 +377,36 @@ def _set_basic(target: torch.Tensor, index: tuple, value):
             axis += 1
         indices.append(rows.reshape(shape))
     region = [rows.shape[0] for rows in kept] + list(target.shape[len(index):])
-    value = value.to(target.dtype) if isinstance(value, torch.Tensor) else scalar(value, target.dtype)
     return torch.index_put(target, tuple(indices), value.expand(region))
 
 
-def _positions_of(part, size) -> tuple:
-    """(int64 positions, whether the axis is kept) of one basic index part along an axis of ``size``."""
+def _value_lengths(value: torch.Tensor, region_rank: int) -> list:
+    """The value's length along each axis of a written region of ``region_rank`` axes, as eager
+    lines the value up with it (from the right); None where the value has no such axis."""
+    missing = region_rank - value.dim()
+    return [None if axis < missing else value.shape[axis - missing] for axis in range(region_rank)]
+
+
+def _positions_of(part, size, value_length=None) -> tuple:
+    """(int64 positions, whether the axis is kept) of one basic index part along an axis of
+    ``size``; ``value_length``: the written value's length along the axis (None: none, or a read)."""
     if _is_traced_index(part):
         return _position(part, size), False
     if _has_traced_bound(part):
-        return _slice_rows(part, size), True
+        return _written_rows(part, size, value_length), True
     if isinstance(part, slice):
         return torch.arange(size, dtype=torch.int64)[part], True
     return _position(scalar(part, torch.int64), size), False
+
+
+def _written_rows(part, size, value_length) -> torch.Tensor:
+    """The positions a slice with a traced bound writes along an axis of ``size``: ``start, start
+    + step, ...``, as many as the value has rows along it (``kbuf[:, pos:pos + t] = k``: t rows,
+    no length read from a tensor); where the value broadcasts along the axis (length 1, or no such
+    axis), as many as the slice holds (:func:`_slice_rows`), as eager's assignment broadcasts."""
+    if value_length is None or guard_or_false(value_length == 1):
+        return _slice_rows(part, size)
+    return torch.arange(value_length, dtype=torch.int64) * (part.step or 1) + _bound(part.start, 0, size)
 
 
 def _traced_beside_index_tensors(target, index) -> bool:
@@ -433,18 +468,12 @@ def _set_slice(target: torch.Tensor, parts: tuple, axis: int, value):
     with ``index_put`` (positions counted from the value's rows, so no size is read from a tensor
     unless the value broadcasts along the axis, as eager's assignment does)."""
     part, moved = parts[axis], target.movedim(axis, 0)
-    size, step = moved.shape[0], part.step or 1
-    start = _bound(part.start, 0, size)
     if not isinstance(value, torch.Tensor):
         value = scalar(value, target.dtype)
     value = value.to(target.dtype)
     while value.dim() < target.dim():  # the value lines up with target[index]: its rank, axis first
         value = value.unsqueeze(0)
     value = value.movedim(axis, 0)
-    if guard_or_false(value.shape[0] == 1):  # broadcast along the axis: as many rows as the slice has
-        rows = _slice_rows(part, size)
-        value = value.expand(rows.shape[0], *value.shape[1:])
-    else:
-        rows = torch.arange(value.shape[0], dtype=torch.int64) * step + start
-    value = value.expand(value.shape[0], *moved.shape[1:])
+    rows = _written_rows(part, moved.shape[0], value.shape[0])
+    value = value.expand(rows.shape[0], *moved.shape[1:])
     return torch.index_put(moved, (rows,), value).movedim(0, axis)

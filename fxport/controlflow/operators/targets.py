@@ -8,6 +8,10 @@ back with :func:`store` (an attribute or entry) or :func:`into` (a local name), 
 the user wrote in place, so buffers, the caller's inputs and aliases see the new value (and
 torch.export records a buffer or input mutation).
 
+Size: loads, stores, the writes into an item and the overlay a loop's trip runs on share one
+rule for where a value lives and how it is written back (``_keeps_identity``), so they stay one
+module.
+
 Example::
 
     >>> import torch
@@ -27,6 +31,7 @@ import types
 
 import torch
 
+from fxport.controlflow.operators.calls import call
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.indexing import TensorSlice, getitem, setitem
 from fxport.controlflow.operators.values import Undefined, is_traced, same_layout
@@ -95,6 +100,36 @@ def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
         owner[key] = value
 
 
+def item_written(owner, key: str, index, value) -> None:
+    """``owner.key[index] = value`` in a function's own body (converters/slices.py): as Python
+    writes it, except into a tensor at a traced position (``self.cache_k[:bsz, pos:pos + t] = xk``
+    in a module a converted loop's body calls): written by position (indexing.setitem) and stored
+    as :func:`store` stores a write into the object (a buffer in place, a plain tensor attribute
+    rebound), or rebound on an overlay (a module as a loop's trip sees it; the loop writes it after).
+
+    >>> net = torch.nn.Module(); net.cache = torch.zeros(2, 3)
+    >>> item_written(net, "cache", (slice(None), torch.tensor(1)), 5.0); net.cache
+    tensor([[0., 5., 0.],
+            [0., 5., 0.]])
+    """
+    target = getattr(owner, key)
+    if not isinstance(target, torch.Tensor):  # a list, a dict: as written
+        target[index] = value
+        return
+    written = setitem(target, index, value)
+    if written is target:
+        return
+    if isinstance(owner, Overlay):
+        setattr(owner, key, written)
+        return
+    setattr(written, WRITTEN_INTO, True)  # rebound, yet written into as the user wrote: a loop carries it
+    store(owner, key, "attr", written, True, key)
+
+
+#: the attribute a tensor that :func:`item_written` stored holds (loops/module_state.py reads it)
+WRITTEN_INTO = "_fx_written_into"
+
+
 def _number_becomes_tensor(current, value) -> bool:
     """Whether writing ``value`` would turn a Python value (a number, a flag, a string) into a
     traced tensor, which changes what later Python code reads. ``None`` is no such value: the
@@ -139,6 +174,24 @@ class Overlay:
         for key, value, copy in zip(names, values, copied):
             # a value a method writes into (``self.h += x``) is a copy: the carried value stays an input
             setattr(self, key, value.clone() if copy and isinstance(value, torch.Tensor) else value)
+
+    def __call__(self, *args, **kwargs):
+        """A module called on the overlay: its forward (converted where user code) on the overlay."""
+        return call(self.forward)(*args, **kwargs)
+
+    def __iter__(self):
+        """A container module (``nn.ModuleList``) iterated: its modules, overlaid ones as overlays."""
+        return iter([self[i] for i in range(len(self))])
+
+    def __len__(self):
+        return len(self.__dict__["_fx_owner"])
+
+    def __getitem__(self, index):
+        owner = self.__dict__["_fx_owner"]
+        if isinstance(owner, torch.nn.Module) and isinstance(index, int) and hasattr(owner, "_modules"):
+            name = list(owner._modules)[index]
+            return self.__dict__.get(name, owner._modules[name])
+        return owner[index]
 
     def __getattr__(self, key):
         owner = self.__dict__["_fx_owner"]

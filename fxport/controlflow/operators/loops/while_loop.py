@@ -41,6 +41,7 @@ from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.counters import note_counter
 from fxport.controlflow.operators.failures import check_side_effects, fail, find_error, writes_an_input
 from fxport.controlflow.operators.loops.growing import grown_loop, loops_made_so_far
+from fxport.controlflow.operators.loops.module_state import carrying_module_state
 from fxport.controlflow.operators.indexing import getitem
 from fxport.controlflow.operators.lists.carried import allocate, allocate_growing, finish, finish_grown
 from fxport.controlflow.operators.logical import not_
@@ -78,7 +79,10 @@ def tensor_loop(info, state, free, *, body_fn, test_fn=None, rng=None, item_from
     free = tuple(as_int64(v) if _read_from_data(v) else v for v in free)  # while_loop takes no unbacked number
     if rng is None and test_fn is not None:  # a while on a size: its body knows that size is >= 1
         body_fn = body_knowing_sizes(test_fn, body_fn)
-    values = _carrying_writes(info, state, free, body_fn, test_fn, rng, item_from_rows)
+    values = carrying_module_state(  # attributes of modules the body reaches, written by what it calls
+        info, state, free, body_fn, test_fn, rng is not None,
+        lambda info, state, free, body_fn, test_fn: _carrying_writes(info, state, free, body_fn, test_fn, rng,
+                                                                      item_from_rows))
     return joined_after(values, selected_before)
 
 
