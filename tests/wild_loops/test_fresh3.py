@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 XFAIL: dict[str, str] = {
     'torchaudio_rnnt_beam_search': "a Python list indexed by a run-time value (b_hypos = [b_hypos[idx] for idx in sorted_idx] on a list of hypothesis tuples in `while a_hypos`): a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items",
-    'deq_tutorial_anderson': "loop counter used as a Python int in a converted loop body (n = min(k, m), torch.eye(n) beside F[:,:n], X[:,k%m] in the for with the .item() residual break): a number known only at run time (a loop counter, a number computed from one, or read from a tensor earlier) is used as a Python int (a list length, range() outside a for header, str(), a library's int argument) inside a converted branch or loop body (`for k in range(2, max_iter):`), which torch.cond/while_loop cannot trace",
+    'deq_tutorial_anderson': "a value of the outer trace reaching the separately captured body of a loop whose state grows (the window's n = min(k, m), torch.eye(n) beside F[:,:n] convert since round twelve; its body then meets a size symbol of the outer capture): for: loop whose state grows: its body could not be captured on its own (AssertionError: vr must not be None for symbol",
     'deepspeech_greedy_decoder': "strings built from numbers read with .item() in a loop (process_string: self.int_to_char[sequence[i].item()], string += char; the decoder's method now converts): data-dependent control flow (a Python branch or loop on a tensor value, or a number read from a tensor with .item(), float(), int()) cannot be captured",
 }
 
