@@ -161,16 +161,23 @@ def _assert_left_as_they_were(model: nn.Module, before) -> None:
         assert torch.equal(value, copy), f"{name} was written by the conversion"
 
 
-@pytest.mark.slow  # 25-40 s on 2 shared cores (2026-12-04)
-@pytest.mark.parametrize("buffers", [False, True], ids=["plain-attributes", "buffers"])
-def test_a_static_cache_written_by_a_called_module_at_the_loop_position_equals_eager(buffers):
-    model = StaticCacheLoop(buffers)
+def _exported_equal_to_eager(model):
+    """The file of ``model`` (a ``Loop`` writing with ``ScatterND``), equal to eager on inputs
+    taking every exit; the module's tensors left as they were by the conversion."""
     inputs = _inputs_taking_every_exit(model)
     before = _tensors(model)
     exported = export_to_ort(model, _EXAMPLE, dynamic_shapes=_DYNAMIC)
     _assert_left_as_they_were(model, before)
     assert exported.ops.get("Loop") and exported.ops.get("ScatterND"), exported.ops
     assert_matches_eager(model, exported, inputs)
+    return exported
+
+
+@pytest.mark.slow  # 25-40 s on 2 shared cores (2026-12-04)
+@pytest.mark.parametrize("buffers", [False, True], ids=["plain-attributes", "buffers"])
+def test_a_static_cache_written_by_a_called_module_at_the_loop_position_equals_eager(buffers):
+    model = StaticCacheLoop(buffers)
+    exported = _exported_equal_to_eager(model)
     carried = [r for r in exported.records if r.rule == "for-to-while_loop"]
     assert carried and {"self.attn.cache_k", "self.attn.cache_v"} <= set(carried[0].data["carried"]), carried
 
@@ -178,12 +185,7 @@ def test_a_static_cache_written_by_a_called_module_at_the_loop_position_equals_e
 @pytest.mark.slow  # 25-40 s on 2 shared cores (2026-12-04)
 def test_static_caches_of_layers_in_a_module_list_are_carried_through_the_list():
     model = LayeredCacheLoop()
-    inputs = _inputs_taking_every_exit(model)
-    before = _tensors(model)
-    exported = export_to_ort(model, _EXAMPLE, dynamic_shapes=_DYNAMIC)
-    _assert_left_as_they_were(model, before)
-    assert exported.ops.get("Loop") and exported.ops.get("ScatterND"), exported.ops
-    assert_matches_eager(model, exported, inputs)
+    exported = _exported_equal_to_eager(model)
     carried = set().union(*(r.data.get("carried", ()) for r in exported.records))
     assert {"self.layers.0.cache_k", "self.layers.1.cache_v"} <= carried, carried
 
@@ -191,12 +193,7 @@ def test_static_caches_of_layers_in_a_module_list_are_carried_through_the_list()
 @pytest.mark.slow  # 7-15 s on 2 shared cores (2026-12-04)
 def test_a_slice_write_at_the_counter_beside_a_partial_slice_equals_eager():
     model = LocalCacheLoop()
-    inputs = _inputs_taking_every_exit(model)
-    before = _tensors(model)
-    exported = export_to_ort(model, _EXAMPLE, dynamic_shapes=_DYNAMIC)
-    _assert_left_as_they_were(model, before)
-    assert exported.ops.get("Loop") and exported.ops.get("ScatterND"), exported.ops
-    assert_matches_eager(model, exported, inputs)
+    exported = _exported_equal_to_eager(model)
 
 
 def test_an_attribute_write_in_a_functions_own_body_goes_through_item_written():
