@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import ast
 
-from fxport.controlflow.astutil import located
+from fxport.controlflow.astutil import located, map_blocks
 from fxport.controlflow.converters.base import Canonicalization
 from fxport.controlflow.scopes import walk_same_scope
 
@@ -69,7 +69,7 @@ class OutArguments(Canonicalization):
         private = _private_locals(fdef)
         if _out_targets(fdef, private) or any(_resized_name(n, private) for n in walk_same_scope(fdef)
                                               if isinstance(n, ast.stmt)):
-            _rewrite_blocks(fdef.body, private)
+            fdef.body = _rewrite_blocks(fdef.body, private)
 
 
 def _private_locals(fdef: ast.FunctionDef) -> set[str]:
@@ -124,22 +124,16 @@ def _out_targets(fdef: ast.FunctionDef, private: set[str]) -> set[str]:
             for found in [_out_target(node, private)] if found is not None}
 
 
-def _rewrite_blocks(block: list[ast.stmt], private: set[str]) -> None:
-    """Rewrites ``block`` and the blocks nested in it."""
+def _rewrite_blocks(block: list[ast.stmt], private: set[str]) -> list[ast.stmt]:
+    """``block`` rewritten, and the blocks nested in it (a nested ``def`` is left alone)."""
     kept: list[ast.stmt] = []
     for position, stmt in enumerate(block):
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) \
-                    and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                _rewrite_blocks(inner, private)
-        for handler in getattr(stmt, "handlers", []):
-            _rewrite_blocks(handler.body, private)
+        map_blocks(stmt, lambda inner: _rewrite_blocks(inner, private))
         resized = _resized_name(stmt, private)
         if resized is not None and _rebound_before_read(block[position + 1:], resized):
             continue
         kept.append(_as_assignment(stmt, private) or stmt)
-    block[:] = kept
+    return kept
 
 
 def _out_target(stmt: ast.stmt, private: set[str]) -> tuple[ast.Call, str] | None:
