@@ -16,18 +16,35 @@ from fxport.controlflow.libraries import converting_libraries
 from fxport.controlflow.operators.left_out import take_markers, warnings_for
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.engine.conversion import Conversion
-from fxport.eager.calls import Signature
+from fxport.eager.calls import Signature, run_eager
+from fxport.errors import CaptureError
 from fxport.report.result import AppliedRewrite
 
 
 def capture_program(job: Conversion) -> None:
-    """``torch.export`` with patch rules and control-flow conversion installed (docs/control-flow.md)."""
+    """``torch.export`` with patch rules and control-flow conversion installed (docs/control-flow.md).
+
+    Without verification the eager stage does not run; a capture that fails then runs the model
+    eagerly on the example once, so that a model that fails in eager too is reported as the
+    model's own error (:class:`~fxport.errors.EagerRunError`), as with verification."""
     export_model, export_example = exported_at_precision(job.model, job.example, job.options.precision)
-    job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
-                                        job.rewrites, job.options.converts_control_flow, job.warnings,
-                                        convert_libraries=job.options.convert_libraries, signature=job.signature)
+    try:
+        job.program = capture_with_rewrites(export_model, export_example, job.dynamic_shapes, job.ruleset,
+                                            job.rewrites, job.options.converts_control_flow, job.warnings,
+                                            convert_libraries=job.options.convert_libraries,
+                                            signature=job.signature)
+    except CaptureError:
+        if job.example_outputs is None:
+            _raise_if_eager_fails(job)
+        raise
     if job.options.keep_artifacts:
         job.artifacts["exported_program_before"] = snapshot_graph_module(job.program)
+
+
+def _raise_if_eager_fails(job: Conversion) -> None:
+    """Raise the model's own :class:`~fxport.errors.EagerRunError` when it fails eagerly on the
+    example too (the capture's failure is then not the export's)."""
+    run_eager(job.model, job.example)
 
 
 def left_out_rule(info) -> str:

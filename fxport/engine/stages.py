@@ -49,7 +49,8 @@ class Stage:
 
 #: The pipeline, in order.
 STAGES: tuple[Stage, ...] = (
-    Stage("eager", run_eager_reference, reads=("model", "example"), adds=("example_outputs", "example_cost")),
+    Stage("eager", run_eager_reference, reads=("model", "example"), adds=("example_outputs", "example_cost"),
+          applies=lambda job: job.options.verify),
     Stage("capture", capture_program, reads=("model", "signature", "example", "dynamic_shapes", "ruleset"),
           adds=("program", "rewrites")),
     Stage("rewrite", rewrite_graphs, reads=("program", "ruleset", "grown_loops"), adds=("program", "rewrites")),
