@@ -29,13 +29,15 @@ import traceback
 
 import torch
 
-from tests.wild_loops import decoding_models, fresh2_models, fresh3_models, fresh_models, search_models
+from tests.wild_loops import (decoding_models, fresh2_models, fresh3_models, fresh4_models, fresh_models,
+                              search_models)
 from tests.wild_loops.harness import _copy, judge
 
 GROUPS = {"search": search_models.CASES, "decoding": decoding_models.CASES, "fresh": fresh_models.CASES,
-          "fresh2": fresh2_models.CASES, "fresh3": fresh3_models.CASES}
+          "fresh2": fresh2_models.CASES, "fresh3": fresh3_models.CASES, "fresh4": fresh4_models.CASES}
 #: the columns of the class table: the loops ported first, and those ported out of sample
-SAMPLES = {"original": ("search", "decoding"), "fresh": ("fresh",), "fresh2": ("fresh2",), "fresh3": ("fresh3",)}
+SAMPLES = {"original": ("search", "decoding"), "fresh": ("fresh",), "fresh2": ("fresh2",), "fresh3": ("fresh3",),
+           "fresh4": ("fresh4",)}
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "control-flow.md")
 BEGIN = "<!-- wild loops: written by python3 -m tests.wild_loops.measure --doc -->"
 END = "<!-- end of wild loops -->"
