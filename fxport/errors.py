@@ -107,9 +107,17 @@ class CaptureError(ConversionError):
 
 
 class ControlFlowError(CaptureError):
-    """Control flow the converter cannot express faithfully; names construct, variable, line."""
+    """Control flow the converter cannot express faithfully; names construct, variable, line.
+
+    ``size_zero_dims``: the declared dimensions whose size 0 alone takes the refused side of an
+    ``if`` (operators/size_zero_sides.py), ``size_zero_sources`` the input sizes they are
+    (``L['x'].size()[0]``); the capture exports again with them from 1."""
 
     stage = "rewrite"
+    size_zero_dims: tuple = ()
+    size_zero_sources: tuple = ()
+    #: the statement (StatementInfo) whose sides give values of another structure or rank
+    values_differ_at = None
 
 
 class UnsupportedOpsError(ConversionError):

@@ -194,15 +194,36 @@ class ObjectOfAnotherClass(nn.Module):
         return result.labels if isinstance(result, Assignment) else result.score
 
 
+class ObjectOfAnotherClassForFewRows(nn.Module):
+    """As :class:`ObjectOfAnotherClass`, the other class at fewer than 2 rows: a side sizes above 0
+    take too, which the file cannot leave out."""
+
+    def forward(self, overlaps, labels):
+        if overlaps.size(0) < 2:
+            result = ScoredPair(overlaps.new_zeros(overlaps.size(1)), "none", 0)
+        else:
+            result = _assign(overlaps, labels)
+        return result.labels if isinstance(result, Assignment) else result.score
+
+
 def test_objects_of_different_classes_on_the_two_sides_are_refused_in_one_line():
-    model = ObjectOfAnotherClass()
+    model = ObjectOfAnotherClassForFewRows()
     with pytest.raises(fxport.ConversionError) as error:
         fxport.convert(model, (_overlaps(3, 6), torch.tensor([1, 2, 3])), dynamic_shapes=_OVERLAPS, verify=False)
     message = str(error.value).splitlines()[0]
     assert any(words in message for words in (
         "differently structured values for 'result'", "'result' is a ScoredPair on one side and a Assignment",
         "'result' is a Assignment on one side and a ScoredPair")), message
-    assert f":{line_in_source(model.forward, 'if overlaps.size(0) == 0:')}" in message, message
+    assert f":{line_in_source(model.forward, 'if overlaps.size(0) < 2:')}" in message, message
+
+
+@pytest.mark.slow
+def test_objects_of_different_classes_at_size_0_only_export_the_rows_from_1():
+    """The other class only at 0 rows: the file covers 1.. (tests/controlflow/test_size_zero_sides.py)."""
+    model = ObjectOfAnotherClass()
+    result = fxport.convert(model, (_overlaps(3, 6), torch.tensor([1, 2, 3])), dynamic_shapes=_OVERLAPS, verify=False)
+    line = line_in_source(model.forward, 'if overlaps.size(0) == 0:')
+    assert any(f":{line}" in w and "exported for sizes 1..inf only" in w for w in result.warnings), result.warnings
 
 
 # --- a rank that depends on the condition ------------------------------------------------------------

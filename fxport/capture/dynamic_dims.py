@@ -23,6 +23,7 @@ import torch
 from torch.export import Dim
 
 from fxport.capture.narrowings import symbol_key
+from fxport.capture.size_zero_branches import narrowed_by_a_zero_side, zero_side_reason
 from fxport.capture.squeezed_sizes import REASON as squeezed_reason, squeezed_at as squeezed_where
 from fxport.errors import InputSpecError
 from fxport.eager.calls import Signature
@@ -234,13 +235,15 @@ def is_finite(value: Any) -> bool:
 
 
 def annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_at, mode: str,
-                         adopted: dict, fallback: str | None = None, squeezed: dict | None = None) -> None:
+                         adopted: dict, fallback: str | None = None, squeezed: dict | None = None,
+                         zero_sides: dict | None = None) -> None:
     """Store, on each user-input placeholder, the range of each dynamic axis (see DimRange).
 
     ``adopted``: dimension name → where the model bounds it, for ranges taken from torch.export's
     suggested fixes. ``squeezed``: input size (``L['x'].size()[1]``) → the model's line whose
     ``squeeze`` a size-oblivious capture computed as if that size were not 1: the range starts
-    at 2 there (fxport/capture/squeezed_sizes.py).
+    at 2 there (fxport/capture/squeezed_sizes.py). ``zero_sides``: dimension name → the ``if``
+    whose side only size 0 takes made the capture start it at 1 (fxport/capture/size_zero_branches.py).
     """
     dims = dims_by_input(module, inputs, normalized)
     for index, node, value in _user_input_values(program):
@@ -254,8 +257,14 @@ def annotate_dim_ranges(program, module, inputs: InputSet, normalized, narrowed_
             name = dim_name(spec[0], spec[1], axis) if spec is not None else f"input{index}_{axis}"
             where = reason = None
             squeezed_at = squeezed_where(squeezed, size)
+            zero_side = name in (zero_sides or {}) and declared[0] == 0
+            if zero_side:  # the capture ran its size-0 if as Python: from 1, whatever torch's range says
+                low = max(low, 1)
             if squeezed_at is not None and low < 2 <= high and declared[1] >= 2:
                 low, where, reason = 2, squeezed_at, squeezed_reason.format(where=squeezed_at)
+            elif zero_side and low == 1 and high == declared[1]:
+                where = zero_sides[name]
+                reason = zero_side_reason(where)
             elif low > declared[0] or high < declared[1]:
                 where = narrowed_at.get(symbol_key(size.node.shape_env, size.node.expr)) or adopted.get(name)
                 if name in adopted:
@@ -303,16 +312,17 @@ def narrowing_notes(program: torch.export.ExportedProgram, grown: bool = False) 
     for axes in dynamic_dim_bounds(program).values():
         for dim in axes.values():
             key = (dim.reason or "narrowed by torch.export", dim.describe(), dim.describe(dim.declared),
-                   grown and dim[0] == 2)
+                   grown and dim[0] == 2, not narrowed_by_a_zero_side(dim))
             if dim.narrowed and dim.name not in groups.get(key, []):
                 groups.setdefault(key, []).append(dim.name)
     notes = []
-    for (how, valid, declared, copied), names in groups.items():
+    for (how, valid, declared, copied, both_sides), names in groups.items():
         subject = (f"dynamic dimension {names[0]!r} is" if len(names) == 1 else
                    f"dynamic dimensions {', '.join(map(repr, names))} are")
         copy = ", captured from a copy of the example grown to size 2" if copied else ""
+        checks = "verification checks both sides of the bound and " if both_sides else ""
         notes.append(f"{subject} {how}: exported for sizes {valid} only (declared {declared}{copy}); "
-                     "verification checks both sides of the bound and the ONNX metadata records the range")
+                     f"{checks}the ONNX metadata records the range")
     return notes
 
 

@@ -28,6 +28,7 @@ from fxport.capture.narrowings import watch_range_narrowing
 from fxport.capture.failures import classify_capture_failure, pinned_location, source_unavailable, why_oblivious_failed
 from fxport.capture.hinted_guards import refuse_unenforced_guards
 from fxport.capture.size_one_stop import specialises_size_one, stopping_at_size_one_guards
+from fxport.capture.size_zero_branches import excluding_zero_sides
 from fxport.capture.squeezed_sizes import watching_squeezes
 from fxport.capture.spec_refinement import (adopt_suggested_bounds, as_dynamic_hints, excluding_size_zero,
                                             has_derived_dims, has_dim_hints, limits, map_dims)
@@ -86,7 +87,7 @@ def capture(
                 refuse_unenforced_guards(program, dims)
             annotate_dim_ranges(program, signature, inputs, normalized, narrowed_at, mode, adopted,
                                 fallback=why_oblivious_failed(plan.failure) if mode == "specialised" else None,
-                                squeezed=squeezed)
+                                squeezed=squeezed, zero_sides=plan.zero_sides)
             if notes is not None:
                 notes.extend(narrowing_notes(program, grown=example is not inputs))
             return program
@@ -110,6 +111,17 @@ class _Attempts:
         self.bounded, self.adopted = normalized, {}
         self.oblivious_left = bool(dims)
         self.failure: Exception | None = None
+        self.zero_sides: dict = {}  # dimension → the if whose size-0 side made it start at 1
+        self.zero_sources: set = set()  # the input sizes those dimensions are (L['x'].size()[0])
+
+    def without_zero_sides(self, exc: ConversionError, spec: Any) -> Any:
+        """The spec to export with after a refused ``if`` that only size 0 of declared dimensions
+        takes (fxport/capture/size_zero_branches.py): those from 1, in every attempt after this
+        one too; None where ``exc`` is no such refusal."""
+        refined = excluding_zero_sides(exc, spec, self.zero_sides, self.zero_sources)
+        if refined is not None and spec is self.bounded:
+            self.bounded = refined
+        return refined
 
     def first_spec(self, mode: str) -> tuple[Any, bool]:
         """The spec an attempt starts with, and whether it is ``Dim.DYNAMIC`` hints: the last
@@ -152,9 +164,13 @@ def _attempt(module, mode: str, example: InputSet, plan: _Attempts,
         squeezed: dict = {}
         try:
             with watching_squeezes(squeezed, enabled=mode == "oblivious"):
-                program = _export_converting_libraries(module, example, spec, mode == "oblivious", convert_library)
-        except ConversionError:
-            raise
+                program = _export_converting_libraries(module, example, spec, mode == "oblivious", convert_library,
+                                                       plan.zero_sources)
+        except ConversionError as exc:
+            spec = plan.without_zero_sides(exc, spec)
+            if spec is None:
+                raise
+            continue
         except Exception as exc:
             plan.failure = exc
             if hinted:  # a specialised dimension, or a failure the named Dims word better
@@ -178,12 +194,15 @@ def _raise_classified(exc: Exception, module: torch.nn.Module | None = None, pin
 
 
 def _export_converting_libraries(module, example: InputSet, spec, oblivious: bool,
-                                 convert_library: Callable[[BaseException], bool] | None):
+                                 convert_library: Callable[[BaseException], bool] | None, without_zero=()):
     """:func:`_export`, again after each failure ``convert_library`` answers by converting a
-    library function (it bounds how many)."""
+    library function (it bounds how many). ``without_zero``: the input sizes exported from 1
+    (fxport/capture/size_zero_branches.py)."""
+    from fxport.controlflow.operators.size_zero_sides import sizes_without_zero
+
     while True:
         try:
-            with _rolled_back_on_failure():
+            with _rolled_back_on_failure(), sizes_without_zero(without_zero):
                 return _export(module, example, spec, oblivious=oblivious)
         except ConversionError:
             raise

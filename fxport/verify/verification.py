@@ -220,8 +220,23 @@ def _refuse_failed(rows: list[VerificationRow], acceptance: Acceptance, bounds) 
         f"ONNX Runtime differs from eager PyTorch on {len(failed)} of {len(rows)} input sets "
         f"(first: {worst.name}, {', '.join(worst.mismatched_outputs) or 'outputs'}, {criterion})",
         report=rows,
-        hint=_narrowing_hint(worst.name, bounds) or _failure_hint(acceptance),
+        hint=_narrowing_hint(worst.name, bounds) or _below_a_zero_side(worst, bounds) or _failure_hint(acceptance),
     )
+
+
+def _below_a_zero_side(row: VerificationRow, bounds) -> str | None:
+    """For a failure of a set the user gave at size 0 of a dimension the capture exported from 1
+    (fxport/capture/size_zero_branches.py): which ``if`` left size 0 out of the file."""
+    from fxport.capture.size_zero_branches import narrowed_by_a_zero_side
+
+    for index, axes in (bounds or {}).items():
+        for axis, dim in axes.items():
+            shape = row.input_shapes[index] if index < len(row.input_shapes) else []
+            if narrowed_by_a_zero_side(dim) and axis < len(shape) and shape[axis] == 0:
+                return (f"{dim.name!r} is {dim.reason} (exported for {dim.describe()}, declared "
+                        f"{dim.describe(dim.declared)}): size 0 is outside the file's range; run the model's "
+                        "size-0 path outside the file, or give both sides of that if values of one structure and rank")
+    return None
 
 
 def _narrowing_hint(row_name: str, bounds) -> str | None:

@@ -19,7 +19,6 @@ pytestmark = pytest.mark.slow
 from tests.wild_loops.search_models import CASES, STATIC_CASES
 
 _XFAIL = {
-    'ssd_nms_keep_count': "an early return at size 0 of another structure beside a loop whose state grows (if boxes.numel() == 0: return keep, the loop's return keep, count; out= into the scratch tensors and w.resize_as_ convert since the eleventh round): if: the branches produce differently structured values (a branch holds a loop whose state grows)",
     'newton_beignet_return_in_loop': "a torch.func derivative in the loop (torch.func.jacfwd(func)(x0) in the Newton step; it leaked as torch.export's AttributeError): a torch.func derivative (jacfwd, jacrev, jvp, vjp, grad) cannot be captured by torch.export",
     "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape: torch.cat(crop_imgs) beside img.new_zeros((0,))): if: the value returned is a 4-d tensor (Max(0, u0), 3, 8, 8) in the true branch but a 1-d tensor (0,) in the false branch: its rank would depend on the condition, which no exported graph computes",
     "power_iteration_return_raise": "branches of different rank (torch.Tensor([inf]) of shape (1,) carried, then a 0-d eigenvalue): if: the value returned is a 0-d tensor () in the true branch but a 1-d tensor (1,) in the false branch: its rank would depend on the condition, which no exported graph computes",

@@ -42,6 +42,7 @@ from fxport.controlflow.operators.lists.selected import (LIST_WRITTEN, aligned_o
                                                         selected_lists, truth_of_selected, written_back)
 from fxport.controlflow.operators.size_one import specialised
 from fxport.controlflow.operators.size_tests import guarded, padded_size_one, positive_side
+from fxport.controlflow.operators.size_zero_sides import marked, side_kept, zero_side_dims
 from fxport.controlflow.operators.sized_select import can_select_sized, select_sized
 from fxport.controlflow.operators.targets import Missing, versions
 from fxport.controlflow.operators.user_objects import as_fields, object_spec, objects_rebuilt
@@ -87,6 +88,21 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     if not is_traced(pred):
         note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
+    if not in_traced_body():  # before predicate() copies it
+        kept = side_kept(pred)
+        if kept is not None:  # only the size 0 the capture excludes takes the other side
+            note(info, kept)
+            return true_fn(*args) if kept else false_fn(*args)
+    zero_dims = zero_side_dims(pred) if not in_traced_body() else ((), ())
+    try:
+        return _if_traced(pred, true_fn, false_fn, args, info)
+    except ControlFlowError as error:
+        marked(error, info, zero_dims)  # the capture may export again without size 0 of them
+        raise
+
+
+def _if_traced(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
+    """An ``if`` on a traced condition: ``torch.where`` or ``torch.cond`` (see module doc)."""
     # before predicate() makes a new tensor of it; only where a branch reads a position (x[0]):
     # elsewhere a padded size (max(1, u)) would only add size questions for torch to answer
     size_test = positive_side(pred) if any(r.endswith(_FAULTS) for r in info.expensive) else None
@@ -283,7 +299,7 @@ def _if_where(pred, true_fn, false_fn, args, info, forced: bool | str, detail: s
     if spec_t != spec_f:
         _check_no_empty_list_beside_tensor(true_out, false_out, info)
         fail(f"if: the branches produce differently structured values for {_first_diff(spec_t, spec_f, info)!r}", info,
-             "make both branches assign values of the same structure")
+             "make both branches assign values of the same structure", values_differ=True)
     mask = as_bool_tensor(pred)
     selected = []
     for name, a, b in zip(names, leaves_t, leaves_f):
@@ -515,7 +531,7 @@ def _check_one_rank(name: str, a, b, info) -> None:
     what = "the value returned" if name == info.retval else repr(name)
     fail(f"if: {what} is a {a.dim()}-d tensor {_shape_text(a)} in the true branch but a {b.dim()}-d tensor "
          f"{_shape_text(b)} in the false branch: its rank would depend on the condition, which no exported graph "
-         "computes", info, f"give both branches values of one rank{_empty_like_hint(a, b)}")
+         "computes", info, f"give both branches values of one rank{_empty_like_hint(a, b)}", values_differ=True)
 
 
 def _shape_text(tensor: torch.Tensor) -> str:
@@ -714,7 +730,7 @@ def _explain_structures(sides, info) -> None:
     for name, a, b in zip(info.names, *sides):
         if pytree.tree_structure(a) != pytree.tree_structure(b):
             fail(f"if: the branches produce differently structured values for {name!r}", info,
-                 "make both branches assign values of the same structure")
+                 "make both branches assign values of the same structure", values_differ=True)
 
 
 def _explain_ranks(sides, info) -> None:

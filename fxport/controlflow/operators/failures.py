@@ -27,13 +27,19 @@ class FailureInTracedBody(Exception):
     """A :class:`ControlFlowError` raised inside a body dynamo traces (a cond branch)."""
 
 
-def fail(what: str, info, hint: str):
-    """Raise the ControlFlowError ``what`` located at the statement ``info`` (see module doc)."""
+def fail(what: str, info, hint: str, values_differ: bool = False):
+    """Raise the ControlFlowError ``what`` located at the statement ``info`` (see module doc).
+    ``values_differ``: the refusal of an ``if`` whose sides give values of another structure or
+    rank, which no graph holds together; the error says so in ``values_differ_at`` (``info``),
+    read where a size test may leave one side out (operators/size_zero_sides.py)."""
     where = info.location if info is not None else None
     if torch.compiler.is_dynamo_compiling():
         parts = (where.filename, where.lineno, where.function) if where is not None else (None, None, None)
         raise FailureInTracedBody(what, *parts, hint)
-    raise ControlFlowError(what, where=where, hint=hint)
+    error = ControlFlowError(what, where=where, hint=hint)
+    if values_differ:
+        error.values_differ_at = info
+    raise error
 
 
 def refuse_here(what: str, hint: str):

@@ -67,17 +67,38 @@ def _is_int(value) -> bool:
 def positive_side(pred):
     """``(symbols, side)`` when the condition ``pred`` is a remembered size test one of whose
     sides (``True``/``False``) implies that every symbol of the tested size is at least 1; else None."""
-    if isinstance(pred, torch.SymBool):  # an unbacked size (nonzero, a mask): torch kept the comparison
-        test = _relation(pred.node.expr)
-    elif isinstance(pred, torch.SymInt):  # ``while dc.shape[0]:``
-        test = (pred.node.expr, "!=", 0)
-    elif isinstance(pred, torch.Tensor):
+    return _positive(_test_of(pred))
+
+
+def zero_only_side(pred):
+    """``(symbols, side)`` when the side ``side`` of the condition ``pred`` (a size test, as for
+    :func:`positive_side`) is taken only where a symbol of the tested size is 0, and the other
+    side wherever every one is at least 1: ``n == 0``, ``n <= 0``, ``n < 1``, and the else of
+    ``n > 0``, ``n != 0``, ``n >= 1``, ``if n:``; else None."""
+    test = _test_of(pred)
+    if test is None or not _factors(test[0]):
+        return None
+    _, op, k = test
+    if (op, k) in (("==", 0), ("<=", 0), ("<", 1)):
+        return _factors(test[0]), True
+    if (op, k) in (("!=", 0), (">", 0), (">=", 1)):
+        return _factors(test[0]), False
+    return None
+
+
+def _test_of(pred):
+    """``(size expression, op, integer)`` the condition ``pred`` tests, or None: a SymBool torch
+    kept (an unbacked size: nonzero, a mask), a size as a truth (``while dc.shape[0]:``), or a
+    size test the converter remembered (:func:`remembered`)."""
+    if isinstance(pred, torch.SymBool):
+        return _relation(pred.node.expr)
+    if isinstance(pred, torch.SymInt):
+        return pred.node.expr, "!=", 0
+    if isinstance(pred, torch.Tensor):
         entry = _TESTS.get(id(pred))
         test = entry[1] if entry is not None and entry[0]() is pred else None
-        test = test and (test[0].node.expr, test[1], test[2])
-    else:
-        return None
-    return _positive(test)
+        return test and (test[0].node.expr, test[1], test[2])
+    return None
 
 
 def _positive(test):

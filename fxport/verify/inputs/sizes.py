@@ -199,11 +199,14 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
     found: list[tuple[dict[str, int], str]] = []
 
     grid = size_grid(dynamic_axes, bounds)
+    no_zero = zero_sides_left_out(dynamic_axes, bounds)
 
     def add(name: str, size: int, why: str = "") -> None:
         lo, hi = declared_low.get(name, 0), declared_high.get(name, 2**62)
         step, offset = grid.get(name, (1, 0))
         if size < lo or size > hi or size == sizes[name] or (size - offset) % step:
+            return
+        if name in no_zero and size < low.get(name, 0):  # the model's range: no graph computes its size 0
             return
         if size < low.get(name, 0) or size > high.get(name, 2**62):
             why = f"outside exported {_describe(low.get(name, 0), high.get(name, 2**62))}"
@@ -239,6 +242,17 @@ def edge_sizes(example: InputSet, dynamic_axes: dict[int, dict[int, str]] | None
             if all(s != ones for s, _ in found):
                 found.append((ones, why))
     return found
+
+
+def zero_sides_left_out(dynamic_axes, bounds) -> set[str]:
+    """The dimensions the capture exported from 1 because a side of an ``if`` taken only at their
+    size 0 gives values no graph computes beside the other side's (fxport/capture/size_zero_branches.py):
+    size 0 is outside the file's range, and a set of it made up here would only run the other side
+    (an input set of size 0 the user gives still runs, and refuses)."""
+    from fxport.capture.size_zero_branches import narrowed_by_a_zero_side
+
+    return {name for index, axes in (dynamic_axes or {}).items() for axis, name in axes.items()
+            if narrowed_by_a_zero_side((bounds or {}).get(index, {}).get(axis))}
 
 
 #: How :func:`edge_sizes` names a size run in place of a declared maximum too slow to run.

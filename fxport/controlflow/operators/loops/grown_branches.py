@@ -174,7 +174,7 @@ def _templates(sides, inputs, info) -> tuple[list, object]:
     (true_leaves, spec), (false_leaves, false_spec) = (pytree.tree_flatten(side) for side in sides)
     if spec != false_spec:
         fail("if: the branches produce differently structured values (a branch holds a loop whose state grows)", info,
-             "make both branches assign values of the same structure")
+             "make both branches assign values of the same structure", values_differ=True)
     names = [name for name, value in zip(info.names, sides[0]) for _ in pytree.tree_leaves(value)]
     return [_template(name, a, b, inputs, info) for name, a, b in zip(names, true_leaves, false_leaves)], spec
 
@@ -187,7 +187,7 @@ def _template(name, a, b, inputs, info):
     if tensor_a.dtype != tensor_b.dtype or tensor_a.dim() != tensor_b.dim():
         fail(f"if: {name!r} is {tensor_a.dtype} {tuple(tensor_a.shape)} in the true branch but {tensor_b.dtype} "
              f"{tuple(tensor_b.shape)} in the false branch (a branch holds a loop whose state grows)", info,
-             "give both branches a tensor of one dtype and rank")
+             "give both branches a tensor of one dtype and rank", values_differ=tensor_a.dim() != tensor_b.dim())
     return (tensor_a.dtype, tensor_a.device, [_size(x, y, inputs) for x, y in zip(tensor_a.shape, tensor_b.shape)])
 
 
