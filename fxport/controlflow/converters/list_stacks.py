@@ -233,6 +233,7 @@ class ListStacks(Canonicalization):
 
     def apply(self) -> None:
         stacks = stacks_of(self.ctx.fdef)
+        self.ctx.stacks |= stacks
         if stacks:
             rewriter = _Rewriter(stacks)
             self.ctx.fdef.body = [rewriter.visit(stmt) for stmt in self.ctx.fdef.body]
