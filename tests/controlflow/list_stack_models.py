@@ -148,3 +148,22 @@ class ReturnedStack(nn.Module):
         top = stack.pop()
         stack.append(top * 2)
         return stack
+
+
+class PeekAndBoundedPops(nn.Module):
+    """``while stack and steps < limit``: the top read with ``stack[-1]`` before it is popped,
+    a second pop under a tensor condition (``if x[top] < 0``), ``len(stack)`` read each trip."""
+
+    def forward(self, x, limit):
+        stack = [torch.tensor(0)]
+        stack.extend((x > 0).nonzero().flatten())
+        total = x.new_zeros(())
+        steps = 0
+        while stack and steps < limit:
+            top = stack[-1]
+            total = total + x[top] * len(stack)
+            stack.pop()
+            if x[top] > 2:
+                stack.append(top - 1)
+            steps += 1
+        return total, len(stack)

@@ -102,3 +102,18 @@ def test_a_stack_of_python_ints_over_a_python_tree_stays_a_list():
 def test_a_stack_used_another_way_is_left_as_written():
     assert "lists.stacks" not in converted_source(m.ReturnedStack.forward)
     assert "lists.stacks" in converted_source(m.StaticTreeWalk.forward)
+
+
+@pytest.mark.slow  # about 6 s
+def test_a_stack_peeked_and_popped_under_a_bound_and_a_tensor_test_converts():
+    """``while stack and steps < limit``: ended by the emptied stack and by the bound; ``stack[-1]``,
+    ``len(stack)`` read each trip, a push under a tensor condition."""
+    model = m.PeekAndBoundedPops()
+    inputs = [(torch.tensor([-1.0]), torch.tensor(5)), (torch.tensor([3.0, 1.0, 4.0]), torch.tensor(2)),
+              (torch.tensor([3.0, 1.0, 4.0, -2.0, 5.0]), torch.tensor(20)), (torch.tensor([1.0, 2.0]), torch.tensor(0)),
+              (torch.tensor([0.5, 3.5, 2.5, 1.0]), torch.tensor(1)), (torch.tensor([2.0, 1.0]), torch.tensor(9))]
+    assert_every_branch_taken(model, inputs)
+    assert {0, 1, 2, 11} <= set().union(*trip_counts(model, inputs).values())
+    exported = export_to_ort(model, inputs[2], dynamic_shapes=({0: N}, None))
+    assert exported.ops.get("Loop", 0) >= 1
+    assert_matches_eager(model, exported, inputs, atol=1e-6, rtol=1e-6)
