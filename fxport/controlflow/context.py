@@ -73,6 +73,8 @@ class Context:
         self.parents: list[StatementInfo] = []
         #: loop → the flag its canonicalised ``break`` sets (filled by the loop-exit converter)
         self.break_flags: dict[ast.AST, str] = {}
+        #: names held as a stack or queue of scalars (filled by converters/list_stacks.py)
+        self.stacks: set[str] = set()
         self.facts = None  # fxport.controlflow.facts.FunctionFacts, set by the engine
         self.statement_converters: dict[type, object] = {}  # ast type → converter, set by the engine
 

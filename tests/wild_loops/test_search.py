@@ -22,7 +22,6 @@ _XFAIL = {
     'newton_beignet_return_in_loop': "a torch.func derivative in the loop (torch.func.jacfwd(func)(x0) in the Newton step; it leaked as torch.export's AttributeError): a torch.func derivative (jacfwd, jacrev, jvp, vjp, grad) cannot be captured by torch.export",
     "crop_per_box_interpolate_cat": "branches of different rank (an empty result of another shape: torch.cat(crop_imgs) beside img.new_zeros((0,))): if: the value returned is a 4-d tensor (Max(0, u0), 3, 8, 8) in the true branch but a 1-d tensor (0,) in the false branch: its rank would depend on the condition, which no exported graph computes",
     "power_iteration_return_raise": "branches of different rank (torch.Tensor([inf]) of shape (1,) carried, then a 0-d eigenvalue): if: the value returned is a 0-d tensor () in the true branch but a 1-d tensor (1,) in the false branch: its rank would depend on the condition, which no exported graph computes",
-    'dfs_list_stack_pop': "a list as while-loop state (a stack popped and pushed): if: list 'stack' gets a data-dependent number of elements in a branch (a data-dependent loop there appends to it)",
     'wordpiece_greedy_longest_match': "a dynamic dimension the model specialises (vocab_lookup's `hit & (self.table[:, :n] == substr).all(1) if n <= self.table.shape[1] else hit & False` broadcasts a piece of length n against the table's 4 columns on both sides of its where; sub_tokens.append(cur_substr) after `if cur_substr is None: break` converts since the eleventh round): the model specialises dynamic dimension 'len' to 4",
 }
 

@@ -21,6 +21,7 @@ from fxport.controlflow.converters.deferred_appends import AppendsAfterWrites
 from fxport.controlflow.converters.for_statements import ForConverter
 from fxport.controlflow.converters.if_statements import IfConverter
 from fxport.controlflow.converters.list_extensions import ListExtensions
+from fxport.controlflow.converters.list_stacks import ListStacks
 from fxport.controlflow.converters.logical_expressions import LogicalConverter
 from fxport.controlflow.converters.loop_exits import BreakTails, LoopExits
 from fxport.controlflow.converters.none_checks import NoneChecks
@@ -45,6 +46,7 @@ CONVERTERS: list[type] = [
     BreakTails,  # a while True's break path rebinding a list it grows → after the loop (before +=[..] → append)
     ListExtensions,  # xs += [a] on a list → xs.append(a) (before the exits: the appends sit where += sat)
     AppendsAfterWrites,  # xs.append(v); v[m] = inf in a loop body → the append after the write (before the exits)
+    ListStacks,  # a list only pushed, popped, measured and tested → _fx.lists.stacks (a tensor of its scalars; after the moved appends)
     SetLoops,  # for v in set(xs) whose body cannot tell the order → _fx.lists.distinct.iterated (before the exits)
     LoopExits,  # break/continue → flags
     TryStatements,  # try/finally in converted code → inlined (after the exit flags); except → refused

@@ -87,12 +87,14 @@ class IfConverter(StatementConverter):
 
     def _rows(self) -> set[str]:
         """Names the function binds to an empty list or tuple somewhere and reads only as rows
-        (conditional_expressions.read_as_rows): where a branch leaves one empty and the other
-        gives a tensor, the operator makes the empty side a tensor of no rows."""
+        (conditional_expressions.read_as_rows), and the stacks of converters/list_stacks.py: where a
+        branch leaves one empty and the other gives a tensor, the operator makes the empty side a
+        tensor of no rows."""
         if not hasattr(self, "_rows_names"):
             written = ast.parse(self.ctx.source_before)  # as the user wrote it (before _fx.ifexp)
             empty = {n for stmt in ast.walk(written) for n in _bound_to_empty(stmt)}
             self._rows_names = read_as_rows(self.ctx) & empty if empty else set()
+            self._rows_names |= self.ctx.stacks  # pushed, popped, measured: an empty list is a tensor of no items
         return self._rows_names
 
     def _own_list(self, list_name: str) -> bool:
