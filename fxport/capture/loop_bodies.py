@@ -28,6 +28,7 @@ from fxport.controlflow.operators.left_out import take_markers
 from fxport.controlflow.operators.loops import grown_branches  # noqa: F401 - defines fxport::grown_cond
 from fxport.controlflow.operators.rule_names import rule_name
 from fxport.controlflow.operators.state import growing_body, session
+from fxport.capture.recurrent import refresh_recurrent_weights
 from fxport.errors import ControlFlowError
 from fxport.common.quiet import quiet_torch
 
@@ -284,6 +285,7 @@ class _Body(torch.nn.Module):
     parameters, as in the enclosing capture (a module called inside a ``torch.cond`` branch of
     the body reads them as parameters; weights swapped in as inputs would reach dynamo as
     constants it cannot lift). :func:`fxport.lower.grown_loops` points them at the enclosing graph's weights.
+    Recurrent layers' flat weights are refreshed first (:mod:`fxport.capture.recurrent`).
     """
 
     def __init__(self, loop, carried: int, free: int):
@@ -293,7 +295,7 @@ class _Body(torch.nn.Module):
 
     def forward(self, *flat):
         loop = self.loop
-        _refresh_recurrent_weights(self.modules_)
+        refresh_recurrent_weights(self.modules_)
         carried, free_tensors = flat[: self.carried], flat[self.carried: self.carried + self.free]
         counter, state = (carried[0], carried[1:]) if loop.counted else (None, carried)
         free = loop.free_values(free_tensors, list(state) + list(free_tensors))
@@ -311,20 +313,8 @@ class _Branch(torch.nn.Module):
         self.modules_ = torch.nn.ModuleList([module for module, _ in cond.modules])
 
     def forward(self, *tensors):
-        _refresh_recurrent_weights(self.modules_)
+        refresh_recurrent_weights(self.modules_)
         return tuple(self.cond.branch(self.side, tensors))
-
-
-def _refresh_recurrent_weights(modules) -> None:
-    """Point each ``nn.RNNBase``'s cached flat weights at the tensors the capture swapped in.
-
-    An LSTM first called inside a ``torch.cond`` branch of the body would refresh that cache
-    itself, an attribute write dynamo refuses there ("Mutating a variable from outside the scope
-    of this HOP"); here, before any branch, it is an ordinary write the capture sees.
-    """
-    for module in modules.modules():
-        if isinstance(module, torch.nn.RNNBase):
-            module._update_flat_weights()
 
 
 def _example(value: torch.Tensor, growing=()) -> torch.Tensor:

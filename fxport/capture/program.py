@@ -26,6 +26,7 @@ from torch.export import Dim
 from fxport.capture.dynamic_dims import annotate_dim_ranges, dims_by_input, narrowing_notes, normalize_dynamic_shapes
 from fxport.capture.narrowings import watch_range_narrowing
 from fxport.capture.failures import classify_capture_failure, pinned_location, source_unavailable, why_oblivious_failed
+from fxport.capture.recurrent import refreshed_at_each_call
 from fxport.capture.hinted_guards import refuse_unenforced_guards
 from fxport.capture.size_one_stop import specialises_size_one, stopping_at_size_one_guards
 from fxport.capture.size_zero_branches import excluding_zero_sides
@@ -213,7 +214,8 @@ def _export_converting_libraries(module, example: InputSet, spec, oblivious: boo
 
 def _export(module, inputs: InputSet, dynamic_shapes, oblivious: bool = False) -> torch.export.ExportedProgram:
     with quiet_torch(), _shape_config.patch(backed_size_oblivious=oblivious), \
-            stopping_at_size_one_guards(enabled=oblivious and not has_dim_hints(dynamic_shapes)):
+            stopping_at_size_one_guards(enabled=oblivious and not has_dim_hints(dynamic_shapes)), \
+            refreshed_at_each_call(module):
         program = torch.export.export(module, inputs.args, inputs.kwargs or None,
                                       dynamic_shapes=dynamic_shapes, strict=False)
     constant_outputs_as_tensors(program)

@@ -91,6 +91,15 @@ def export_program(program: torch.export.ExportedProgram, *, opset: int | None =
     return onnx_program
 
 
+def exporter_summary(exc: BaseException) -> str:
+    """The innermost meaningful line of a torch.onnx exporter exception."""
+    innermost = exc
+    while innermost.__cause__ is not None:
+        innermost = innermost.__cause__
+    lines = [line.strip() for line in str(innermost).splitlines() if line.strip()]
+    return f"{type(innermost).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 #: the domain torch.onnx writes a program's subgraphs (cond branches, while_loop bodies) into
 LOCAL_FUNCTIONS = "pkg.torch.__subgraph__"
 

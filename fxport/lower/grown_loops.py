@@ -22,9 +22,9 @@ from typing import Mapping
 
 import torch
 
-from fxport.capture.loop_bodies import COND_OP, OP, capture_body, capture_branch, error_summary, loop_nodes
+from fxport.capture.loop_bodies import COND_OP, OP, capture_body, capture_branch, loop_nodes
 from fxport.errors import LoweringError
-from fxport.lower.exporter import export_program
+from fxport.lower.exporter import export_program, exporter_summary
 from fxport.common.quiet import quiet_torch
 
 
@@ -74,7 +74,7 @@ def _translated(program, owner, loops, opset, table, what: str):
             onnx_program = export_program(program, opset=opset, translation_table=nested)
     except Exception as exc:
         raise LoweringError(f"the ONNX exporter failed on {what} at {owner.info.location}: "
-                            f"{error_summary(exc)}", hint="run with --debug for the full trace") from exc
+                            f"{exporter_summary(exc)}", hint="run with --debug for the full trace") from exc
     import onnx_ir.passes.common as passes
 
     model = onnx_program.model

@@ -33,7 +33,7 @@ import torch
 from fxport.lower.dead_nodes import removed_dead_nodes
 from fxport.lower.missing_ops import find_missing_ops
 from fxport.errors import LoweringError, UnsupportedOpsError
-from fxport.lower.exporter import export_program
+from fxport.lower.exporter import export_program, exporter_summary
 from fxport.lower.grown_loops import loop_translations
 from fxport.lower.loop_attention import loop_attention_for_onnxruntime
 from fxport.lower.loop_invariants import hoist_loop_invariants
@@ -179,7 +179,7 @@ def fuse_ort(model, translation_table: dict | None = None) -> tuple[Any, dict[st
         with quiet_torch():
             model, fired = fuse_for_onnxruntime(model, keep_origins=keep)
     except Exception as exc:
-        raise LoweringError(f"onnxscript's ONNX Runtime fusions failed: {_exporter_summary(exc)}",
+        raise LoweringError(f"onnxscript's ONNX Runtime fusions failed: {exporter_summary(exc)}",
                             hint="use --optimize generic (the default) meanwhile; --debug shows the trace") from exc
     return model, dict(fired)
 
@@ -239,7 +239,7 @@ def explain_lowering_failure(exc, program, translation_table, opset) -> Exceptio
 
         return UnsupportedOpsError([(m.op, m.location) for m in missing],
                                    skeleton=rule_skeleton(missing))
-    summary = _exporter_summary(exc)
+    summary = exporter_summary(exc)
     failing = _failing_rule(exc, translation_table)
     if failing is not None:
         target, name, where = failing
@@ -269,15 +269,6 @@ def _failing_rule(exc: BaseException, translation_table) -> tuple[str, str, Any]
                 target, name = codes[frame.f_code]
                 found = (target, name, SourceLocation(frame.f_code.co_filename, lineno, name))
     return found
-
-
-def _exporter_summary(exc: BaseException) -> str:
-    """The innermost meaningful line of a torch.onnx exporter exception."""
-    innermost = exc
-    while innermost.__cause__ is not None:
-        innermost = innermost.__cause__
-    lines = [line.strip() for line in str(innermost).splitlines() if line.strip()]
-    return f"{type(innermost).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def name_dynamic_axes(model: onnx.ModelProto, axis_names: dict[int, dict[int, str]]) -> None:

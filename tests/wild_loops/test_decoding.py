@@ -22,7 +22,6 @@ EXPECT_OPS = {
 }
 
 XFAIL = {
-    'nemo_rnnt_greedy': "an LSTM called in a torch.cond branch of a loop whose state grows (label == [] / label[-1] read in the loop now convert: the loops carry label's stack): while: loop whose state grows: its body could not be captured on its own (UncapturedHigherOrderOpError: This higher order operator doesn't work unless it is captured completely with torch.compile. Got graph break/error:)",
     "wenet_ctc_greedy": 'a Python list from .tolist() indexed by a loop counter: a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items',
     "wenet_ctc_prefix_beam_search": "container written under a tensor condition: if on a tensor condition writes into the defaultdict 'next_hyps'",
 }

@@ -374,21 +374,58 @@ def _replaced(values, slot, value):
 
 def _accepts_none(f, slot, positional: int) -> bool:
     """``f``'s parameter at ``slot`` (a position or a keyword) defaults to None: the callee
-    gives None a meaning of its own (``hx=None``, ``past_key_values=None``)."""
+    gives None a meaning of its own (``hx=None``, ``past_key_values=None``).
+
+    A Python function or method is read from its code object (:func:`_code_parameters`):
+    inside a ``torch.cond`` branch dynamo traces this, and it cannot build
+    ``inspect.signature(...).parameters`` there ("'Signature' object has no attribute
+    '_parameters'", an LSTM given a hidden state that is None on some paths)."""
     target = f.forward if isinstance(f, torch.nn.Module) else f
-    try:
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):
-        return False
-    params = list(signature.parameters.values())
-    named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    found = _code_parameters(target)
+    if found is None:
+        try:
+            found = _signature_parameters(inspect.signature(target))
+        except (TypeError, ValueError):
+            return False
+    named, defaults, var_positional, var_keyword = found
     if isinstance(slot, int):
-        param = named[slot] if slot < len(named) else None
-        rest = any(p.kind == p.VAR_POSITIONAL for p in params)
+        name = named[slot] if slot < len(named) else None
+        rest = var_positional
     else:
-        param = signature.parameters.get(slot)
-        rest = any(p.kind == p.VAR_KEYWORD for p in params)
-    return param.default is None if param is not None else rest  # **kwargs: the callee asks kwargs.get(...)
+        name = slot if slot in named else None
+        rest = var_keyword
+    return defaults.get(name, _NO_DEFAULT) is None if name is not None else rest  # **kwargs: kwargs.get(...)
+
+
+_NO_DEFAULT = object()
+
+
+def _code_parameters(target):
+    """``(names, {name: default}, takes *args, takes **kwargs)`` of a Python function or bound
+    method, from its code object (``self`` left out of a bound method's names); None for other
+    callables."""
+    bound = isinstance(target, types.MethodType)
+    function = target.__func__ if bound else target
+    if not isinstance(function, types.FunctionType):
+        return None
+    code = function.__code__
+    count, kwonly = code.co_argcount, code.co_kwonlyargcount
+    positional = list(code.co_varnames[:count])
+    names = positional + list(code.co_varnames[count:count + kwonly])
+    defaults = dict(zip(positional[count - len(function.__defaults__ or ()):], function.__defaults__ or ()))
+    defaults.update(function.__kwdefaults__ or {})
+    flags = code.co_flags
+    return (names[1:] if bound else names), defaults, bool(flags & inspect.CO_VARARGS), \
+        bool(flags & inspect.CO_VARKEYWORDS)
+
+
+def _signature_parameters(signature):
+    """What :func:`_code_parameters` gives, from an ``inspect.Signature`` (builtins, classes)."""
+    params = list(signature.parameters.values())
+    named = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+    return named, defaults, any(p.kind == p.VAR_POSITIONAL for p in params), \
+        any(p.kind == p.VAR_KEYWORD for p in params)
 
 
 def _same_tensor_type(a, b) -> bool:

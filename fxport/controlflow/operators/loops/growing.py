@@ -43,6 +43,7 @@ from fxport.controlflow.operators.counters import note_counter
 from fxport.controlflow.operators.containers import is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import not_
+from fxport.controlflow.operators.loops.closures import closure_modules
 from fxport.controlflow.operators.loops.grown_inputs import free_inputs, free_values, input_count
 from fxport.controlflow.operators.state import disabled, record, strategy
 from fxport.controlflow.operators.values import as_bool_tensor, as_int64, dense
@@ -329,10 +330,12 @@ def _int_bounds(rng) -> tuple | None:
 
 
 def modules_of(free):
-    """``(module, names)`` for the modules among the values the body reads; each tensor once."""
+    """``(module, names)`` for the modules among the values the body reads, and those the
+    closures of the functions it reads hold; each module and each tensor once."""
     seen, found = set(), []
-    for value in free:
-        if not isinstance(value, torch.nn.Module):
+    held = [module for value in free for module in closure_modules(value)]  # read through a function's closure
+    for value in list(free) + held:
+        if not isinstance(value, torch.nn.Module) or any(value is module for module, _ in found):
             continue
         names = []
         for name, tensor in itertools.chain(value.named_parameters(remove_duplicate=False),

@@ -20,6 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.lists.appender import Appender
+from fxport.controlflow.operators.loops.closures import closure_tree
 from fxport.controlflow.operators.values import as_int64, dense, is_symbolic
 
 
@@ -32,7 +33,9 @@ class Free:
     tensor input and read back with ``.item()``), ``"constant"`` (``value`` itself) or
     ``"carrier"`` (an empty ``(size, 0)`` input that only carries a ``dim``; last, no value) or
     ``"list"`` (a list an earlier loop grew, ``value`` its pytree spec, rebuilt from the ``leaves``
-    tensors that follow it: crf's ``history[:seq_ends[idx]]`` in the body of the backtrack loop).
+    values that follow it: crf's ``history[:seq_ends[idx]]`` in the body of the backtrack loop;
+    or a function whose closure holds tensors, sizes or modules, rebuilt with cells holding the
+    body's values: :mod:`~fxport.controlflow.operators.loops.closures`).
     """
 
     kind: str
@@ -54,8 +57,13 @@ def free_inputs(free, state, growing=None):
     entries = []
     for value in free:
         grown = value.as_inputs() if isinstance(value, Appender) else None
+        closure = closure_tree(value)
         if grown is not None and grown.mode in ("grow", "concat"):  # its tensors, not the outer trace's, in the body
             leaves, treespec = pytree.tree_flatten(grown)
+            entries.append(("list", (treespec, len(leaves))))
+            entries.extend(_entry(leaf) for leaf in leaves)
+        elif closure is not None:  # a function holding the outer trace's tensors: rebuilt from the body's
+            leaves, treespec = pytree.tree_flatten(closure)
             entries.append(("list", (treespec, len(leaves))))
             entries.extend(_entry(leaf) for leaf in leaves)
         else:
