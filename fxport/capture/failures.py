@@ -125,8 +125,9 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
     traced_body = _traced_body_refusal(exc, text, where)
     if traced_body is not None:
         return traced_body
-    if _is_data_dependent(exc, text) and where is not None and (where.function or "").startswith("_fx_"):
-        return _number_in_body_refusal(exc, text, where)
+    if _is_data_dependent(exc, text) and where is not None and (
+            (where.function or "").startswith("_fx_") or _below_converted_body(exc) and is_user_file(where.filename)):
+        return _number_in_body_refusal(exc, text, where)  # in a body, or in a function of the user's it calls
     if _is_data_dependent(exc, text) and where is not None and where.function == "<lambda>":
         return ControlFlowError(
             "a tensor condition inside a lambda cannot be converted (fxport converts def functions "
@@ -288,6 +289,17 @@ def _in_cond_compile(exc: BaseException) -> bool:
     """True when the failure was raised while torch.cond compiled its branches (dynamo)."""
     marker = os.path.join("_higher_order_ops", "cond.py")
     return any(marker in frame.filename for error in _exception_chain(exc)
+               for frame in traceback.extract_tb(error.__traceback__))
+
+
+#: the outlined bodies of converted loops and branches (converters: _fx_body_0, _fx_true_2, ...)
+_CONVERTED_BODY = re.compile(r"^_fx_(body|true|false|test)_\d+$")
+
+
+def _below_converted_body(exc: BaseException) -> bool:
+    """True when the failure was raised below the outlined body of a converted loop or branch
+    (in a function of the user's that the body calls: ``fade(out)`` reading ``self.fade_in_len``)."""
+    return any(_CONVERTED_BODY.match(frame.name) for error in _exception_chain(exc)
                for frame in traceback.extract_tb(error.__traceback__))
 
 

@@ -263,7 +263,7 @@ class BufferRowsWrittenInLoop(nn.Module):
 
 
 class PythonIntAttributeCounter(nn.Module):
-    """A Python int attribute changed under a tensor condition: refused."""
+    """A Python int attribute changed under a tensor condition: an int64 tensor (round thirteen)."""
 
     def __init__(self):
         super().__init__()
@@ -272,6 +272,20 @@ class PythonIntAttributeCounter(nn.Module):
     def forward(self, x):
         if x.sum() > 0:
             self.steps += 1
+        return x * 2
+
+
+class PythonFloatAttributeScale(nn.Module):
+    """A Python float attribute changed under a tensor condition: refused (a Python int converts
+    since round thirteen, as an int64 tensor: PythonIntAttributeCounter)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 1.0
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.scale *= 0.5
         return x * 2
 
 

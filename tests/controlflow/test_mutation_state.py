@@ -207,10 +207,11 @@ def test_state_written_in_a_data_dependent_loop_is_carried(make):
     assert_matches_fresh_eager(model, exported, inputs)
 
 
-def test_a_python_int_attribute_changed_under_a_tensor_condition_is_refused():
-    line = line_in_source(m.PythonIntAttributeCounter.forward, "if x.sum() > 0")
-    with pytest.raises(ControlFlowError, match=rf"self.steps is a Python int changed under a tensor condition .*mutation_models.py:{line}"):
-        export_to_ort(m.PythonIntAttributeCounter(), BOTH_SIGNS[0])
+def test_a_python_float_attribute_changed_under_a_tensor_condition_is_refused():
+    """(A Python int attribute converts since round thirteen: test_attribute_state_round13.py.)"""
+    line = line_in_source(m.PythonFloatAttributeScale.forward, "if x.sum() > 0")
+    with pytest.raises(ControlFlowError, match=rf"self.scale is a Python float changed under a tensor condition .*mutation_models.py:{line}"):
+        export_to_ort(m.PythonFloatAttributeScale(), BOTH_SIGNS[0])
 
 
 def test_end_to_end_a_buffer_written_in_the_untaken_branch_is_verified():
@@ -252,7 +253,7 @@ def test_a_method_reading_the_assigned_attribute_sees_the_new_value_on_either_si
 
 
 @pytest.mark.slow
-def test_from_the_cli_a_buffer_model_says_verified_and_a_python_counter_is_refused(tmp_path):
+def test_from_the_cli_a_buffer_model_says_verified_and_a_python_float_is_refused(tmp_path):
     import onnx
 
     from tests.conftest import run_cli, run_onnx
@@ -263,10 +264,10 @@ def test_from_the_cli_a_buffer_model_says_verified_and_a_python_counter_is_refus
     assert done.returncode == 0 and "verified; wrote" in done.stdout, done.stdout + done.stderr
     x = torch.rand(5, 3) + 0.5  # takes the branch that writes the buffer
     torch.testing.assert_close(torch.from_numpy(run_onnx(onnx.load(str(out)), x)[0]), m.BufferInPlace()(x))
-    refused = run_cli("convert", f"{models}:PythonIntAttributeCounter", "-i", "x=4x3", "-o", str(tmp_path / "no.onnx"))
-    line = line_in_source(m.PythonIntAttributeCounter.forward, "if x.sum() > 0")
+    refused = run_cli("convert", f"{models}:PythonFloatAttributeScale", "-i", "x=4x3", "-o", str(tmp_path / "no.onnx"))
+    line = line_in_source(m.PythonFloatAttributeScale.forward, "if x.sum() > 0")
     assert refused.returncode != 0 and not (tmp_path / "no.onnx").exists()
-    assert "self.steps is a Python int changed under a tensor condition or in a data-dependent loop at " in refused.stderr + refused.stdout
+    assert "self.scale is a Python float changed under a tensor condition or in a data-dependent loop at " in refused.stderr + refused.stdout
     assert f"mutation_models.py:{line};" in refused.stderr + refused.stdout
 
 

@@ -9,8 +9,9 @@ table: ``python3 -m tests.wild_loops.measure --group fresh``.
 Notes on some refusals (found while measuring; the ports are as their origins wrote them):
 
 - ``demucs_separate_sources_chunks``: ``out``, assigned under ``with torch.no_grad():`` on each trip,
-  is no longer taken for loop state (the liveness analysis sees through a ``with``); the loop stops
-  at the Fade attributes, a Python int written in the loop.
+  is no longer taken for loop state (the liveness analysis sees through a ``with``); the Fade
+  attributes, Python ints written in the loop, are carried as int64 tensors since round thirteen,
+  and the loop stops at ``torch.linspace(0, 1, self.fade_in_len)``, a count the data decides.
 - ``wavernn_generate_raw`` converts since a ``raise`` under an ``if`` nested in a loop body is that
   ``if``'s effect (its ``if self.mode == ...`` chain is a Python value: the ``raise`` never runs).
 - ``yolov5_nms_per_image`` converts and equals eager (measured 2026-12-02 in the seventh round's
@@ -22,7 +23,10 @@ Notes on some refusals (found while measuring; the ports are as their origins wr
   backtrack, ``pop``/``reverse``) and stops at its sanity ``assert`` on a tensor's value, which
   fxport refuses by policy (docs/control-flow.md, "assert").
 - ``tensor_priority_queue_dijkstra`` was an fxport-internal error reaching the user as
-  ``torch.export failed``; it is now refused in one line at the callee's attribute write.
+  ``torch.export failed`` (``priorityQ_torch.__init__`` building ``torch.tensor([[val, 0]])`` from the
+  loop's counter, not converted); since round thirteen the constructor is converted, ``q.q`` is
+  carried through the overlays of ``push``/``pop``/``isEmpty``, and it is refused in one line at
+  the branch that pushes.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ EXPECT_OPS = {"yolov5_nms_per_image": ("If",)}
 _XFAIL = {
     'fastspeech_length_regulator_alignment': "a dimension the model narrows to 2.. (out.squeeze() in the duration predictor changes rank at L=1; no fixed-rank graph computes both): ONNX Runtime differs from eager PyTorch on a set of size L=1 outside exported 2..inf; 'L' is narrowed by squeeze() at its line",
     "lbfgs_strong_wolfe": "lists of different lengths bound under tensor conditions (bracket = [t] or [t_prev, t] by the Wolfe tests before a break; float() of the loss at the top level now converts): if: variable 'bracket' is defined only in the true branch and used afterwards",
-    "demucs_separate_sources_chunks": "a Python int attribute changed in a data-dependent loop (fade.fade_in_len = int(overlap_frames) under `if start == 0`; the loop-local under `with torch.no_grad()` now converts): fade.fade_in_len is a Python int changed under a tensor condition or in a data-dependent loop",
+    "demucs_separate_sources_chunks": "a Python int attribute the data decides read as a count (torch.linspace(0, 1, self.fade_in_len) in Fade._fade_in; fade.fade_in_len / fade_out_len are now carried through the loop as int64 tensors and fade(out) runs on an overlay of them): a number known only at run time (a loop counter, a number computed from one, or read from a tensor earlier) is used as a Python int",
     'dbscan_grow_cluster_queue': 'a list of one constant passed to a function that writes it and returned (labels = [0] * len(D), growCluster(D, labels, ...), return labels): a list of one constant sized by a dynamic dimension ([c] * n) is written',
-    'tensor_priority_queue_dijkstra': "state in attributes written by a callee inside the loop (priorityQ_torch.push/pop rebind self.q; it leaked as torch.export's RuntimeError before): an attribute or outer object written inside a converted loop or branch body, here through a function it calls, which torch's while_loop/cond cannot trace",
+    'tensor_priority_queue_dijkstra': "a tensor attribute grown on one side of a tensor condition inside a loop nested in the loop's body (q.push under `if d[v] + py < d[to]` in `for j, py in enumerate(adj[v])`; q.q is now carried through the methods' overlays and priorityQ_torch.__init__ converted, which had leaked torch.export's RuntimeError): torch.cond could not trace a branch of this statement: a value in it changes size from one loop iteration to the next",
 }
 
 

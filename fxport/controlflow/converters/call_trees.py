@@ -45,6 +45,7 @@ import builtins
 import torch
 
 from fxport.controlflow.astutil import RUNTIME, call, lambda_, located, rt
+from fxport.controlflow.converters import method_state
 from fxport.controlflow.converters.base import ExpressionConverter
 from fxport.controlflow.operators.numbers import MATH_FUNCTIONS
 
@@ -192,11 +193,20 @@ class CallConverter(ExpressionConverter):
         root = _root_name(func.value)
         if root == self.ctx.self_name and isinstance(func.value, ast.Name):
             return True
+        if _is_overlay(func.value):
+            return True  # a method of a user object on its overlay (method_state.py): ``q.pop()`` too
         if root in _PLAIN_CALL_ROOTS and not (root == RUNTIME and isinstance(func.value, ast.Call)):
             return False  # torch.x.y(...), _fx.optional.is_none(...); not ``_fx.call(Solver)().run``
         if isinstance(func.value, ast.Name) and root not in self.ctx.local_names:
             return True  # module.function
         return not _is_value_method(func.attr)
+
+
+def _is_overlay(node: ast.expr) -> bool:
+    """An overlay of a user object (method_state.py): its local, or ``_fx.targets.overlay(...)``."""
+    if isinstance(node, ast.Name):
+        return node.id == method_state.OVERLAY or node.id.startswith(method_state.OVERLAY + "_")
+    return isinstance(node, ast.Call) and ast.unparse(node.func) == f"{RUNTIME}.targets.overlay"
 
 
 def _root_name(node: ast.expr) -> str | None:

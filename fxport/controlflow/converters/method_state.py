@@ -16,10 +16,18 @@ carried values::
                                               _fx_v_self_h, = _fx.targets.overlaid(_fx_self, ('h',))
                                               out = _fx_call
 
+The same holds for a local bound to an object the function makes of a user's class
+(:func:`object_classes`: ``fade = Fade(...)`` in torchaudio's tutorial, ``q = priorityQ_torch(i)``):
+its attributes that the construct or its methods write are carried, and ``fade(out)`` (a module's
+``forward``) or ``q.pop()`` runs on its overlay (``_fx_self_q``). A call whose methods write no
+attribute runs on an overlay made where it stands, so it may sit in a loop test or a ``return``
+(``while not q.isEmpty()``).
+
 What cannot be told from the source leaves the attributes as written (refused as side effects
 under a tensor condition, plain Python otherwise): a method without source, a property,
-``self`` passed on whole, a method taken without calling it, a call in a loop test, or a read of
-an attribute a method of the same statement writes after that call.
+``self`` passed on whole, a method taken without calling it, a writing call in a loop test or a
+``return``, a read of an attribute a method of the same statement writes after that call, or an
+object whose class the function's code does not show (a parameter, a name bound otherwise too).
 """
 
 from __future__ import annotations
@@ -27,8 +35,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import sys
 import textwrap
 import types
+
+import torch
 
 from fxport.controlflow import analysis
 from fxport.controlflow.astutil import at, call, located, name, rt, tuple_
@@ -50,9 +61,11 @@ class MethodAttributes:
     methods: set[str] = dataclasses.field(default_factory=set)  # the methods of the class called
 
 
-def methods_called(node: ast.AST, fn, self_name: str | None) -> MethodAttributes | None:
+def methods_called(node: ast.AST, fn, self_name: str | None, cls: type | None = None) -> MethodAttributes | None:
     """The attributes of ``self`` the methods ``node`` calls read and write, transitively; None
-    when it cannot be told (no source, a property, the class not found).
+    when it cannot be told (no source, a property, the class not found). ``cls``: the class of
+    the object ``self_name`` holds (another object's, :func:`object_classes`), else the class
+    ``fn`` is a method of; with ``cls``, ``obj(x)`` calls its ``forward`` (a module) or ``__call__``.
 
     >>> class KMeans:
     ...     def fit(self, x):
@@ -66,11 +79,11 @@ def methods_called(node: ast.AST, fn, self_name: str | None) -> MethodAttributes
     >>> sorted(found.touched), sorted(found.written), found.methods
     (['calls', 'nearest', 'scale'], ['calls'], {'nearest'})
     """
-    pending = [sub.func.attr for sub in walk_same_scope(node) if is_self_method_call(sub, self_name)]
+    pending = [m for m in (called_method(sub, self_name, cls) for sub in walk_same_scope(node)) if m is not None]
     found = MethodAttributes(set(), set(), set(), set())
     if not pending:
         return found
-    cls = owner_class(fn)
+    cls = cls if cls is not None else owner_class(fn)
     if cls is None:
         return None
     seen: set[str] = set()
@@ -98,6 +111,53 @@ def is_self_method_call(node: ast.AST, self_name: str | None) -> bool:
     """``self.helper(x)`` (a submodule's ``self.fc(x)`` too: the caller tells them apart)."""
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id == self_name)
+
+
+def called_method(node: ast.AST, owner: str | None, cls: type | None) -> str | None:
+    """The method of ``owner`` that ``node`` calls: ``m`` for ``owner.m(x)``; for ``owner(x)``, where
+    ``cls`` is known, ``forward`` (a module) or ``__call__``; None for anything else."""
+    if not isinstance(node, ast.Call):
+        return None
+    if is_self_method_call(node, owner):
+        return node.func.attr
+    if cls is not None and isinstance(node.func, ast.Name) and node.func.id == owner:
+        return "forward" if issubclass(cls, torch.nn.Module) else "__call__"
+    return None
+
+
+def object_classes(fdef: ast.FunctionDef, fn) -> dict[str, type]:
+    """The locals of ``fdef`` bound only to instances made there by calling a class of the user's
+    files (``fade = Fade(fade_in_len=0)``, ``q = priorityQ_torch(i)``): name → class. A parameter,
+    or a name bound otherwise anywhere in the function, is left out (its class cannot be told)."""
+    classes: dict[str, type] = {}
+    others = {a.arg for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
+    bindings = set()  # the targets of those assignments
+    for sub in walk_same_scope(fdef):
+        made = _class_called(sub, fn) if isinstance(sub, ast.Assign) and len(sub.targets) == 1 else None
+        if made is not None and isinstance(sub.targets[0], ast.Name):
+            bindings.add(id(sub.targets[0]))
+            if classes.setdefault(sub.targets[0].id, made) is not made:
+                others.add(sub.targets[0].id)
+        elif isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Load) and id(sub) not in bindings:
+            others.add(sub.id)
+    return {n: c for n, c in classes.items() if n not in others}
+
+
+def _class_called(assign: ast.Assign, fn) -> type | None:
+    """The user's class whose call ``assign`` binds (``Fade(...)``), found in ``fn``'s globals."""
+    value = assign.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return None
+    cls = getattr(fn, "__globals__", {}).get(value.func.id)
+    if not isinstance(cls, type) or not _in_user_file(cls):
+        return None
+    return cls
+
+
+def _in_user_file(cls: type) -> bool:
+    from fxport.common.frames import is_user_file
+
+    return is_user_file(getattr(sys.modules.get(cls.__module__), "__file__", None))
 
 
 def owner_class(fn) -> type | None:
@@ -144,16 +204,17 @@ def _attributes_of(paths, owner: str) -> set[str]:
     return names
 
 
-def uses_self_otherwise(node: ast.AST, self_name: str | None, methods: set[str]) -> bool:
+def uses_self_otherwise(node: ast.AST, self_name: str | None, methods: set[str], cls: type | None = None) -> bool:
     """Whether ``node`` uses ``self`` other than reading an attribute or calling one of its
     methods (``helper(self)``, ``f = self.step`` of a method): what then reads self's
-    attributes cannot be seen."""
-    calls = {id(sub.func) for sub in walk_same_scope(node) if is_self_method_call(sub, self_name)}
+    attributes cannot be seen. With ``cls`` (another object's class), ``obj(x)`` is a call."""
+    calls = {id(sub.func) for sub in walk_same_scope(node) if called_method(sub, self_name, cls) is not None}
     for sub in walk_same_scope(node):
         if isinstance(sub, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)) and self_name in {
                 n.id for n in ast.walk(sub) if isinstance(n, ast.Name)}:
             return True
-        if isinstance(sub, ast.Name) and sub.id == self_name and not _is_attribute_root(sub, node):
+        if (isinstance(sub, ast.Name) and sub.id == self_name and not _is_attribute_root(sub, node)
+                and id(sub) not in calls):
             return True
         if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == self_name
                 and sub.attr in methods and id(sub) not in calls):
@@ -165,16 +226,23 @@ def _is_attribute_root(name_node: ast.Name, tree: ast.AST) -> bool:
     return any(isinstance(sub, ast.Attribute) and sub.value is name_node for sub in walk_same_scope(tree))
 
 
+def overlay_name(owner: str) -> str:
+    """The local holding ``owner``'s overlay in generated code (``_fx_self`` for ``self``)."""
+    return OVERLAY if owner == "self" else f"{OVERLAY}_{owner}"
+
+
 def sync_method_calls(node: ast.stmt, self_name: str, local_by_attribute: dict[str, str],
-                      methods: MethodAttributes) -> bool:
-    """Run every method call of ``self`` inside ``node`` on an overlay holding the carried
-    locals of ``local_by_attribute`` (see the module doc); ``methods``: what those methods do to
-    ``self``. False (``node`` unchanged) when a call sits where no statement can wrap
-    it (a loop test, a ``return``) or a read of such an attribute follows the call."""
-    trial = _Sync(self_name, local_by_attribute, methods)
+                      methods: MethodAttributes, cls: type) -> bool:
+    """Run every method call of ``self`` (the object ``self_name`` holds, of class ``cls``) inside
+    ``node`` on an overlay holding the carried locals of ``local_by_attribute`` (see the module
+    doc); ``methods``: what those methods do to ``self``. A call whose methods write no attribute
+    runs on an overlay made where it is called (also in a loop test or a ``return``); a statement
+    calling one that writes is wrapped, the locals read back after it. False (``node``
+    unchanged) when a writing call sits where no statement can wrap it (a loop test, a
+    ``return``) or a read of such an attribute follows the call."""
+    trial = _Sync(self_name, local_by_attribute, methods, cls)
     blocks = [node.body] + ([node.orelse] if getattr(node, "orelse", None) else [])
-    if trial.calls_in_header(node):
-        return False
+    trial.header(node)
     new_blocks = [trial.block(block) for block in blocks]
     if trial.failed:
         return False
@@ -184,11 +252,15 @@ def sync_method_calls(node: ast.stmt, self_name: str, local_by_attribute: dict[s
     return True
 
 
+_HEADERS = {ast.If: ("test",), ast.While: ("test",), ast.For: ("iter", "target"), ast.With: ("items",), ast.Try: ()}
+
+
 class _Sync:
     """The statement-level rewrite of :func:`sync_method_calls`."""
 
-    def __init__(self, self_name: str, local_by_attribute: dict[str, str], methods: MethodAttributes):
-        self.self_name = self_name
+    def __init__(self, self_name: str, local_by_attribute: dict[str, str], methods: MethodAttributes, cls: type):
+        self.self_name, self.cls = self_name, cls
+        self.overlay = overlay_name(self_name)
         self.methods = methods.methods
         self.attributes = tuple(sorted(local_by_attribute))
         self.locals = tuple(local_by_attribute[a] for a in self.attributes)
@@ -196,24 +268,46 @@ class _Sync:
         self.written_locals = {local_by_attribute[a] for a in methods.written if a in local_by_attribute}
         self.failed = False
 
-    def calls_in_header(self, stmt: ast.stmt) -> bool:
-        """A method call in the parts of a compound statement that are not its blocks."""
-        headers = {ast.If: ("test",), ast.While: ("test",), ast.For: ("iter", "target"),
-                   ast.With: ("items",), ast.Try: ()}[type(stmt)]
-        parts = [getattr(stmt, h) for h in headers]
-        return any(self._calls(p) for part in parts for p in (part if isinstance(part, list) else [part]))
+    def header(self, stmt: ast.stmt) -> None:
+        """The calls in the parts of a compound statement that are not its blocks: each on an
+        overlay of its own where its methods write nothing, else the rewrite fails."""
+        parts = [getattr(stmt, h) for h in _HEADERS[type(stmt)]]
+        for part in parts:
+            for tree in (part if isinstance(part, list) else [part]):
+                calls = self._calls(tree)
+                if any(self._writes(c) for c in calls):
+                    self.failed = True
+                for found in calls:
+                    self._redirect(found, self._made_here(copied=False))
 
     def _calls(self, tree: ast.AST) -> list[ast.Call]:
         """The calls of methods of the class in ``tree`` (a submodule's ``self.fc(x)`` is none)."""
         return [sub for sub in walk_same_scope(tree)
-                if is_self_method_call(sub, self.self_name) and sub.func.attr in self.methods]
+                if called_method(sub, self.self_name, self.cls) in self.methods]
+
+    def _writes(self, found: ast.Call) -> bool:
+        """Whether the method ``found`` calls (or one it calls) writes an attribute."""
+        one = methods_called(found, None, self.self_name, self.cls)
+        return one is None or bool(one.written)
+
+    def _redirect(self, found: ast.Call, overlay: ast.expr) -> None:
+        """``found`` calls its method on ``overlay`` instead of the object."""
+        if isinstance(found.func, ast.Attribute):
+            found.func.value = overlay
+        else:
+            found.func = overlay
+
+    def _made_here(self, copied: bool) -> ast.Call:
+        """``_fx.targets.overlay(self, names, locals, copied)``."""
+        copies = self.copied if copied else (False,) * len(self.attributes)
+        return call(_targets("overlay"), name(self.self_name), _constants(self.attributes),
+                    tuple_([name(local) for local in self.locals]), _constants(copies))
 
     def block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
         for stmt in stmts:
             if isinstance(stmt, _COMPOUND):
-                if self.calls_in_header(stmt):
-                    self.failed = True
+                self.header(stmt)
                 for field in ("body", "orelse", "finalbody"):
                     if getattr(stmt, field, None):
                         setattr(stmt, field, self.block(getattr(stmt, field)))
@@ -228,6 +322,10 @@ class _Sync:
 
     def _wrap(self, stmt: ast.stmt) -> list[ast.stmt]:
         calls = self._calls(stmt)
+        if not any(self._writes(c) for c in calls):
+            for found in calls:  # read only: each call on an overlay of the locals as they are there
+                self._redirect(found, self._made_here(copied=False))
+            return [stmt]
         if not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)) or self._read_after(stmt, calls):
             self.failed = True
             return [stmt]
@@ -235,12 +333,10 @@ class _Sync:
             self.failed = True  # ``self.h += self.step()``: the old value is read before the call
             return [stmt]
         for found in calls:
-            found.func.value = name(OVERLAY)
-        before = at(ast.Assign([name(OVERLAY, True)], call(
-            _targets("overlay"), name(self.self_name), _constants(self.attributes),
-            tuple_([name(local) for local in self.locals]), _constants(self.copied))), stmt)
+            self._redirect(found, name(self.overlay))
+        before = at(ast.Assign([name(self.overlay, True)], self._made_here(copied=True)), stmt)
         after = at(ast.Assign([tuple_([name(l, True) for l in self.locals], store=True)],
-                              call(_targets("overlaid"), name(OVERLAY), _constants(self.attributes))), stmt)
+                              call(_targets("overlaid"), name(self.overlay), _constants(self.attributes))), stmt)
         if isinstance(stmt, ast.Expr):
             return [located(s, stmt) for s in (before, stmt, after)]
         held = at(ast.Assign([name(RESULT, True)], stmt.value), stmt)

@@ -85,6 +85,7 @@ class StateTargets(Canonicalization):
     def apply(self) -> None:
         self.taken: set[str] = set(self.ctx.local_names)
         self.lists = _names_bound_only_to_lists(self.ctx.fdef)
+        self.objects = method_state.object_classes(self.ctx.fdef, self.ctx.fn)
         _ItemWritesAsStores().visit(self.ctx.fdef)
         self.ctx.fdef.body = _without_stale_guards(self._block(self.ctx.fdef.body))
 
@@ -177,7 +178,7 @@ class StateTargets(Canonicalization):
             if not writes_into and candidates[key].line is None:
                 candidates[key].line = path.lineno
         paths = [t for t in candidates.values() if not _overlaps(t, candidates.values(), names)]
-        paths = _not_used_otherwise(node, paths, self.ctx.self_name)
+        paths = _not_used_otherwise(node, paths, set(self.objects))
         paths = self._with_method_state(node, paths)
         for target in paths:
             if not target.local:
@@ -185,35 +186,45 @@ class StateTargets(Canonicalization):
         return [Target(name(n), self._fresh(ORIGINAL_PREFIX + n), True) for n in names], paths
 
     def _with_method_state(self, node, paths: list[Target]) -> list[Target]:
-        """``paths`` with the attributes of ``self`` the methods ``node`` calls write, when those
-        methods can run on an overlay of the carried locals (method_state.py; ``node`` is then
-        rewritten so); otherwise without the attributes the methods may read or write, which
-        stay as written."""
-        self_name = self.ctx.self_name
-        methods = method_state.methods_called(node, self.ctx.fn, self_name)
+        """``paths`` with the attributes the methods ``node`` calls write, of ``self`` and of the
+        locals holding objects of the user's classes (method_state.object_classes), each where
+        those methods can run on an overlay of the carried locals (``node`` is then rewritten
+        so); otherwise without the attributes the methods may read or write, which stay as written."""
+        for owner, cls in self._method_owners():
+            paths = self._with_owner_methods(node, paths, owner, cls)
+        return paths
+
+    def _method_owners(self) -> list[tuple[str, type | None]]:
+        """``self`` (its class from the method's name) and the locals of the user's classes."""
+        owners = [(self.ctx.self_name, method_state.owner_class(self.ctx.fn))] if self.ctx.self_name else []
+        return owners + [(n, c) for n, c in sorted(self.objects.items()) if n != self.ctx.self_name]
+
+    def _with_owner_methods(self, node, paths: list[Target], owner: str, cls: type | None) -> list[Target]:
+        """:meth:`_with_method_state` for the object ``owner`` holds, of class ``cls``."""
+        methods = method_state.methods_called(node, self.ctx.fn, owner, cls)
         if methods is not None and not methods.touched:
             return paths
-        mine = [t for t in paths if _self_attribute_in(t.path, self_name, None)]
-        plain = {t.path.attr: t for t in mine if _is_plain_attribute(t.path, self_name)}
-        shared = [t for t in mine if methods is None or _self_attribute_in(t.path, self_name, methods.touched)]
+        mine = [t for t in paths if _self_attribute_in(t.path, owner, None)]
+        plain = {t.path.attr: t for t in mine if _is_plain_attribute(t.path, owner)}
+        shared = [t for t in mine if methods is None or _self_attribute_in(t.path, owner, methods.touched)]
         others = [t for t in paths if all(t is not s for s in shared)]
         if (methods is None or not (methods.written or shared)
-                or method_state.uses_self_otherwise(node, self_name, methods.methods)
-                or any(not _is_plain_attribute(t.path, self_name) for t in shared)):
+                or method_state.uses_self_otherwise(node, owner, methods.methods, cls)
+                or any(not _is_plain_attribute(t.path, owner) for t in shared)):
             return others
         targets = dict(plain)
         for attribute in sorted(methods.written - set(targets)):
-            targets[attribute] = Target(ast.Attribute(value=name(self_name), attr=attribute, ctx=ast.Load()), "", True)
+            targets[attribute] = Target(ast.Attribute(value=name(owner), attr=attribute, ctx=ast.Load()), "", True)
         for attribute, target in targets.items():
             target.in_place &= attribute not in methods.assigned
             if not target.local:
-                target.local = self._fresh(VALUE_PREFIX + f"{self_name}_{attribute}")
+                target.local = self._fresh(VALUE_PREFIX + f"{owner}_{attribute}")
         trial = _Replace({ast.dump(_loaded(t.path)): t.local for t in paths + list(targets.values())}).visit(copy.deepcopy(node))
-        if not method_state.sync_method_calls(trial, self_name, {a: t.local for a, t in targets.items()}, methods):
+        if not method_state.sync_method_calls(trial, owner, {a: t.local for a, t in targets.items()}, methods, cls):
             return others
         for field in node._fields:
             setattr(node, field, getattr(trial, field))
-        self.ctx.local_names.add(method_state.OVERLAY)
+        self.ctx.local_names.add(method_state.overlay_name(owner))
         self.ctx.local_names.add(method_state.RESULT)
         return [t for t in paths if t not in targets.values()] + list(targets.values())
 
@@ -252,15 +263,19 @@ def _stable_part(path: ast.expr, rebound: set[str]) -> ast.expr:
     return path
 
 
-def _not_used_otherwise(node, paths: list[Target], self_name: str | None) -> list[Target]:
+def _not_used_otherwise(node, paths: list[Target], objects: set[str]) -> list[Target]:
     """The paths whose container the statement uses only through them: ``d["k"].add_(1)`` next
     to ``sum(d.values())`` would read the entry from before the write, so ``d["k"]`` stays as
     written (and the facts report the write as a side effect under a tensor condition).
-    Other attributes (``self.fc``) and other constant keys (``d["v"]``) are other objects."""
+    Other attributes (``self.fc``) and other constant keys (``d["v"]``) are other objects; a
+    call of an object of the user's class (``fade(out)``, ``objects``) is its method's call,
+    which :meth:`StateTargets._with_method_state` runs on an overlay of the carried attributes."""
     if not paths:
         return paths
     rest = _Replace({ast.dump(_loaded(t.path)): t.local for t in paths}).visit(copy.deepcopy(node))
-    uses = [_steps(chain) for chain in _whole_uses(rest)]
+    called = {id(sub.func) for sub in ast.walk(rest)
+              if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in objects}
+    uses = [_steps(chain) for chain in _whole_uses(rest) if id(chain) not in called]
     return [t for t in paths if not any(_conflict(use, _steps(t.path)) for use in uses)]
 
 

@@ -51,10 +51,29 @@ def call(f):
         return f if inner is f.func else functools.partial(inner, *f.args, **f.keywords)
     if isinstance(f, torch.nn.Module) and "forward" not in f.__dict__:  # not a user module converted in place
         return none_aware(f)
+    if _is_plain_class(f):
+        init = _lookup(f.__init__)
+        return f if init is None else functools.partial(_constructed, f, init)
     for read, clock in _CLOCKS:  # by identity: dynamo cannot hash a builtin
         if f is read:
             return clock
     return f
+
+
+def _is_plain_class(f) -> bool:
+    """A class of the user's code made as Python makes plain objects (``type`` its metaclass,
+    ``object.__new__``, its own ``__init__`` in Python; not a module): its ``__init__`` is user
+    code a converted body may call with traced values (``q = priorityQ_torch(i)`` whose
+    ``__init__`` builds ``torch.tensor([[val, 0]])`` from a loop's counter)."""
+    return (type(f) is type and not issubclass(f, torch.nn.Module) and f.__new__ is object.__new__
+            and isinstance(f.__dict__.get("__init__"), types.FunctionType))
+
+
+def _constructed(cls, init, *args, **kwargs):
+    """``cls(*args, **kwargs)`` with its converted ``__init__``."""
+    obj = object.__new__(cls)
+    init(obj, *args, **kwargs)
+    return obj
 
 
 def _clock(read):

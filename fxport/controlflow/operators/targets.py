@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import sys
 import types
 
 import torch
@@ -86,7 +87,7 @@ def store(owner, key, kind: str, value, in_place: bool, text: str) -> None:
     current = load(owner, key, kind, text)
     if value is current:
         return  # plain Python ran on the object itself
-    if _number_becomes_tensor(current, value):
+    if _number_becomes_tensor(current, value) and not _count_of_users_object(owner, kind, current, value):
         refuse_here(f"{text} is a Python {type(current).__name__} changed under a tensor condition or in a "
                     "data-dependent loop",
                     f"keep {text} a tensor (register_buffer) or change it outside the branch or loop")
@@ -141,6 +142,29 @@ def _number_becomes_tensor(current, value) -> bool:
     return isinstance(value, torch.Tensor) and is_traced(value)
 
 
+def _count_of_users_object(owner, kind: str, current, value) -> bool:
+    """A Python int attribute of an object of the user's class (a plain object or a module the
+    user defined; not torch's) given a traced 0-d integer tensor: the value the data decided
+    (``fade.fade_in_len = 2`` under ``if start == 0`` in a loop), kept as an int64 tensor. Its
+    uses in converted code then take it use by use as any number read from a tensor ("Numbers
+    used as numbers"): exactly where they can, refused in one line where a use needs a Python
+    int. A float, a flag or a string stays refused (a float32 tensor is not a Python float, and
+    a flag as a tensor tested by ``is`` would differ)."""
+    if kind != "attr" or type(current) is not int or isinstance(owner, torch.Tensor):
+        return False
+    if not (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.dtype.is_floating_point
+            and value.dtype != torch.bool and not value.is_complex()):
+        return False
+    cls = type(owner._fx_owner if isinstance(owner, Overlay) else owner)
+    return _in_user_file(cls)
+
+
+def _in_user_file(cls: type) -> bool:
+    from fxport.common.frames import is_user_file
+
+    return is_user_file(getattr(sys.modules.get(cls.__module__), "__file__", None))
+
+
 def _keeps_identity(owner, key, kind: str, current, value) -> bool:
     """Whether ``current`` can take ``value`` in place: two tensors of one shape and dtype, and
     not a module's plain tensor attribute (torch.export makes those constants, which the ONNX
@@ -177,6 +201,11 @@ class Overlay:
 
     def __call__(self, *args, **kwargs):
         """A module called on the overlay: its forward (converted where user code) on the overlay."""
+        owner = self.__dict__["_fx_owner"]
+        if getattr(owner, "_forward_hooks", None) or getattr(owner, "_forward_pre_hooks", None):
+            refuse_here(f"a converted loop or branch carries attributes of a {type(owner).__name__} module with forward "
+                        "hooks, and calls it", "remove the hooks before converting, or change its attributes outside "
+                        "the loop or branch")
         return call(self.forward)(*args, **kwargs)
 
     def __iter__(self):
