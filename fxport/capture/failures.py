@@ -5,6 +5,10 @@ in the user's code or in a library, a number read from a tensor inside a convert
 dimension the model specialises) and the user's file:line, read from torch's message or from the
 frames below fxport's call to ``torch.export`` (fxport/capture/program.py ``_export``).
 
+Size: one classifier over torch's many failure texts, and the readers of the exception chain it
+and the capture's retries share (library frames, guards at sizes); split, each part would import
+the others.
+
 Example::
 
     >>> error = classify_capture_failure(RuntimeError("Could not guard on data-dependent expression u0 > 0"))
@@ -91,20 +95,9 @@ def _traced_body_refusal(exc: BaseException, text: str, where: SourceLocation | 
                             hint=hint)
 
 
-def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | None = None) -> ConversionError:
-    """Name the kind of failure and the user's file:line; failures are data, not strings.
-    ``pinned_at``: where the model pins a dimension declared dynamic (:func:`pinned_location`).
-
-    fxport's own errors raised during capture (a control-flow construct the converter refuses,
-    a patch rule's error), however deeply torch wrapped them, are the answer as they are.
-    """
-    own = next((e for e in _exception_chain(exc) if isinstance(e, ConversionError)), None)
-    if own is not None:
-        return own
-    text = "\n".join(str(e) for e in _exception_chain(exc))
-    where = failure_location(exc)
-    first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    first_line = _TORCH_BANNER.sub("", first_line).strip() or type(exc).__name__
+def _cond_branch_refusal(exc: BaseException, text: str, where: SourceLocation | None) -> ControlFlowError | None:
+    """The refusal of a branch torch.cond could not trace (a size read from a tensor, a value that
+    changes size across trips), or None when the failure is not one."""
     if _is_data_dependent(exc, text) and where is not None and _in_cond_compile(exc):
         return ControlFlowError(
             "a branch of this if uses a size read from a tensor (a slice by a loop counter or a "
@@ -122,6 +115,26 @@ def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | Non
             hint="move that loop before the loop that returns (or out of the if), or give the values it "
             "collects one size",
         )
+    return None
+
+
+def classify_capture_failure(exc: BaseException, pinned_at: SourceLocation | None = None) -> ConversionError:
+    """Name the kind of failure and the user's file:line; failures are data, not strings.
+    ``pinned_at``: where the model pins a dimension declared dynamic (:func:`pinned_location`).
+
+    fxport's own errors raised during capture (a control-flow construct the converter refuses,
+    a patch rule's error), however deeply torch wrapped them, are the answer as they are.
+    """
+    own = next((e for e in _exception_chain(exc) if isinstance(e, ConversionError)), None)
+    if own is not None:
+        return own
+    text = "\n".join(str(e) for e in _exception_chain(exc))
+    where = failure_location(exc)
+    first_line = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    first_line = _TORCH_BANNER.sub("", first_line).strip() or type(exc).__name__
+    in_branch = _cond_branch_refusal(exc, text, where)
+    if in_branch is not None:
+        return in_branch
     traced_body = _traced_body_refusal(exc, text, where)
     if traced_body is not None:
         return traced_body

@@ -29,9 +29,8 @@ from fxport.capture.failures import classify_capture_failure, pinned_location, s
 from fxport.capture.recurrent import refreshed_at_each_call
 from fxport.capture.hinted_guards import refuse_unenforced_guards
 from fxport.capture.size_one_stop import specialises_size_one, stopping_at_size_one_guards
-from fxport.capture.size_zero_branches import excluding_zero_sides
 from fxport.capture.squeezed_sizes import watching_squeezes
-from fxport.capture.spec_refinement import (adopt_suggested_bounds, as_dynamic_hints, excluding_size_zero,
+from fxport.capture.spec_refinement import (adopt_suggested_bounds, as_dynamic_hints, excluding_size_zero, excluding_zero_sides,
                                             has_derived_dims, has_dim_hints, limits, map_dims)
 from fxport.eager.calls import Signature
 from fxport.errors import ConversionError

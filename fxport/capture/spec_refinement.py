@@ -175,3 +175,40 @@ def any_dim(spec: Any, test: Callable[[Any], bool]) -> bool:
 def limits(dim: Dim) -> dict[str, int]:
     """A Dim's declared bounds as ``Dim(...)`` keywords (an unbounded max left out)."""
     return {"min": dim.min, **({"max": int(dim.max)} if is_finite(dim.max) else {})}
+
+
+def excluding_zero_sides(exc: BaseException, spec: Any, excluded: dict, sources: set) -> Any:
+    """``spec`` with min=1 for each Dim ``exc`` names in ``size_zero_dims`` (a refused ``if``
+    that only their size 0 takes); None when it names none, or none of them is a named Dim of
+    ``spec`` with min 0. ``excluded`` receives dimension name → the ``if``'s location, ``sources``
+    the input sizes they are (the exports after this one run with them excluded from 0:
+    operators/size_zero_sides.py's ``sizes_without_zero``); why: fxport/capture/size_zero_branches.py.
+
+    >>> from fxport.errors import ControlFlowError
+    >>> err = ControlFlowError("if: the branches produce differently structured values")
+    >>> err.size_zero_dims = ("n",)
+    >>> excluded = {}
+    >>> excluding_zero_sides(err, {"x": {0: Dim("n")}}, excluded, set())
+    {'x': {0: Dim('n', min=1)}}
+    >>> list(excluded)
+    ['n']
+    """
+    names = set(getattr(exc, "size_zero_dims", ()) or ())
+    if not names or not isinstance(spec, (dict, list, tuple)):
+        return None
+    dims: dict[str, Dim] = {}
+
+    def refine(dim: Dim) -> Dim:
+        if dim.__name__ not in names or dim.min != 0:
+            return dim
+        if dim.__name__ not in dims:
+            dims[dim.__name__] = Dim(dim.__name__, **{**limits(dim), "min": 1})
+        return dims[dim.__name__]
+
+    refined = map_dims(spec, refine)
+    if not dims:
+        return None
+    for name in dims:
+        excluded.setdefault(name, getattr(exc, "where", None))
+    sources.update(getattr(exc, "size_zero_sources", ()))
+    return refined
