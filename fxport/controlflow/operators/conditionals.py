@@ -32,6 +32,7 @@ from fxport.errors import ControlFlowError
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.lists.appender import Appender
+from fxport.controlflow.operators.lists import tensor_items
 from fxport.controlflow.operators.loops.growing import GROWN_IN_A_BODY
 from fxport.controlflow.operators.loops.grown_branches import grown_cond
 from fxport.controlflow.operators.numbers import ints_read_as_tensors
@@ -87,6 +88,14 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
     if not is_traced(pred):
         note(info, bool(pred))
         return true_fn(*args) if pred else false_fn(*args)
+    passing = tensor_items.passing_branch(args, info)  # t.tolist() of a dynamic length: carried as t
+    if passing:
+        return passing.results(_traced_if(pred, passing.fn(true_fn), passing.fn(false_fn), passing.args, info))
+    return _traced_if(pred, true_fn, false_fn, args, info)
+
+
+def _traced_if(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
+    """:func:`if_stmt` on a traced condition: ``torch.where`` or ``torch.cond``."""
     # before predicate() makes a new tensor of it; only where a branch reads a position (x[0]):
     # elsewhere a padded size (max(1, u)) would only add size questions for torch to answer
     size_test = positive_side(pred) if any(r.endswith(_FAULTS) for r in info.expensive) else None

@@ -35,6 +35,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, optimiz
 from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.values import as_int64, is_number, is_symbolic, is_traced, scalar
 from fxport.controlflow.operators.failures import refuse_here
+from fxport.controlflow.operators.lists import tensor_items
 
 
 def float_(value):
@@ -48,8 +49,9 @@ def float_(value):
 
 
 def tolist(value):
-    """``value.tolist()``; a traced 0-d tensor gives its number without a guard.
-    A traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
+    """``value.tolist()``; a traced 0-d tensor gives its number without a guard. A traced integer
+    vector whose length is a dynamic size gives :class:`~fxport.controlflow.operators.lists.tensor_items.TensorItems`
+    (the list read as the tensor: Python's list would fix the size). A traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
     a number read from a tensor) is refused at the user's line: no file holds a Python list of as
     many numbers as the values say."""
     if isinstance(value, torch.Tensor) and value.dim() == 0 and _reads_symbolically(value):
@@ -60,6 +62,8 @@ def tolist(value):
                     "the input's values decide",
                     "compute on the tensor itself (a boolean mask rather than filter(), "
                     "torch.unique_consecutive rather than itertools.groupby), or give it a fixed length")
+    if tensor_items.holds_items(value):  # a length that is a dynamic size: the list read as the tensor
+        return tensor_items.of(value)
     return value.tolist()
 
 
