@@ -88,3 +88,32 @@ class SortedList(nn.Module):
 
     def forward(self, ids):
         return torch.tensor(sorted(ids.tolist()), dtype=torch.long)
+
+
+def drop_blanks(hyp):
+    """A for over the positions of the list, appending the items that are not blank."""
+    kept = []
+    for cur in range(len(hyp)):
+        if hyp[cur] != 0:
+            kept.append(hyp[cur])
+    return kept
+
+
+class RowsListedThenFlattened(nn.Module):
+    """``[h.tolist() for h in ids]`` over a dynamic batch (the matrix's list), a for over it whose
+    body keeps each row's non-blank items, read back flat: ``torch.tensor([t for r in rs for t in r])``."""
+
+    def forward(self, ids):
+        hyps = [h.tolist() for h in ids]
+        results = []
+        for hyp in hyps:
+            results.append(drop_blanks(hyp))
+        return torch.tensor([t for r in results for t in r], dtype=torch.long)
+
+
+class TwoRowsFlattened(nn.Module):
+    """The flat read of a Python list of two grown lists."""
+
+    def forward(self, ids):
+        results = [drop_blanks(ids[0].tolist()), drop_blanks(ids[1].tolist())]
+        return torch.tensor([t for r in results for t in r], dtype=torch.long)

@@ -95,3 +95,41 @@ def test_uses_a_tensor_answers_otherwise_are_refused_at_their_line(make, line, w
     assert "a list made by .tolist() of a tensor whose length is a dynamic dimension" in message, message
     assert words in message and f":{line_in_source(make.forward, line)}" in message, message
     assert "\n" not in message
+
+
+B = torch.export.Dim("b", min=1, max=16)
+#: batches of 1 to 3 rows, rows of 1 to 7 items: all blank, none blank, mixed
+ROWS = [(torch.tensor([[0]]),), (torch.tensor([[4]]),), (torch.tensor([[1, 1], [0, 2], [0, 0]]),),
+        (torch.tensor([[1, 0, 0, 2, 2, 0, 3]]),), (torch.tensor([[0, 0, 0], [5, 6, 7]]),)]
+
+
+@pytest.mark.slow
+def test_rows_listed_over_a_dynamic_batch_read_back_flat():
+    model = m.RowsListedThenFlattened()
+    exported = export_to_ort(model, (torch.tensor([[0, 1, 1, 0], [3, 3, 0, 1]]),), ({0: B, 1: T},))
+    assert exported.ops.get("Loop", 0) >= 2, exported.ops  # the rows' loop around each row's loop
+    assert {1, 2, 3, 7} <= set().union(*trip_counts(model, ROWS).values())
+    assert_every_branch_taken(model, ROWS)
+    assert_matches_eager(model, exported, ROWS)
+
+
+def test_a_python_list_of_grown_lists_read_back_flat():
+    model = m.TwoRowsFlattened()
+    sets = [(torch.tensor([[0], [2]]),), (torch.tensor([[1, 1, 3], [0, 0, 0]]),), (torch.tensor([[0, 2, 0, 5], [7, 0, 1, 1]]),)]
+    exported = export_to_ort(model, (torch.tensor([[0, 1, 1, 0], [3, 3, 0, 1]]),), ({1: T},))
+    assert exported.ops.get("Loop", 0) >= 2, exported.ops
+    assert_matches_eager(model, exported, sets)
+
+
+def test_a_list_as_long_as_a_number_read_from_data_is_measured():
+    """speechbrain's ``seq.narrow(0, 0, int(...)).argmax(-1).tolist()`` measured with len(): the
+    length read from data is the tensor's (it was refused: no file holds such a Python list)."""
+    from tests.controlflow import number_index_models as nm
+
+    model = nm.TolistOfDataLength()
+    sets = [(torch.randn(1, 4, 3), torch.tensor([0.5])), (torch.randn(3, 7, 3), torch.tensor([0.0, 1.0, 0.3])),
+            (torch.randn(2, 1, 3), torch.tensor([1.0, 0.0]))]
+    exported = export_to_ort(model, (torch.randn(2, 5, 3), torch.tensor([1.0, 0.4])),
+                             ({0: B, 1: torch.export.Dim("frames", min=1, max=16)}, {0: B}))
+    assert exported.ops.get("Loop", 0) >= 1, exported.ops
+    assert_matches_eager(model, exported, sets)

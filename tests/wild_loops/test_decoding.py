@@ -23,7 +23,7 @@ EXPECT_OPS = {
 
 XFAIL = {
     'nemo_rnnt_greedy': "an LSTM called in a torch.cond branch of a loop whose state grows (label == [] / label[-1] read in the loop now convert: the loops carry label's stack): while: loop whose state grows: its body could not be captured on its own (UncapturedHigherOrderOpError: This higher order operator doesn't work unless it is captured completely with torch.compile. Got graph break/error:)",
-    "wenet_ctc_greedy": 'a Python list from .tolist() indexed by a loop counter: a Python list indexed by a value computed at run time (a loop counter or a number read from a tensor) in a data-dependent loop or branch: the exported file cannot pick one of its items',
+    "wenet_ctc_greedy": "per-element lengths of a list of lists grown in a data-dependent loop (len(r) for r in results; the .tolist() lists, the rows' loop and the flat torch.tensor of them convert): iterating over the elements of list 'results', grown in a data-dependent loop with lists of different lengths as elements, is not supported: only their concatenation is kept",
     "wenet_ctc_prefix_beam_search": "container written under a tensor condition: if on a tensor condition writes into the defaultdict 'next_hyps'",
 }
 

@@ -50,20 +50,21 @@ def float_(value):
 
 def tolist(value):
     """``value.tolist()``; a traced 0-d tensor gives its number without a guard. A traced integer
-    vector whose length is a dynamic size gives :class:`~fxport.controlflow.operators.lists.tensor_items.TensorItems`
-    (the list read as the tensor: Python's list would fix the size). A traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
+    vector or matrix whose length is symbolic (a dynamic size, or read from data) gives
+    :class:`~fxport.controlflow.operators.lists.tensor_items.TensorItems` (the list read as the
+    tensor: Python's list would fix the size). Any other traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
     a number read from a tensor) is refused at the user's line: no file holds a Python list of as
     many numbers as the values say."""
     if isinstance(value, torch.Tensor) and value.dim() == 0 and _reads_symbolically(value):
         return value.item()
+    if tensor_items.holds_items(value, dims=(1, 2)):  # a length not fixed: the list read as the tensor
+        return tensor_items.of(value)
     if isinstance(value, torch.Tensor) and is_traced(value) and _length_read_from_data(value.numel()):
         refuse_here(".tolist() of a tensor whose length is read from the data (a slice, narrow or mask by a "
                     "number read from a tensor): the exported file cannot hold a Python list whose length "
                     "the input's values decide",
                     "compute on the tensor itself (a boolean mask rather than filter(), "
                     "torch.unique_consecutive rather than itertools.groupby), or give it a fixed length")
-    if tensor_items.holds_items(value):  # a length that is a dynamic size: the list read as the tensor
-        return tensor_items.of(value)
     return value.tolist()
 
 

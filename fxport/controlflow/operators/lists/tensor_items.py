@@ -1,7 +1,8 @@
-"""``t.tolist()`` of a traced integer vector whose length is a dynamic dimension: the list is the tensor.
+"""``t.tolist()`` of a traced integer tensor whose length is not fixed: the list is the tensor.
 
 ``hyp = topk_index[i].tolist()`` with the row's length a dynamic size: Python's list needs that
-size as a number (torch specialises the dimension), and a loop counter reading it inside a
+size as a number (torch specialises the dimension; of a length read from data, ``narrow(0, 0,
+int(n))``, no file can hold it), and a loop counter reading it inside a
 data-dependent loop (``while cur < len(hyp) and hyp[cur] == hyp[prev]``, wenet's
 ``remove_duplicates_and_blank``) cannot pick one of its items. While exporting,
 :func:`~fxport.controlflow.operators.numbers.tolist` gives such a list as :class:`TensorItems`,
@@ -11,7 +12,10 @@ the vector as int64, read the way Python reads the list:
   tensor, which stands for the Python int in converted code (``!=``, ``==`` on it are tensor
   conditions that become where/cond/while_loop); ``xs[a:b]`` is the slice, a list again;
 * ``len(xs)`` is the size (a SymInt), ``for v in xs`` a loop over its items (``while_loop`` over
-  a dynamic size), ``v in xs`` whether an item equals ``v``, ``torch.tensor(xs)`` the vector;
+  a dynamic size), ``v in xs`` whether an item equals ``v``, ``torch.tensor(xs)`` the vector,
+  ``isinstance(xs, list)`` True;
+* of a matrix (``t.tolist()``, or ``[v.tolist() for v in t]``: :func:`tolist_rows`) each item is
+  a row's TensorItems;
 * it passes into converted branches and loops as its tensor, and reads as the list inside them
   (:class:`Passing`).
 
@@ -56,7 +60,8 @@ class TensorItems:
             return TensorItems(getitem(self.tensor, index))
         if isinstance(index, bool) or not _is_index(index):
             _refuse(f"indexed by {type(index).__name__}")
-        return getitem(self.tensor, index)
+        item = getitem(self.tensor, index)
+        return TensorItems(item) if item.dim() else item  # a row of a matrix's list: a list again
 
     __getitem__ = item
 
@@ -65,8 +70,20 @@ class TensorItems:
         return self.tensor.shape[0]
 
     def contains(self, value):
-        """``value in xs``: whether an item equals ``value``, a bool tensor."""
+        """``value in xs``: whether an item equals ``value``, a bool tensor (of a list of numbers)."""
+        if self.tensor.dim() != 1 or isinstance(value, (list, tuple, TensorItems)):
+            _refuse("searched with 'in' for a list")
         return (self.tensor == value).any()
+
+    def rows_body(self, body: Callable) -> Callable:
+        """A ``for`` body over the items: a row of a matrix's list given as a list again."""
+        if self.tensor.dim() == 1:
+            return body
+
+        def run(item, *args):
+            return body(TensorItems(item) if isinstance(item, torch.Tensor) and item.dim() else item, *args)
+
+        return run
 
     def __len__(self):
         if is_symbolic(self.tensor.shape[0]):
@@ -131,19 +148,46 @@ def _is_index(index) -> bool:
 
 
 def _refuse(use: str):
-    refuse_here(f"a list made by .tolist() of a tensor whose length is a dynamic dimension (read as that "
-                f"tensor) is {use}", _HINT)
+    refuse_here(f"a list made by .tolist() of a tensor whose length is a dynamic dimension or read from the data "
+                f"(held as that tensor) is {use}", _HINT)
 
 
-def holds_items(value) -> bool:
-    """A traced integer vector (not bool) whose length is a dynamic size: what :func:`of` wraps."""
-    return (isinstance(value, torch.Tensor) and is_traced(value) and value.dim() == 1
+def isinstance_(function, value, classes):
+    """``isinstance(value, classes)`` as written (``function``: what the name ``isinstance`` is
+    where it was called); of a TensorItems, the answer for the list it stands for
+    (``isinstance(xs, list)`` is True), so the code takes the list's path.
+
+    >>> isinstance_(isinstance, TensorItems(torch.tensor([1])), list), isinstance_(isinstance, 1, list)
+    (True, False)
+    """
+    if function is isinstance and isinstance(value, TensorItems):
+        return isinstance([], classes)
+    return function(value, classes)
+
+
+def holds_items(value, dims: tuple = (1,)) -> bool:
+    """A traced integer tensor (not bool) of ``dims`` dimensions whose first is symbolic (a
+    dynamic size, or read from data): what :func:`of` wraps."""
+    return (isinstance(value, torch.Tensor) and is_traced(value) and value.dim() in dims
             and is_symbolic(value.shape[0]) and not value.dtype.is_floating_point
             and not value.is_complex() and value.dtype != torch.bool)
 
 
+def tolist_rows(rows, listed: Callable):
+    """``[v.tolist() for v in rows]`` (``listed``: that comprehension as written): of a traced
+    integer matrix whose number of rows is a dynamic size, ``rows.tolist()`` read as the matrix
+    (each item a row's TensorItems); anything else as written.
+
+    >>> tolist_rows(torch.tensor([[1, 2]]), lambda: [[1, 2]])
+    [[1, 2]]
+    """
+    if holds_items(rows, dims=(2,)):
+        return of(rows)
+    return listed()
+
+
 def of(value: torch.Tensor) -> TensorItems:
-    """``value.tolist()`` for a vector :func:`holds_items` accepts."""
+    """``value.tolist()`` for a tensor :func:`holds_items` accepts."""
     return TensorItems(value.to(torch.int64))
 
 
@@ -162,12 +206,15 @@ class Passing:
     def __bool__(self):
         return bool(self.positions)
 
-    def fn(self, body: Callable | None) -> Callable | None:
+    def fn(self, body: Callable | None, leading: int = 0) -> Callable | None:
+        """``body`` seeing the operands as TensorItems again (``leading``: arguments before the
+        operands, a ``for`` body's item)."""
         if body is None:
             return None
+        positions = frozenset(p + leading for p in self.positions)
 
         def run(*args):
-            return self._tensors_out(body(*_wrapped(args, self.positions)))
+            return self._tensors_out(body(*_wrapped(args, positions)))
 
         run.__name__ = getattr(body, "__name__", "run")
         return run

@@ -230,9 +230,10 @@ def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable |
     a leading ``if t: break`` folded out of the body, asked before each iteration."""
     passing = tensor_items.passing_loop(args, len(info.names))  # t.tolist() of a dynamic length: as t
     if passing:
-        return passing.results(for_stmt(iterable, passing.fn(body_fn), passing.args, info, passing.fn(stop_fn)))
+        return passing.results(for_stmt(iterable, passing.fn(body_fn, leading=1), passing.args, info,
+                                        passing.fn(stop_fn)))
     if isinstance(iterable, tensor_items.TensorItems):  # its items: the rows of its tensor
-        iterable = iterable.tensor
+        iterable, body_fn = iterable.tensor, iterable.rows_body(body_fn)
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
     test_fn = None if stop_fn is None else _going_on(stop_fn)
