@@ -6,6 +6,7 @@ SymFloat), so each use below is converted to a tensor op: tensors built from it 
 functions, and ``roll`` by it. The refused ones say which use, at which line.
 """
 
+import itertools
 import math
 
 import torch
@@ -133,7 +134,7 @@ class RollByReadNumber(nn.Module):
 
 class TolistOfDataLength(nn.Module):
     """speechbrain's ctc_greedy_decode: ``seq.narrow(0, 0, int(...)).argmax(-1).tolist()``, a list
-    as long as a number read from a tensor says (refused at that line)."""
+    as long as a number read from a tensor says, measured with len() (held as the tensor: converts)."""
 
     def forward(self, x, lens):
         outs = []
@@ -141,6 +142,19 @@ class TolistOfDataLength(nn.Module):
             k = int(torch.round(n * x.shape[1]))
             labels = row.narrow(0, 0, k).argmax(-1).tolist()
             outs.append(len(labels))
+        return torch.tensor(outs)
+
+
+class TolistOfDataLengthGrouped(nn.Module):
+    """The same list read with ``itertools.groupby`` (an iteration outside a for statement:
+    refused at that line)."""
+
+    def forward(self, x, lens):
+        outs = []
+        for row, n in zip(x, lens):
+            k = int(torch.round(n * x.shape[1]))
+            labels = row.narrow(0, 0, k).argmax(-1).tolist()
+            outs.append(len([g for g, _ in itertools.groupby(labels)]))
         return torch.tensor(outs)
 
 

@@ -134,8 +134,8 @@ def test_a_name_that_is_not_the_builtin_is_called_as_written():
 
 
 @pytest.mark.parametrize("make, args, line, words", [
-    (m.TolistOfDataLength, (torch.randn(2, 5, 3), torch.tensor([1.0, 0.4])),
-     "labels = row.narrow(0, 0, k).argmax(-1).tolist()", ".tolist() of a tensor whose length is read from the data"),
+    (m.TolistOfDataLengthGrouped, (torch.randn(2, 5, 3), torch.tensor([1.0, 0.4])),
+     "outs.append(len([g for g, _ in itertools.groupby(labels)]))", "is iterated outside a for statement"),
     (m.RangeOfReadNumberAsValue, (torch.rand(4), torch.tensor(2)),
      "acc = acc + sum(range(k))", "is used as a Python int"),
     (m.FormattedReadFloat, (torch.rand(4), torch.tensor(2)),

@@ -100,6 +100,17 @@ class CallConverter(ExpressionConverter):
             return node
         return self.generic_visit(node)
 
+    def visit_ListComp(self, node):
+        """``[v.tolist() for v in rows]`` → ``_fx.lists.tensor_items.tolist_rows(rows, lambda: [...])``:
+        of a traced integer tensor whose number of rows is a dynamic size, ``rows.tolist()`` read
+        as the tensor (tensor_items.py), where Python's loop over the rows would fix their number."""
+        self.generic_visit(node)
+        rows = _rows_listed(node)
+        if rows is None:
+            return node
+        made = call(rt("lists.tensor_items.tolist_rows"), rows, lambda_(node))
+        return located(ast.copy_location(made, node), node)
+
     def visit_Call(self, node):
         self.generic_visit(node)
         _number_of_numpy(node)
@@ -130,6 +141,10 @@ class CallConverter(ExpressionConverter):
             return columns
         if _is_torch_attr(func, ("tensor",)) and node.args:  # torch.tensor([[i, 0]]) with a traced counter
             node.func = ast.copy_location(rt("tensor_"), func)
+            rows = _flattened_rows(node)
+            if rows is not None:  # torch.tensor([t for r in rows for t in r]): the rows' concatenation
+                made = ast.Call(func=rt("lists.ragged.flat_tensor"), args=[rows, lambda_(node)], keywords=node.keywords)
+                return located(ast.copy_location(made, node), node)
             return node
         constructed = _tensor_construction(node)
         if constructed is not None:
@@ -247,11 +262,13 @@ def _tensor_construction(node: ast.Call) -> ast.Call | None:
 
 
 #: builtins of numbers → their operator (operators/numbers.py: a number read from a tensor, kept a tensor)
-_NUMBER_BUILTINS = {"min": "min_", "max": "max_", "divmod": "divmod_", "bool": "bool_", "round": "round_"}
+_NUMBER_BUILTINS = {"min": "min_", "max": "max_", "divmod": "divmod_", "bool": "bool_", "round": "round_",
+                    "isinstance": "lists.tensor_items.isinstance_"}
 
 
 def _number_function(node: ast.Call) -> ast.Call | None:
-    """``min(a, b)`` → ``_fx.min_(min, a, b)`` (so for ``max``, ``divmod``, ``bool``, ``round``) and
+    """``min(a, b)`` → ``_fx.min_(min, a, b)`` (so for ``max``, ``divmod``, ``bool``, ``round``,
+    ``isinstance``: a list held as a tensor, tensor_items.py) and
     ``math.sqrt(x)`` → ``_fx.math_(math.sqrt, x)`` (of the functions
     :data:`~fxport.controlflow.operators.numbers.MATH_FUNCTIONS` names): the operators compute a
     number read from a tensor with tensor ops; the function itself is passed, so a name that is
@@ -302,6 +319,40 @@ def _comprehension_of_fields(node: ast.Call) -> ast.Call | None:
         return None
     made = ast.Call(func=rt("lists.columns.tensor_of"), args=[lambda_(comp.elt, target.id), source], keywords=node.keywords)
     return located(ast.copy_location(made, node), node)
+
+
+def _flattened_rows(node: ast.Call) -> ast.expr | None:
+    """``rows`` of ``torch.tensor([t for r in rows for t in r], ...)`` (two plain generators, the
+    second over the first's element, the element that of the second; ``rows`` a name or an
+    attribute, read once more by the rewrite), else None."""
+    comp = node.args[0]
+    if len(node.args) != 1 or not isinstance(comp, ast.ListComp) or len(comp.generators) != 2:
+        return None
+    if any(k.arg is None for k in node.keywords):
+        return None
+    outer, inner = comp.generators
+    if any(g.ifs or g.is_async or not isinstance(g.target, ast.Name) for g in (outer, inner)):
+        return None
+    if not isinstance(outer.iter, (ast.Name, ast.Attribute)) or outer.target.id == inner.target.id:
+        return None
+    if not (isinstance(inner.iter, ast.Name) and inner.iter.id == outer.target.id):
+        return None
+    return outer.iter if isinstance(comp.elt, ast.Name) and comp.elt.id == inner.target.id else None
+
+
+def _rows_listed(comp: ast.ListComp) -> ast.expr | None:
+    """``rows`` of ``[_fx.tolist(v) for v in rows]`` (one plain generator over a name or an
+    attribute, read once more by the rewrite), else None."""
+    if len(comp.generators) != 1 or comp.generators[0].ifs or comp.generators[0].is_async:
+        return None
+    target, rows = comp.generators[0].target, comp.generators[0].iter
+    elt = comp.elt
+    if not (isinstance(target, ast.Name) and isinstance(rows, (ast.Name, ast.Attribute))):
+        return None
+    if not (isinstance(elt, ast.Call) and len(elt.args) == 1 and not elt.keywords
+            and ast.dump(elt.func) == ast.dump(rt("tolist"))):
+        return None
+    return rows if isinstance(elt.args[0], ast.Name) and elt.args[0].id == target.id else None
 
 
 def _concatenated_comprehension(node: ast.Call) -> ast.Call | None:

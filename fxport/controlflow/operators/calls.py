@@ -23,6 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from fxport.controlflow.operators.lists.appender import Appender, stack
+from fxport.controlflow.operators.lists.tensor_items import TensorItems
 from fxport.controlflow.operators.optional import call_with_optionals, has_optional
 from fxport.controlflow.operators.values import as_int64, is_number, is_traced, scalar
 
@@ -224,6 +225,9 @@ def tensor_(data, *args, **kwargs):
     >>> tensor_([[1, 0]])
     tensor([[1, 0]])
     """
+    if isinstance(data, TensorItems):  # t.tolist() of a vector of dynamic length: t's ints
+        data = data.tensor
+        return data.to(kwargs["dtype"]) if kwargs.get("dtype") is not None else data
     if isinstance(data, Appender):  # a list grown in a loop or appended under a tensor condition
         rows = stack(data)
         return rows.to(kwargs["dtype"]) if kwargs.get("dtype") is not None else rows

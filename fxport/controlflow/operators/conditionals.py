@@ -32,6 +32,7 @@ from fxport.errors import ControlFlowError
 from fxport.controlflow.operators.containers import (assigned_specs, fresh_copy, is_container, leaves_out,
                                                     operand_spec, rebuilt, run_branch)
 from fxport.controlflow.operators.lists.appender import Appender
+from fxport.controlflow.operators.lists import tensor_items
 from fxport.controlflow.operators.loops.growing import GROWN_IN_A_BODY
 from fxport.controlflow.operators.loops.grown_branches import grown_cond
 from fxport.controlflow.operators.numbers import ints_read_as_tensors
@@ -95,6 +96,9 @@ def if_stmt(pred, true_fn: Callable, false_fn: Callable, args: tuple, info):
             return true_fn(*args) if kept else false_fn(*args)
     zero_dims = zero_side_dims(pred) if not in_traced_body() else ((), ())
     try:
+        passing = tensor_items.passing_branch(args, info)  # t.tolist() of a dynamic length: carried as t
+        if passing:
+            return passing.results(_if_traced(pred, passing.fn(true_fn), passing.fn(false_fn), passing.args, info))
         return _if_traced(pred, true_fn, false_fn, args, info)
     except ControlFlowError as error:
         marked(error, info, zero_dims)  # the capture may export again without size 0 of them

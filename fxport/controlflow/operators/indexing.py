@@ -24,6 +24,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fxport.controlflow.operators.counters import known_width
 from fxport.controlflow.operators.lists.appender import Appender, stack
+from fxport.controlflow.operators.lists.tensor_items import TensorItems
 from fxport.controlflow.operators.failures import refuse_here
 from fxport.controlflow.operators.numbers import int_read_from_data
 from fxport.controlflow.operators.state import in_traced_body
@@ -143,6 +144,8 @@ def _numbers_as_positions(index):
 
 def getitem(value, index):
     """``value[index]``; a traced 0-d integer index becomes index_select (no .item() guard)."""
+    if isinstance(value, TensorItems):  # t.tolist() of a vector of dynamic length: an item of t
+        return value.item(index)
     if isinstance(value, torch.Tensor):
         index = _numbers_as_positions(index)
     parts = index if isinstance(index, tuple) else (index,)

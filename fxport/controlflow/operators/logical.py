@@ -18,6 +18,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from fxport.controlflow.operators.lists.appender import Appender
+from fxport.controlflow.operators.lists.tensor_items import TensorItems
 from fxport.controlflow.operators.values import as_bool_tensor, is_bool_like, is_symbolic, is_traced
 
 
@@ -59,7 +60,7 @@ def in_(value, options):
     """
     if isinstance(value, (torch.SymInt, torch.SymFloat)) and free_unbacked_symbols(value):
         value = torch.full((), value)  # a number read from a tensor (y = t.item()): compared as a tensor
-    if isinstance(options, Appender):  # a list grown in a data-dependent loop
+    if isinstance(options, (Appender, TensorItems)):  # a grown list; t.tolist() of a dynamic length
         return options.contains(value)
     if isinstance(options, torch.Tensor) and is_traced(options) and not isinstance(value, str):
         return (options == value).any()  # Tensor.__contains__ without its bool(): any element equal

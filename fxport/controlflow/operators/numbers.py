@@ -35,6 +35,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, optimiz
 from fxport.controlflow.operators.state import in_traced_body
 from fxport.controlflow.operators.values import as_int64, is_number, is_symbolic, is_traced, scalar
 from fxport.controlflow.operators.failures import refuse_here
+from fxport.controlflow.operators.lists import tensor_items
 
 
 def float_(value):
@@ -48,12 +49,16 @@ def float_(value):
 
 
 def tolist(value):
-    """``value.tolist()``; a traced 0-d tensor gives its number without a guard.
-    A traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
+    """``value.tolist()``; a traced 0-d tensor gives its number without a guard. A traced integer
+    vector or matrix whose length is symbolic (a dynamic size, or read from data) gives
+    :class:`~fxport.controlflow.operators.lists.tensor_items.TensorItems` (the list read as the
+    tensor: Python's list would fix the size). Any other traced tensor whose length the data decides (``predictions.tolist()`` after a ``narrow`` by
     a number read from a tensor) is refused at the user's line: no file holds a Python list of as
     many numbers as the values say."""
     if isinstance(value, torch.Tensor) and value.dim() == 0 and _reads_symbolically(value):
         return value.item()
+    if tensor_items.holds_items(value, dims=(1, 2)):  # a length not fixed: the list read as the tensor
+        return tensor_items.of(value)
     if isinstance(value, torch.Tensor) and is_traced(value) and _length_read_from_data(value.numel()):
         refuse_here(".tolist() of a tensor whose length is read from the data (a slice, narrow or mask by a "
                     "number read from a tensor): the exported file cannot hold a Python list whose length "

@@ -53,6 +53,7 @@ from fxport.controlflow.operators.lists import in_loop
 from fxport.controlflow.operators.lists.elements import as_element, element_rows
 from fxport.controlflow.operators.lists.front import AtFront, refuse_both_ends
 from fxport.controlflow.operators.lists.repeated import Repeated
+from fxport.controlflow.operators.lists.tensor_items import TensorItems
 from fxport.controlflow.operators.optional import known_set
 from fxport.controlflow.operators.values import as_int64, is_row_of_numbers, row_of_numbers, scalar
 
@@ -788,6 +789,8 @@ def len_(value):
     """``len(parts)`` of a list grown in a data-dependent loop: after the loop, the number of
     elements (a SymInt while exporting); inside it, the number so far as a 0-d int64 tensor
     (``if len(parts) >= k: break`` is then a tensor condition)."""
+    if isinstance(value, TensorItems):
+        return value.length()
     if isinstance(value, torch.Tensor) and value.dim() > 0:
         return value.shape[0]  # a dynamic size stays a size (Python's len() would fix it to the example's)
     if not isinstance(value, Appender):

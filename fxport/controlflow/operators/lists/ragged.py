@@ -54,6 +54,22 @@ def cat_each(element, elements, *args, kind: str, **kwargs):
     return made
 
 
+def flat_tensor(rows, listed, **kwargs):
+    """``torch.tensor([t for r in rows for t in r], **kwargs)`` (``listed``: that call as written):
+    of a list a data-dependent loop grew with lists as elements, the tensor of their
+    concatenation, which holds the same numbers in the same order (:func:`cat_each`); of a Python
+    list holding such lists, with a ``dtype``, the tensors of its elements concatenated; anything
+    else as written."""
+    from fxport.controlflow.operators.calls import tensor_
+
+    if isinstance(rows, Appender):
+        return cat_each(lambda r: tensor_(r, **kwargs), rows, kind="constructor")
+    if (kwargs.get("dtype") is not None and type(rows) in (list, tuple) and rows
+            and any(isinstance(r, Appender) for r in rows)):
+        return torch.cat([tensor_(r, **kwargs) for r in rows])
+    return listed()
+
+
 def _dim(args: tuple, kwargs: dict) -> int:
     """The ``dim`` torch.cat was given (positionally or by name), 0 by default."""
     if kwargs.keys() - {"dim"} or len(args) > 1:

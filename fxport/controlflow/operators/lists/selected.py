@@ -50,11 +50,11 @@ class SelectedList(Appender):
 
     def __init__(self, name: str, initial: list, data=None, keep=None):
         super().__init__(name, initial, data, keep, mode="select")
+        self.finished = True  # readable (stacked, measured) wherever it is
 
     def selected_truth(self):
         """``if xs:`` of the kept rows (:func:`truth_of_selected`), for in_loop.py."""
         return truth_of_selected(self)
-        self.finished = True  # readable (stacked, measured) wherever it is
 
     @property
     def keep(self):

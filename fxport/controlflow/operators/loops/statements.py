@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 
 from fxport.controlflow.operators.lists.appender import Appender, stack
+from fxport.controlflow.operators.lists import tensor_items
 from fxport.controlflow.operators.containers import fresh_copy, is_container
 from fxport.controlflow.operators.failures import fail
 from fxport.controlflow.operators.logical import and_, not_
@@ -199,6 +200,10 @@ def _note_how_it_ended(info, trips: int, entry: tuple, final: tuple, broke: bool
 def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info, stop_fn: Callable | None = None):
     """Run an outlined ``while``: a Python loop, or ``while_loop`` once the test is traced.
     ``stop_fn``: a leading ``if t: break`` folded out of the body, asked after the test."""
+    passing = tensor_items.passing_loop(args, len(info.names))  # t.tolist() of a dynamic length: as t
+    if passing:
+        return passing.results(while_stmt(passing.fn(test_fn), passing.fn(body_fn), passing.args, info,
+                                          passing.fn(stop_fn)))
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
     entry, trips = state, 0
@@ -223,6 +228,12 @@ def while_stmt(test_fn: Callable, body_fn: Callable, args: tuple, info, stop_fn:
 def for_stmt(iterable, body_fn: Callable, args: tuple, info, stop_fn: Callable | None = None):
     """Run an outlined ``for``: a Python loop (static trip count), or ``while_loop``. ``stop_fn``:
     a leading ``if t: break`` folded out of the body, asked before each iteration."""
+    passing = tensor_items.passing_loop(args, len(info.names))  # t.tolist() of a dynamic length: as t
+    if passing:
+        return passing.results(for_stmt(iterable, passing.fn(body_fn, leading=1), passing.args, info,
+                                        passing.fn(stop_fn)))
+    if isinstance(iterable, tensor_items.TensorItems):  # its items: the rows of its tensor
+        iterable, body_fn = iterable.tensor, iterable.rows_body(body_fn)
     count = len(info.names)
     state, free = tuple(args[:count]), tuple(args[count:])
     test_fn = None if stop_fn is None else _going_on(stop_fn)
