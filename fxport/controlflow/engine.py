@@ -7,7 +7,8 @@
 4. expression converters (``a if c else b``, ``and``/``or``/``not``, indexing, call sites);
 5. facts refreshed on the rewritten expressions (names read/written, liveness);
 6. statement converters, dispatched by statement type over the blocks;
-7. a factory ``_fx_factory(_fx, _fx_meta, *closure cells)`` returning the converted function.
+7. finalisations of the converted function (``del`` of names bound in outlined blocks only);
+8. a factory ``_fx_factory(_fx, _fx_meta, *closure cells)`` returning the converted function.
 
 The converters are :data:`fxport.controlflow.converters.CONVERTERS`; nothing here names one.
 
@@ -56,6 +57,8 @@ def convert_function(fn, converters: list[type] = CONVERTERS) -> ConvertedCode:
     ctx.statement_converters = {c.node_type: c(ctx) for c in _of_stage(converters, "statements")}
     fdef = ctx.fdef
     fdef.body = ctx.convert_block(fdef.body, set(ctx.params))
+    for converter in _of_stage(converters, "finalize"):
+        converter(ctx).apply()
     freevars = tuple(fn.__code__.co_freevars)
     factory = _factory(fdef, freevars)
     module = ast.Module(body=[factory], type_ignores=[])

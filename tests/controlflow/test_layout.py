@@ -119,7 +119,7 @@ def test_a_construct_is_added_as_one_converter_without_touching_the_engine():
 
 def test_every_converter_is_a_known_kind_in_stage_order():
     stages = [c.stage for c in CONVERTERS]
-    assert stages == sorted(stages, key=["canonicalize", "expressions", "statements"].index)
+    assert stages == sorted(stages, key=["canonicalize", "expressions", "statements", "finalize"].index)
     statement_types = [c.node_type for c in CONVERTERS if c.stage == "statements"]
     assert len(set(statement_types)) == len(statement_types), "one converter per statement type"
     # every statement construct of the conversion table has its converter (ifexp is an expression,

@@ -18,6 +18,7 @@ from fxport.controlflow.converters.assert_statements import AssertConverter
 from fxport.controlflow.converters.call_trees import CallConverter
 from fxport.controlflow.converters.conditional_expressions import IfExpConverter
 from fxport.controlflow.converters.deferred_appends import AppendsAfterWrites
+from fxport.controlflow.converters.delete_statements import DeletedInBlocks
 from fxport.controlflow.converters.for_statements import ForConverter
 from fxport.controlflow.converters.if_statements import IfConverter
 from fxport.controlflow.converters.list_extensions import ListExtensions
@@ -67,6 +68,7 @@ CONVERTERS: list[type] = [
     WhileConverter,  # while → _fx.while_stmt
     ForConverter,  # for → _fx.for_stmt
     AssertConverter,  # assert → _fx.asserts.assert_stmt (a tensor condition is refused)
+    DeletedInBlocks,  # del x of a name only an outlined block binds → x left out (after the outlining)
 ]
 
 __all__ = ["CONVERTERS"]

@@ -1,4 +1,4 @@
-"""The three kinds of converter the engine applies, in this order.
+"""The four kinds of converter the engine applies, in this order.
 
 * :class:`Canonicalization` — rewrites the whole function into a simpler form with the same
   meaning (``return``/``break``/``continue`` become flags); runs before the analysis.
@@ -7,6 +7,8 @@
 * :class:`StatementConverter` — converts one kind of compound statement (``ast.If``, …) into
   outlined functions plus an operator call; the engine's block walk dispatches on
   ``node_type`` and the converter recurses into its own blocks with ``ctx.nested``.
+* :class:`Finalization` — rewrites the converted function (its outlined blocks included) where
+  outlining changed what a statement means (a ``del`` of a name now bound in a block only).
 
 Example::
 
@@ -63,4 +65,13 @@ class StatementConverter(Converter):
     node_type: ClassVar[type]
 
     def convert(self, node: ast.stmt, defined: set[str]) -> list[ast.stmt]:
+        raise NotImplementedError
+
+
+class Finalization(Converter):
+    """Rewrite ``ctx.fdef`` in place after the statement converters outlined its blocks."""
+
+    stage: ClassVar[str] = "finalize"
+
+    def apply(self) -> None:
         raise NotImplementedError
