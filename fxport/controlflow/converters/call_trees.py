@@ -15,6 +15,9 @@ exit on them converts); ``print(...)`` inside a branch or loop body →
 the traced graph (``float(t)`` and ``t.tolist()`` keep a traced number symbolic everywhere; ``t.item()``
 needs no rewrite at the top level, where torch reads it symbolically itself; ``nested`` is False there).
 
+Size: one rewrite per kind of call site, all dispatched from the one visit of a Call node (the
+order of their tests is the rewrite's meaning); split, each part would need the others' tests.
+
 Plain names, ``self.method`` / ``module.function`` and the methods of other objects
 (``self.assigner.assign``, ``solver.run``) are wrapped; builtins, methods a tensor or a builtin
 container has by name (``x.sum``, ``xs.append``) and calls into ``torch``/``math``/… are left as

@@ -24,6 +24,7 @@ from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 from fxport.controlflow.operators.counters import known_width
 from fxport.controlflow.operators.lists.appender import Appender, stack
+from fxport.controlflow.operators.lists import tensor_items
 from fxport.controlflow.operators.lists.tensor_items import TensorItems
 from fxport.controlflow.operators.failures import refuse_here
 from fxport.controlflow.operators.numbers import int_read_from_data
@@ -480,3 +481,6 @@ def _set_slice(target: torch.Tensor, parts: tuple, axis: int, value):
     rows = _written_rows(part, moved.shape[0], value.shape[0])
     value = value.expand(rows.shape[0], *moved.shape[1:])
     return torch.index_put(moved, (rows,), value).movedim(0, axis)
+
+
+tensor_items.use_indexing(getitem, TensorSlice)  # TensorItems read their items through getitem

@@ -44,6 +44,17 @@ _HINT = ("read it only by items (xs[i]), slices, len(), for loops and torch.tens
          "(t rather than t.tolist()) and compute on it")
 
 
+#: fxport.controlflow.operators.indexing's ``getitem`` and ``TensorSlice``, which that module
+#: registers when it is imported (:func:`use_indexing`; it reads :class:`TensorItems`, so importing
+#: it here would make an import circle)
+_INDEXING: dict = {}
+
+
+def use_indexing(getitem: Callable, slice_type: type) -> None:
+    """Read items through ``getitem`` (traced indices clamped into the dimension, as everywhere)."""
+    _INDEXING.update(getitem=getitem, slice_type=slice_type)
+
+
 class TensorItems:
     """The list ``tensor.tolist()`` stands for, read through the int64 vector ``tensor``."""
 
@@ -54,9 +65,8 @@ class TensorItems:
 
     def item(self, index):
         """``xs[index]``: a 0-d int64 tensor at an int or traced index; a TensorItems of a slice."""
-        from fxport.controlflow.operators.indexing import TensorSlice, getitem
-
-        if isinstance(index, (slice, TensorSlice)):
+        getitem = _INDEXING["getitem"]
+        if isinstance(index, (slice, _INDEXING["slice_type"])):
             return TensorItems(getitem(self.tensor, index))
         if isinstance(index, bool) or not _is_index(index):
             _refuse(f"indexed by {type(index).__name__}")
