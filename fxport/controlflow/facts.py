@@ -34,6 +34,7 @@ import re
 from typing import Mapping, Sequence
 
 from fxport.controlflow import analysis
+from fxport.controlflow.astutil import RUNTIME
 from fxport.controlflow.append_aliases import aliased_appends
 
 #: methods that change the object they are called on
@@ -353,6 +354,8 @@ def _writes_outside_names(node: ast.AST) -> ast.expr | None:
     if isinstance(node, ast.Call):
         func = node.func
         if not (isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__")):
+            return None
+        if analysis.root_name(func.value) == RUNTIME:  # fxport's own helpers (_fx.lists.tensor_items.isinstance_)
             return None
         function_form = analysis.root_name(func.value) in _FUNCTION_FORM_ROOTS and node.args
         targets = [node.args[0]] if function_form else [func.value]

@@ -133,3 +133,17 @@ def test_a_list_as_long_as_a_number_read_from_data_is_measured():
                              ({0: B, 1: torch.export.Dim("frames", min=1, max=16)}, {0: B}))
     assert exported.ops.get("Loop", 0) >= 1, exported.ops
     assert_matches_eager(model, exported, sets)
+
+
+def test_fxport_helpers_named_like_in_place_methods_are_not_side_effects():
+    """``isinstance(v, float)`` becomes ``_fx.lists.tensor_items.isinstance_(v, float)``; its
+    trailing ``_`` is not an in-place write to ``_fx.lists.tensor_items`` (espnet2's TTS loop
+    and mmdet's assigner were refused as such), while ``buf[i].add_(1)`` still is."""
+    import ast
+
+    from fxport.controlflow.facts import side_effects
+
+    helper = ast.parse("if _fx.lists.tensor_items.isinstance_(v, float):\n    y = 1").body
+    write = ast.parse("self.bufs[i].add_(1)").body
+    assert side_effects(helper) == []
+    assert [effect.what for effect in side_effects(write)] == ["in-place write to self.bufs[i] at line 1"]
